@@ -1,0 +1,95 @@
+# ecopt: one non-recursive Makefile.
+#   make            build build/ecopt
+#   make check      install missing Debian packages (as root), build, run every test
+#   make run        install, build, and run the example job
+#   make bench      benchmarks (results in bench/results/)
+#   make asan-check the test suite under AddressSanitizer + UBSan
+
+CC       ?= cc
+BUILD    ?= build
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+CFLAGS   += -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
+            -Iengine/include -Iservice -Icli -MMD -MP
+LDLIBS_ENGINE := -lz -lm
+LDLIBS_APP    := -ljansson $(LDLIBS_ENGINE)
+CHECK_LIBS    := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
+
+ENGINE_SRC := $(sort $(wildcard engine/src/*.c))
+SERVICE_SRC := $(sort $(wildcard service/*.c))
+CLI_SRC    := $(sort $(wildcard cli/*.c))
+TEST_SRC   := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
+
+ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+SERVICE_OBJ := $(SERVICE_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# Everything of the binary but its main(), so tests can link the same code.
+APP_OBJ     := $(SERVICE_OBJ) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ))
+TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+ENGINE_LIB := $(BUILD)/libecopt_engine.a
+
+# Where the tests and `make run` find the LibSVM datasets.
+ECOPT_DATA_DIR ?= $(abspath ../shared/datasets)
+export ECOPT_DATA_DIR
+
+.PHONY: all check run bench deps clean asan-check engine-linkcheck tests
+all: $(BUILD)/ecopt
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(ENGINE_LIB): $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/ecopt: $(BUILD)/cli/main.o $(APP_OBJ) $(ENGINE_LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
+
+# The engine must link with libc, libm and zlib alone: no JSON, SQL, HTTP.
+$(BUILD)/engine-linkcheck: tests/engine_linkcheck.c $(ENGINE_LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_ENGINE)
+
+engine-linkcheck: $(BUILD)/engine-linkcheck
+	@if nm -u $(ENGINE_LIB) | grep -E ' (json_|sqlite3_|MHD_|curl_)'; then \
+	    echo "engine depends on a service library" >&2; exit 1; fi
+	$(BUILD)/engine-linkcheck
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(APP_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP) $(CHECK_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(APP_OBJ) $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP)
+
+tests: $(TEST_BIN) $(BUILD)/ecopt
+
+deps:
+	@sh docker/install-deps.sh
+
+# Each suite is its own program; all run even if one fails, then the totals.
+check: deps
+	@$(MAKE) --no-print-directory tests engine-linkcheck
+	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
+
+asan-check: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    LDFLAGS="-fsanitize=address,undefined" tests
+	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \
+	    sh tests/run-suites.sh $(TEST_SRC:tests/%.c=build-asan/tests/%)
+
+run: deps all
+	./$(BUILD)/ecopt run examples/eclk-mushrooms.json
+
+bench: all $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Debian packages ecopt builds, tests and runs with. The
+# Makefile, CI and the Dockerfile all use this one list.
+# As root it installs what is missing; otherwise it prints the apt-get line.
+set -eu
+
+PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+    echo "ecopt needs these Debian packages; as root run:" >&2
+    echo "  apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,105 @@
+/*
+ * Compression operators Q for vectors in R^d, and the messages they produce.
+ * Contraction compressors satisfy E||Q(x) - x||^2 <= (1 - delta)||x||^2.
+ * Compressing allocates nothing: every buffer lives in the compressor or the
+ * message, sized for d when they are made.
+ */
+#ifndef ECOPT_COMPRESS_H
+#define ECOPT_COMPRESS_H
+
+#include <stdint.h>
+
+#include "ecopt/error.h"
+#include "ecopt/rng.h"
+
+typedef enum ec_comp_type {
+    EC_COMP_NONE = 0,       /* identity: d values */
+    EC_COMP_TOPK,           /* the k largest |x_j|; ties go to the smaller index */
+    EC_COMP_RANDK,          /* k uniform coordinates without replacement, unscaled */
+    EC_COMP_RANDK_UNBIASED, /* (d/k) randk; omega = d/k - 1 */
+    EC_COMP_DITHER,         /* random dithering, s levels, scaled by 1/(1+omega) */
+    EC_COMP_DITHER_UNBIASED /* the same without the scaling (DIANA's shifts) */
+} ec_comp_type;
+
+typedef struct ec_comp_spec {
+    ec_comp_type type;
+    uint32_t k;             /* topk, randk, randk-unbiased: 1..d */
+    uint32_t s;             /* dither: number of levels, >= 1 */
+} ec_comp_spec;
+
+/* "none", "topk", "randk", "randk-unbiased", "dither", "dither-unbiased";
+ * NULL if out of range. */
+const char *ec_comp_name(ec_comp_type t);
+/* The type for a name; returns < 0 for an unknown name. */
+int ec_comp_from_name(const char *name, ec_comp_type *out);
+
+/* NULL when spec is valid for dimension d, else a sentence such as
+ * "compressor.k must be in 1..123 (got 0)". */
+const char *ec_comp_check(const ec_comp_spec *spec, uint32_t d, char *buf,
+                          unsigned buflen);
+
+/* delta of the contraction (1 for none, k/d for topk and randk, 1/(1+omega)
+ * for dither); 0 for the unbiased types, which are not contractions. */
+double ec_comp_delta(const ec_comp_spec *spec, uint32_t d);
+/* omega of the unbiased form: 0 for none, d/k - 1 for randk(-unbiased),
+ * min(d/s^2, sqrt(d)/s) for dither(-unbiased); topk has none and gives -1. */
+double ec_comp_omega(const ec_comp_spec *spec, uint32_t d);
+
+/*
+ * A compressed vector: nnz entries (idx ascending, val), plus its exact size.
+ * idx and val have room for d entries. Coordinates not listed are zero. A
+ * message of type none lists all d coordinates.
+ *
+ * Sizes: value_bits and index_bits are what an explicit encoding sends:
+ *   none:            64 d value bits, 0 index bits
+ *   topk:            64 k value bits, k * ceil(log2 d) index bits
+ *   randk(-unbiased): 64 k value bits, 64 index bits (the shared seed)
+ *   dither(-unb.):   64 (the norm) + d * ceil(log2(s+1)) (levels) + nnz (signs)
+ *                    value bits, 0 index bits
+ * paper_bits counts 64 per value sent, as the literature does: 64 d for
+ * none, 64 k for topk and randk, 64 (1 + nnz) for dither.
+ *
+ * For randk, seed is the draw the indices came from. For dither, every
+ * val[i] equals +-level * unit exactly, unit = ec_dither_unit(norm, s, scale),
+ * so a decoder holding (norm, levels, signs) rebuilds the same doubles.
+ */
+typedef struct ec_msg {
+    ec_comp_type type;
+    uint32_t d;
+    uint32_t nnz;
+    uint32_t *idx;
+    double *val;
+    uint64_t value_bits;
+    uint64_t index_bits;
+    uint64_t paper_bits;
+    uint64_t seed;          /* randk */
+    double norm;            /* dither: ||x||_2 */
+    double scale;           /* dither: 1/(1+omega); dither-unbiased: 1 */
+    uint32_t s;             /* dither: levels */
+} ec_msg;
+
+int ec_msg_init(ec_msg *m, uint32_t d);   /* 0 or EC_ENOMEM */
+void ec_msg_clear(ec_msg *m);             /* NULL or zeroed is a no-op */
+/* dense[j] += alpha * m[j] for the listed coordinates. */
+void ec_msg_axpy(const ec_msg *m, double alpha, double *dense);
+/* out[j] = m[j], zeros elsewhere (out has d entries). */
+void ec_msg_to_dense(const ec_msg *m, double *out);
+
+double ec_dither_unit(double norm, uint32_t s, double scale);
+
+typedef struct ec_compressor ec_compressor;   /* spec + scratch for one d */
+
+ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
+                                 ec_err *e);
+void ec_compressor_free(ec_compressor *c);
+const ec_comp_spec *ec_compressor_spec(const ec_compressor *c);
+
+/*
+ * out = Q(x). Draws from rng only for the random compressors. O(d) time for
+ * every type, topk included (selection, not a sort), and no allocation.
+ * Deterministic given x and the rng state.
+ */
+void ec_compress(ec_compressor *c, const double *x, ec_rng *rng,
+                 ec_msg *out);
+
+#endif
