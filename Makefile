@@ -7,10 +7,12 @@
 
 CC       ?= cc
 BUILD    ?= build
-OPT      ?= -O2
-CFLAGS   ?= $(OPT) -g
-CFLAGS   += -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
+CFLAGS   ?= -O2 -g
+# Flags the code needs whatever CFLAGS says (a sanitizer build sets SAN).
+XCFLAGS  := -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
             -Iengine/include -Iservice -Icli -MMD -MP
+SAN      ?=
+CC_ALL    = $(CC) $(XCFLAGS) $(CFLAGS) $(SAN)
 LDLIBS_ENGINE := -lz -lm
 LDLIBS_APP    := -ljansson $(LDLIBS_ENGINE)
 CHECK_LIBS    := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
@@ -40,18 +42,18 @@ all: $(BUILD)/ecopt
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC_ALL) -c $< -o $@
 
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/ecopt: $(BUILD)/cli/main.o $(APP_OBJ) $(ENGINE_LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
+	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
 
 # The engine must link with libc, libm and zlib alone: no JSON, SQL, HTTP.
 $(BUILD)/engine-linkcheck: tests/engine_linkcheck.c $(ENGINE_LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS_ENGINE)
+	$(CC_ALL) $(LDFLAGS) -o $@ $(filter %.c %.a,$^) $(LDLIBS_ENGINE)
 
 engine-linkcheck: $(BUILD)/engine-linkcheck
 	@if nm -u $(ENGINE_LIB) | grep -E ' (json_|sqlite3_|MHD_|curl_)'; then \
@@ -60,11 +62,11 @@ engine-linkcheck: $(BUILD)/engine-linkcheck
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP) $(CHECK_LIBS)
+	$(CC_ALL) -Itests $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP) $(CHECK_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP)
+	$(CC_ALL) $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP)
 
 tests: $(TEST_BIN) $(BUILD)/ecopt
 
@@ -77,9 +79,9 @@ check: deps
 	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
 
 asan-check: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
-	    CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	    LDFLAGS="-fsanitize=address,undefined" tests
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g" \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    tests
 	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \
 	    sh tests/run-suites.sh $(TEST_SRC:tests/%.c=build-asan/tests/%)
 
