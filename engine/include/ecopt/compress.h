@@ -24,7 +24,7 @@ typedef enum ec_comp_type {
 typedef struct ec_comp_spec {
     ec_comp_type type;
     uint32_t k;             /* topk, randk, randk-unbiased: 1..d */
-    uint32_t s;             /* dither: number of levels, >= 1 */
+    uint32_t s;             /* dither: number of levels, 1..65535 */
 } ec_comp_spec;
 
 /* "none", "topk", "randk", "randk-unbiased", "dither", "dither-unbiased";

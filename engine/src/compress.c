@@ -1,0 +1,544 @@
+/*
+ * The compression operators of compress.h (none, top-k, rand-k, random
+ * dithering) and the exact bit counts of the messages they produce.
+ */
+#include "ecopt/compress.h"
+
+#include <assert.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Levels travel in at most 16 bits (job.h's EC_JOB_MAX_DITHER_LEVELS). */
+#define COMP_MAX_LEVELS 65535u
+
+/* The rand-k index set comes from a local generator seeded (seed, stream). */
+#define RANDK_STREAM 0u
+
+struct ec_compressor {
+    ec_comp_spec spec;
+    uint32_t d;
+    uint32_t index_bits;    /* ceil(log2 d): one top-k index on the wire */
+    uint32_t level_bits;    /* ceil(log2(s + 1)): one dither level */
+    double dither_scale;    /* 1/(1+omega), or 1 for dither-unbiased */
+    double randk_factor;    /* 1 for randk, d/k for randk-unbiased */
+    uint32_t *cand;         /* top-k: d candidate indices for the selection */
+    uint64_t *chosen;       /* rand-k: d bits, all zero between calls */
+};
+
+/* The bits needed to tell n values apart: 0 for n = 1. */
+static uint32_t ceil_log2(uint64_t n)
+{
+    uint32_t b = 0;
+
+    while (b < 64 && (UINT64_C(1) << b) < n)
+        b++;
+    return b;
+}
+
+const char *ec_comp_name(ec_comp_type t)
+{
+    switch (t) {
+    case EC_COMP_NONE:
+        return "none";
+    case EC_COMP_TOPK:
+        return "topk";
+    case EC_COMP_RANDK:
+        return "randk";
+    case EC_COMP_RANDK_UNBIASED:
+        return "randk-unbiased";
+    case EC_COMP_DITHER:
+        return "dither";
+    case EC_COMP_DITHER_UNBIASED:
+        return "dither-unbiased";
+    }
+    return NULL;
+}
+
+int ec_comp_from_name(const char *name, ec_comp_type *out)
+{
+    const char *known;
+
+    if (!name)
+        return EC_EINVAL;
+    for (int t = EC_COMP_NONE; (known = ec_comp_name((ec_comp_type)t)); t++) {
+        if (strcmp(name, known) == 0) {
+            *out = (ec_comp_type)t;
+            return 0;
+        }
+    }
+    return EC_EINVAL;
+}
+
+static int uses_k(ec_comp_type t)
+{
+    return t == EC_COMP_TOPK || t == EC_COMP_RANDK ||
+           t == EC_COMP_RANDK_UNBIASED;
+}
+
+static int uses_s(ec_comp_type t)
+{
+    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
+}
+
+const char *ec_comp_check(const ec_comp_spec *spec, uint32_t d, char *buf,
+                          unsigned buflen)
+{
+    assert(spec);
+    /* Without room for a sentence the caller still learns that it failed. */
+    if (!buf || buflen == 0)
+        buf = NULL;
+
+    if (!ec_comp_name(spec->type)) {
+        if (!buf)
+            return "compressor.type is unknown";
+        snprintf(buf, buflen,
+                 "compressor.type must be one of none, topk, randk, "
+                 "randk-unbiased, dither, dither-unbiased (got %d)",
+                 (int)spec->type);
+        return buf;
+    }
+    if (d == 0) {
+        if (!buf)
+            return "the vector dimension d must be at least 1";
+        snprintf(buf, buflen, "the vector dimension d must be at least 1 "
+                              "(got 0)");
+        return buf;
+    }
+    if (uses_k(spec->type) && (spec->k < 1 || spec->k > d)) {
+        if (!buf)
+            return "compressor.k is out of range";
+        snprintf(buf, buflen, "compressor.k must be in 1..%u (got %u)",
+                 (unsigned)d, (unsigned)spec->k);
+        return buf;
+    }
+    if (uses_s(spec->type) && (spec->s < 1 || spec->s > COMP_MAX_LEVELS)) {
+        if (!buf)
+            return "compressor.s is out of range";
+        snprintf(buf, buflen, "compressor.s must be in 1..%u (got %u)",
+                 COMP_MAX_LEVELS, (unsigned)spec->s);
+        return buf;
+    }
+    return NULL;
+}
+
+double ec_comp_omega(const ec_comp_spec *spec, uint32_t d)
+{
+    switch (spec->type) {
+    case EC_COMP_NONE:
+        return 0.0;
+    case EC_COMP_TOPK:
+        return -1.0;
+    case EC_COMP_RANDK:
+    case EC_COMP_RANDK_UNBIASED:
+        return (double)d / (double)spec->k - 1.0;
+    case EC_COMP_DITHER:
+    case EC_COMP_DITHER_UNBIASED: {
+        double s = (double)spec->s;
+
+        return fmin((double)d / (s * s), sqrt((double)d) / s);
+    }
+    }
+    return -1.0;
+}
+
+double ec_comp_delta(const ec_comp_spec *spec, uint32_t d)
+{
+    switch (spec->type) {
+    case EC_COMP_NONE:
+        return 1.0;
+    case EC_COMP_TOPK:
+    case EC_COMP_RANDK:
+        return (double)spec->k / (double)d;
+    case EC_COMP_DITHER:
+        return 1.0 / (1.0 + ec_comp_omega(spec, d));
+    case EC_COMP_RANDK_UNBIASED:
+    case EC_COMP_DITHER_UNBIASED:
+        return 0.0;
+    }
+    return 0.0;
+}
+
+int ec_msg_init(ec_msg *m, uint32_t d)
+{
+    /* One entry even for d = 0, so a NULL buffer always means failure. */
+    size_t n = d ? d : 1;
+
+    memset(m, 0, sizeof *m);
+    m->idx = malloc(n * sizeof *m->idx);
+    m->val = malloc(n * sizeof *m->val);
+    if (!m->idx || !m->val) {
+        ec_msg_clear(m);
+        return EC_ENOMEM;
+    }
+    m->d = d;
+    return 0;
+}
+
+void ec_msg_clear(ec_msg *m)
+{
+    if (!m)
+        return;
+    free(m->idx);
+    free(m->val);
+    memset(m, 0, sizeof *m);
+}
+
+void ec_msg_axpy(const ec_msg *m, double alpha, double *dense)
+{
+    for (uint32_t i = 0; i < m->nnz; i++)
+        dense[m->idx[i]] += alpha * m->val[i];
+}
+
+void ec_msg_to_dense(const ec_msg *m, double *out)
+{
+    memset(out, 0, (size_t)m->d * sizeof *out);
+    for (uint32_t i = 0; i < m->nnz; i++)
+        out[m->idx[i]] = m->val[i];
+}
+
+double ec_dither_unit(double norm, uint32_t s, double scale)
+{
+    return norm * scale / (double)s;
+}
+
+ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
+                                 ec_err *e)
+{
+    char why[256];
+    const char *bad = ec_comp_check(spec, d, why, sizeof why);
+    ec_compressor *c;
+
+    if (bad) {
+        ec_err_set(e, EC_EINVAL, "%s", bad);
+        return NULL;
+    }
+    if (!(c = calloc(1, sizeof *c)))
+        goto nomem;
+    c->spec = *spec;
+    c->d = d;
+    c->index_bits = ceil_log2(d);
+    c->level_bits = uses_s(spec->type) ? ceil_log2((uint64_t)spec->s + 1) : 0;
+    c->dither_scale = spec->type == EC_COMP_DITHER
+                          ? 1.0 / (1.0 + ec_comp_omega(spec, d))
+                          : 1.0;
+    c->randk_factor = spec->type == EC_COMP_RANDK_UNBIASED
+                          ? (double)d / (double)spec->k
+                          : 1.0;
+    if (spec->type == EC_COMP_TOPK &&
+        !(c->cand = malloc((size_t)d * sizeof *c->cand)))
+        goto nomem;
+    if ((spec->type == EC_COMP_RANDK ||
+         spec->type == EC_COMP_RANDK_UNBIASED) &&
+        !(c->chosen = calloc(((size_t)d + 63) / 64, sizeof *c->chosen)))
+        goto nomem;
+    return c;
+nomem:
+    ec_compressor_free(c);
+    ec_err_set(e, EC_ENOMEM, "out of memory making a %s compressor for d = %u",
+               ec_comp_name(spec->type), (unsigned)d);
+    return NULL;
+}
+
+void ec_compressor_free(ec_compressor *c)
+{
+    if (!c)
+        return;
+    free(c->cand);
+    free(c->chosen);
+    free(c);
+}
+
+const ec_comp_spec *ec_compressor_spec(const ec_compressor *c)
+{
+    return &c->spec;
+}
+
+static void compress_none(const ec_compressor *c, const double *x, ec_msg *out)
+{
+    for (uint32_t j = 0; j < c->d; j++) {
+        out->idx[j] = j;
+        out->val[j] = x[j];
+    }
+    out->nnz = c->d;
+    out->value_bits = 64 * (uint64_t)c->d;
+    out->paper_bits = 64 * (uint64_t)c->d;
+}
+
+/*
+ * With the sign bit cleared, the bits of an IEEE double order the same way
+ * as its magnitude, so top-k can select on integers. -0.0 maps to the key of
+ * 0.0. A NaN's key lies above +Inf, so NaNs are selected before everything
+ * else: a diverged iterate stays visible in the message instead of vanishing.
+ */
+static uint64_t magnitude_key(double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof bits);
+    return bits & ~(UINT64_C(1) << 63);
+}
+
+/*
+ * The k largest keys in the strict order (key descending, index ascending).
+ * An MSB-first radix select finds the k-th largest key T one digit at a
+ * time over a shrinking candidate list (8 passes at most, each
+ * O(candidates), so O(d) in all whatever the data);
+ * then one scan emits, in index order, every key above T and the first
+ * `take_equal` keys equal to T, which is exactly the tie rule.
+ */
+static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
+{
+    /*
+     * The digits, most significant first. For long vectors the first digit
+     * is the whole exponent (the sign bit is clear), so for typical data one
+     * pass over x already leaves few candidates; clearing its 2048 counters
+     * costs more than it saves on short vectors, which go a byte at a time.
+     */
+    typedef struct {
+        unsigned char shift, width;
+    } digit;
+    static const digit by_exponent[] = {{52, 11}, {44, 8}, {36, 8}, {28, 8},
+                                        {20, 8},  {12, 8}, {4, 8},  {0, 4}};
+    static const digit by_byte[] = {{56, 8}, {48, 8}, {40, 8}, {32, 8},
+                                    {24, 8}, {16, 8}, {8, 8},  {0, 8}};
+    const uint32_t d = c->d, k = c->spec.k;
+    const digit *digits = d >= 4096 ? by_exponent : by_byte;
+    uint32_t *cand = c->cand;
+    uint32_t hist[2048];
+    uint32_t ncand = d, take_equal = k, n = 0;
+    uint64_t threshold = 0;
+
+    /* With k = d everything is selected and no order needs to be found. */
+    for (size_t p = 0; p < 8 && k < d; p++) {
+        const unsigned shift = digits[p].shift;
+        const uint64_t mask = (UINT64_C(1) << digits[p].width) - 1;
+        uint32_t above = 0, kept = 0, b = (uint32_t)mask;
+
+        memset(hist, 0, (size_t)(mask + 1) * sizeof hist[0]);
+        /* The first pass reads x directly: the candidates are all of it. */
+        if (p == 0) {
+            for (uint32_t j = 0; j < d; j++)
+                hist[magnitude_key(x[j]) >> shift]++;
+        } else {
+            for (uint32_t i = 0; i < ncand; i++)
+                hist[(magnitude_key(x[cand[i]]) >> shift) & mask]++;
+        }
+        /* The bucket that holds the take_equal-th largest candidate. */
+        while (above + hist[b] < take_equal)
+            above += hist[b--];
+        take_equal -= above;
+        threshold |= (uint64_t)b << shift;
+
+        /* Keep the candidates in that bucket; in place, since kept <= i. */
+        if (p == 0) {
+            for (uint32_t j = 0; j < d; j++)
+                if ((magnitude_key(x[j]) >> shift) == b)
+                    cand[kept++] = j;
+        } else {
+            for (uint32_t i = 0; i < ncand; i++)
+                if (((magnitude_key(x[cand[i]]) >> shift) & mask) == b)
+                    cand[kept++] = cand[i];
+        }
+        ncand = kept;
+
+        if (ncand == take_equal) {
+            /*
+             * Every candidate left is selected. Every key above the smallest
+             * of them is selected too (it is a candidate or lies in a higher
+             * bucket), so that smallest key is T and all its copies are taken.
+             */
+            threshold = UINT64_MAX;
+            for (uint32_t i = 0; i < ncand; i++) {
+                uint64_t key = magnitude_key(x[cand[i]]);
+
+                if (key < threshold) {
+                    threshold = key;
+                    take_equal = 0;
+                }
+                if (key == threshold)
+                    take_equal++;
+            }
+            break;
+        }
+    }
+    /* After the last digit every candidate equals threshold exactly. */
+
+    for (uint32_t j = 0; j < d && n < k; j++) {
+        uint64_t key = magnitude_key(x[j]);
+
+        if (key > threshold || (key == threshold && take_equal > 0)) {
+            if (key == threshold)
+                take_equal--;
+            out->idx[n] = j;
+            out->val[n] = x[j];
+            n++;
+        }
+    }
+    assert(n == k);
+    out->nnz = n;
+    out->value_bits = 64 * (uint64_t)k;
+    out->index_bits = (uint64_t)k * c->index_bits;
+    out->paper_bits = 64 * (uint64_t)k;
+}
+
+/*
+ * Floyd's algorithm draws k distinct indices with k draws, marking them in a
+ * bitmap; reading the bitmap word by word yields them in ascending order in
+ * O(d/64 + k) and leaves it zero for the next call. Every draw comes from a
+ * local generator seeded with one value from the caller's rng, so a receiver
+ * holding that value (msg->seed) can rebuild the same index set.
+ */
+static void compress_randk(ec_compressor *c, const double *x, ec_rng *rng,
+                           ec_msg *out)
+{
+    const uint32_t d = c->d, k = c->spec.k;
+    const size_t words = ((size_t)d + 63) / 64;
+    uint64_t *chosen = c->chosen;
+    ec_rng local;
+    uint32_t n = 0;
+
+    assert(rng);
+    out->seed = ec_rng_next(rng);
+    ec_rng_seed(&local, out->seed, RANDK_STREAM);
+
+    for (uint32_t j = d - k; j < d; j++) {
+        uint32_t t = (uint32_t)ec_rng_below(&local, (uint64_t)j + 1);
+
+        if (chosen[t / 64] >> (t % 64) & 1)
+            t = j;
+        chosen[t / 64] |= UINT64_C(1) << (t % 64);
+    }
+    for (size_t w = 0; w < words; w++) {
+        uint64_t bits = chosen[w];
+
+        while (bits) {
+            uint32_t j = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+
+            out->idx[n] = j;
+            out->val[n] = c->randk_factor * x[j];
+            n++;
+            bits &= bits - 1;
+        }
+        chosen[w] = 0;
+    }
+    assert(n == k);
+    out->nnz = n;
+    out->value_bits = 64 * (uint64_t)k;
+    out->index_bits = 64;
+    out->paper_bits = 64 * (uint64_t)k;
+}
+
+/*
+ * ||x||_2 without spurious overflow or underflow: the plain sum of squares
+ * is exact enough whenever it is a normal number, and only otherwise do we
+ * pay a second pass scaled by max|x_j|. Inf and NaN come back as they are.
+ */
+static double vector_norm(const double *x, uint32_t d)
+{
+    double sum = 0.0, amax = 0.0;
+
+    for (uint32_t j = 0; j < d; j++)
+        sum += x[j] * x[j];
+    if (sum >= DBL_MIN && sum <= DBL_MAX)
+        return sqrt(sum);
+
+    for (uint32_t j = 0; j < d; j++) {
+        double a = fabs(x[j]);
+
+        if (isnan(a))
+            return a;
+        if (a > amax)
+            amax = a;
+    }
+    if (amax == 0.0 || isinf(amax))
+        return amax;
+    sum = 0.0;
+    for (uint32_t j = 0; j < d; j++) {
+        double t = x[j] / amax;
+
+        sum += t * t;
+    }
+    return amax * sqrt(sum);
+}
+
+/*
+ * QSGD-style random dithering: r = s|x_j|/||x|| is rounded to floor(r) + 1
+ * with probability r - floor(r), else down, so the level is unbiased for r.
+ * A uniform is drawn only when r is not an integer (zeros draw nothing); the
+ * draws are still a pure function of x and the rng state.
+ */
+static void compress_dither(ec_compressor *c, const double *x, ec_rng *rng,
+                            ec_msg *out)
+{
+    const uint32_t d = c->d, s = c->spec.s;
+    const double norm = vector_norm(x, d);
+    uint32_t n = 0;
+
+    out->norm = norm;
+    out->scale = c->dither_scale;
+    out->s = s;
+    /* A zero vector sends only its norm. So does a non-finite one: levels
+     * are meaningless then, and the norm shows the caller what happened. */
+    if (norm > 0.0 && isfinite(norm)) {
+        const double unit = ec_dither_unit(norm, s, c->dither_scale);
+
+        assert(rng);
+        for (uint32_t j = 0; j < d; j++) {
+            double r = (double)s * fabs(x[j]) / norm, v;
+            uint32_t level;
+
+            /* r <= s in exact arithmetic; rounding may nudge it above. */
+            if (r >= (double)s) {
+                level = s;
+            } else {
+                level = (uint32_t)r;
+                if (r > (double)level &&
+                    ec_rng_uniform(rng) < r - (double)level)
+                    level++;
+            }
+            if (level == 0)
+                continue;
+            v = (double)level * unit;
+            out->idx[n] = j;
+            out->val[n] = x[j] < 0 ? -v : v;
+            n++;
+        }
+    }
+    out->nnz = n;
+    out->value_bits = 64 + (uint64_t)d * c->level_bits + n;
+    out->paper_bits = 64 * (1 + (uint64_t)n);
+}
+
+void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
+{
+    assert(c && x && out && out->idx && out->val);
+    assert(out->d == c->d);
+
+    out->type = c->spec.type;
+    out->nnz = 0;
+    out->value_bits = out->index_bits = out->paper_bits = 0;
+    out->seed = 0;
+    out->norm = 0.0;
+    out->scale = 0.0;
+    out->s = 0;
+
+    switch (c->spec.type) {
+    case EC_COMP_NONE:
+        compress_none(c, x, out);
+        break;
+    case EC_COMP_TOPK:
+        compress_topk(c, x, out);
+        break;
+    case EC_COMP_RANDK:
+    case EC_COMP_RANDK_UNBIASED:
+        compress_randk(c, x, rng, out);
+        break;
+    case EC_COMP_DITHER:
+    case EC_COMP_DITHER_UNBIASED:
+        compress_dither(c, x, rng, out);
+        break;
+    }
+}
