@@ -1,0 +1,96 @@
+/*
+ * The optimisation problem of a job: the data split into worker shards, the
+ * loss, the regularisers, and the constants every step size is built from.
+ *
+ *   P(x) = f(x) + lambda1 ||x||_1,   f = (1/n) sum_tau f_tau,
+ *   f_tau(x) = w_tau (1/m_tau) sum_{i in tau} loss(b_i <a_i, x>)
+ *              + (lambda2/2) ||x||^2
+ *
+ * with w_tau = n m_tau / N, so that f is the plain mean over all N samples
+ * whatever the shard sizes, and P* does not depend on the split.
+ */
+#ifndef ECOPT_PROBLEM_H
+#define ECOPT_PROBLEM_H
+
+#include <stdint.h>
+
+#include "ecopt/data.h"
+#include "ecopt/error.h"
+#include "ecopt/job.h"
+
+typedef struct ec_shard {
+    uint32_t begin, end;     /* rows [begin, end) of ec_problem.ds */
+    double weight;           /* w_tau = n m_tau / N */
+    double L_max;            /* max_i of w_tau c ||a_i||^2 + lambda2 */
+    double L_bar;            /* smoothness of f_tau (power iteration) */
+} ec_shard;
+
+typedef struct ec_problem {
+    const ec_dataset *ds;    /* the rows in shard order (owned copy if shuffled) */
+    ec_dataset shuffled;     /* the permuted copy when shuffle is on */
+    ec_loss loss;
+    double lambda1, lambda2;
+    uint32_t n;              /* workers */
+    uint32_t d;
+    ec_shard *shards;
+    double lmax_data;        /* c lambda_max(A^T A) / N: L of the data term */
+    double L;                /* max over shards of L_max (per-sample constant) */
+    double L_f;              /* lmax_data + lambda2 */
+    double L_tilde;          /* sqrt(mean_tau L_bar^2) (EF21) */
+    double mu;               /* lambda2 */
+    double kappa;            /* L_f / mu */
+    double P0;               /* P(0) */
+    double P_star;           /* min P, see ec_problem_solve() */
+    double *x_star;          /* its minimiser (d entries) */
+    double solve_bound;      /* estimated P(x_star) - P*, from the stopping rule */
+    int solve_iters;
+    const char *solve_method;/* "newton" or "fista-restart" */
+} ec_problem;
+
+/*
+ * Builds the problem for job over ds (borrowed; it must outlive the
+ * problem): shards, lambda2 (from lambda2_rel if set), and the constants,
+ * but not P* (see ec_problem_solve). Checks the job against the data:
+ * workers in 1..N, k in 1..d, batch in 1..min shard size, lambda2 > 0.
+ */
+int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                    ec_err *e);
+void ec_problem_clear(ec_problem *pb);
+
+/*
+ * Computes P* and x* to relative accuracy 1e-12 or better.
+ * lambda1 = 0 and d <= 4096: damped Newton on the full objective with a
+ * Cholesky solve, stopped once the Newton decrement lambda^2/2 (which
+ * bounds P - P* near the optimum) falls below 1e-13 |P|, then one more
+ * step. Otherwise: proximal gradient with Nesterov momentum and gradient
+ * restart, stopped when ||G||^2 / (2 mu) <= 1e-13 |P|, G the gradient
+ * mapping. Fails with EC_ENUMERIC if the rule is not met.
+ */
+int ec_problem_solve(ec_problem *pb, ec_err *e);
+
+/* P(x), with compensated summation over the samples. */
+double ec_problem_value(const ec_problem *pb, const double *x);
+/* g = grad f(x) over all samples. */
+void ec_problem_grad(const ec_problem *pb, const double *x, double *g);
+/* Norm of the proximal gradient mapping L_f (x - prox(x - grad f(x)/L_f));
+ * equal to ||grad f(x)|| when lambda1 = 0. tmp has d entries. */
+double ec_problem_grad_norm(const ec_problem *pb, const double *x,
+                            double *tmp, double *tmp2);
+
+/* g = grad f_tau(x): the full gradient of one shard's function. */
+void ec_shard_grad(const ec_problem *pb, uint32_t tau, const double *x,
+                   double *g);
+/*
+ * g = grad f_S(x) - grad f_S(w) for the rows S (nrows of them, absolute
+ * row numbers inside shard tau), f_S the minibatch estimate of f_tau:
+ * w_tau (1/|S|) sum_{i in S} loss terms + (lambda2/2)||.||^2.
+ * w may be NULL, meaning g = grad f_S(x).
+ */
+void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
+                        const uint32_t *rows, uint32_t nrows,
+                        const double *x, const double *w, double *g);
+
+/* prox of t lambda1 ||.||_1 (soft-thresholding), in place, d entries. */
+void ec_prox_l1(double *x, uint32_t d, double t);
+
+#endif

@@ -1,0 +1,580 @@
+/*
+ * Losses, gradients and the problem constants (L, L_f, kappa), and the
+ * high-accuracy solve for P* that every reported gap is measured against.
+ */
+#include "ecopt/problem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecopt/rng.h"
+
+/* Curvature bound of the loss: loss'' <= c (1/4 logistic, 1 squared). */
+static double loss_curv(ec_loss l)
+{
+    return l == EC_LOSS_LOGISTIC ? 0.25 : 1.0;
+}
+
+static double loss_value(ec_loss l, double t)
+{
+    if (l == EC_LOSS_SQUARED)
+        return 0.5 * (t - 1.0) * (t - 1.0);
+    /* log(1 + exp(-t)) without overflow for either sign of t. */
+    return t >= 0 ? log1p(exp(-t)) : -t + log1p(exp(t));
+}
+
+static double loss_deriv(ec_loss l, double t)
+{
+    if (l == EC_LOSS_SQUARED)
+        return t - 1.0;
+    /* -1 / (1 + exp(t)), written to stay finite for large |t|. */
+    if (t >= 0) {
+        double e = exp(-t);
+        return -e / (1.0 + e);
+    }
+    return -1.0 / (1.0 + exp(t));
+}
+
+static double loss_second(ec_loss l, double t)
+{
+    if (l == EC_LOSS_SQUARED)
+        return 1.0;
+    double e = exp(-fabs(t));
+    return e / ((1.0 + e) * (1.0 + e));
+}
+
+static double row_dot(const ec_dataset *ds, uint32_t i, const double *x)
+{
+    double s = 0.0;
+
+    for (uint64_t j = ds->row_ptr[i]; j < ds->row_ptr[i + 1]; j++)
+        s += ds->val[j] * x[ds->col[j]];
+    return s;
+}
+
+static void row_axpy(const ec_dataset *ds, uint32_t i, double a, double *g)
+{
+    for (uint64_t j = ds->row_ptr[i]; j < ds->row_ptr[i + 1]; j++)
+        g[ds->col[j]] += a * ds->val[j];
+}
+
+static double row_norm2(const ec_dataset *ds, uint32_t i)
+{
+    double s = 0.0;
+
+    for (uint64_t j = ds->row_ptr[i]; j < ds->row_ptr[i + 1]; j++)
+        s += ds->val[j] * ds->val[j];
+    return s;
+}
+
+void ec_prox_l1(double *x, uint32_t d, double t)
+{
+    if (t <= 0.0)
+        return;
+    for (uint32_t j = 0; j < d; j++) {
+        if (x[j] > t)
+            x[j] -= t;
+        else if (x[j] < -t)
+            x[j] += t;
+        else
+            x[j] = 0.0;
+    }
+}
+
+/* Neumaier's compensated sum, so that P - P* keeps its digits near 1e-12. */
+typedef struct ksum {
+    double s, c;
+} ksum;
+
+static void ksum_add(ksum *k, double v)
+{
+    double t = k->s + v;
+
+    if (fabs(k->s) >= fabs(v))
+        k->c += (k->s - t) + v;
+    else
+        k->c += (v - t) + k->s;
+    k->s = t;
+}
+
+double ec_problem_value(const ec_problem *pb, const double *x)
+{
+    const ec_dataset *ds = pb->ds;
+    ksum data = {0, 0};
+    double sq = 0.0, l1 = 0.0;
+
+    for (uint32_t i = 0; i < ds->n_rows; i++)
+        ksum_add(&data, loss_value(pb->loss, ds->y[i] * row_dot(ds, i, x)));
+    for (uint32_t j = 0; j < pb->d; j++) {
+        sq += x[j] * x[j];
+        l1 += fabs(x[j]);
+    }
+    return (data.s + data.c) / ds->n_rows + 0.5 * pb->lambda2 * sq +
+           pb->lambda1 * l1;
+}
+
+/* g = scale * sum_{i in [begin,end)} loss'(b_i a_i x) b_i a_i (g is added to). */
+static void grad_rows_add(const ec_problem *pb, uint32_t begin, uint32_t end,
+                          const double *x, double scale, double *g)
+{
+    const ec_dataset *ds = pb->ds;
+
+    for (uint32_t i = begin; i < end; i++) {
+        double t = ds->y[i] * row_dot(ds, i, x);
+        row_axpy(ds, i, scale * ds->y[i] * loss_deriv(pb->loss, t), g);
+    }
+}
+
+void ec_problem_grad(const ec_problem *pb, const double *x, double *g)
+{
+    for (uint32_t j = 0; j < pb->d; j++)
+        g[j] = pb->lambda2 * x[j];
+    grad_rows_add(pb, 0, pb->ds->n_rows, x, 1.0 / pb->ds->n_rows, g);
+}
+
+void ec_shard_grad(const ec_problem *pb, uint32_t tau, const double *x,
+                   double *g)
+{
+    const ec_shard *sh = &pb->shards[tau];
+
+    for (uint32_t j = 0; j < pb->d; j++)
+        g[j] = pb->lambda2 * x[j];
+    grad_rows_add(pb, sh->begin, sh->end, x,
+                  sh->weight / (sh->end - sh->begin), g);
+}
+
+void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
+                        const uint32_t *rows, uint32_t nrows,
+                        const double *x, const double *w, double *g)
+{
+    const ec_dataset *ds = pb->ds;
+    double scale = pb->shards[tau].weight / nrows;
+
+    if (w) {
+        for (uint32_t j = 0; j < pb->d; j++)
+            g[j] = pb->lambda2 * (x[j] - w[j]);
+    } else {
+        for (uint32_t j = 0; j < pb->d; j++)
+            g[j] = pb->lambda2 * x[j];
+    }
+    for (uint32_t r = 0; r < nrows; r++) {
+        uint32_t i = rows[r];
+        double c = loss_deriv(pb->loss, ds->y[i] * row_dot(ds, i, x));
+
+        if (w)
+            c -= loss_deriv(pb->loss, ds->y[i] * row_dot(ds, i, w));
+        if (c != 0.0)
+            row_axpy(ds, i, scale * ds->y[i] * c, g);
+    }
+}
+
+double ec_problem_grad_norm(const ec_problem *pb, const double *x,
+                            double *tmp, double *tmp2)
+{
+    double s = 0.0;
+
+    ec_problem_grad(pb, x, tmp);
+    if (pb->lambda1 == 0.0) {
+        for (uint32_t j = 0; j < pb->d; j++)
+            s += tmp[j] * tmp[j];
+        return sqrt(s);
+    }
+    for (uint32_t j = 0; j < pb->d; j++)
+        tmp2[j] = x[j] - tmp[j] / pb->L_f;
+    ec_prox_l1(tmp2, pb->d, pb->lambda1 / pb->L_f);
+    for (uint32_t j = 0; j < pb->d; j++) {
+        double gj = pb->L_f * (x[j] - tmp2[j]);
+        s += gj * gj;
+    }
+    return sqrt(s);
+}
+
+/*
+ * lambda_max(A_S^T A_S) for the rows [begin, end) by power iteration,
+ * started from a fixed vector so that the constant is reproducible.
+ * Stops when the Rayleigh quotient changes by less than 1e-12 relative.
+ */
+static double power_iteration(const ec_dataset *ds, uint32_t begin,
+                              uint32_t end, uint32_t d, double *v,
+                              double *av)
+{
+    double lam = 0.0, nv = 0.0;
+    ec_rng rng;
+
+    ec_rng_seed(&rng, 0x5eed, 0);
+    for (uint32_t j = 0; j < d; j++)
+        v[j] = 1.0 + 0.1 * ec_rng_uniform(&rng);
+    for (uint32_t j = 0; j < d; j++)
+        nv += v[j] * v[j];
+    nv = sqrt(nv);
+    for (uint32_t j = 0; j < d; j++)
+        v[j] /= nv;
+    for (int it = 0; it < 10000; it++) {
+        double lam_new = 0.0, n2 = 0.0;
+
+        memset(av, 0, d * sizeof *av);
+        for (uint32_t i = begin; i < end; i++) {
+            double t = row_dot(ds, i, v);
+            row_axpy(ds, i, t, av);
+            lam_new += t * t;               /* v^T A^T A v with ||v|| = 1 */
+        }
+        for (uint32_t j = 0; j < d; j++)
+            n2 += av[j] * av[j];
+        if (n2 == 0.0)
+            return 0.0;
+        n2 = sqrt(n2);
+        for (uint32_t j = 0; j < d; j++)
+            v[j] = av[j] / n2;
+        if (it > 2 && fabs(lam_new - lam) <= 1e-12 * lam_new) {
+            lam = lam_new;
+            break;
+        }
+        lam = lam_new;
+    }
+    return lam;
+}
+
+/* A copy of ds with its rows in a seeded random order (Fisher-Yates). */
+static int dataset_permuted(const ec_dataset *ds, uint64_t seed,
+                            ec_dataset *out, ec_err *e)
+{
+    uint32_t N = ds->n_rows;
+    uint32_t *perm = malloc((size_t)N * sizeof *perm);
+    ec_rng rng;
+
+    memset(out, 0, sizeof *out);
+    out->row_ptr = malloc(((size_t)N + 1) * sizeof *out->row_ptr);
+    out->col = malloc((ds->nnz ? ds->nnz : 1) * sizeof *out->col);
+    out->val = malloc((ds->nnz ? ds->nnz : 1) * sizeof *out->val);
+    out->y = malloc((size_t)N * sizeof *out->y);
+    if (!perm || !out->row_ptr || !out->col || !out->val || !out->y) {
+        free(perm);
+        ec_dataset_clear(out);
+        return ec_err_set(e, EC_ENOMEM, "out of memory shuffling %u rows", N);
+    }
+    for (uint32_t i = 0; i < N; i++)
+        perm[i] = i;
+    ec_rng_seed(&rng, seed, 0x5u);
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)ec_rng_below(&rng, (uint64_t)i + 1);
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    out->n_rows = N;
+    out->d = ds->d;
+    out->nnz = ds->nnz;
+    out->label_neg = ds->label_neg;
+    out->label_pos = ds->label_pos;
+    out->n_labels = ds->n_labels;
+    out->row_ptr[0] = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t src = perm[i];
+        uint64_t a = ds->row_ptr[src], len = ds->row_ptr[src + 1] - a;
+
+        memcpy(out->col + out->row_ptr[i], ds->col + a, len * sizeof *out->col);
+        memcpy(out->val + out->row_ptr[i], ds->val + a, len * sizeof *out->val);
+        out->row_ptr[i + 1] = out->row_ptr[i] + len;
+        out->y[i] = ds->y[src];
+    }
+    free(perm);
+    return 0;
+}
+
+int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                    ec_err *e)
+{
+    uint32_t N = ds->n_rows, n = job->workers, d = ds->d;
+    double c = loss_curv(job->loss), sumsq = 0.0;
+    double *v = NULL, *av = NULL;
+    int rc;
+
+    memset(pb, 0, sizeof *pb);
+    if (N == 0 || d == 0)
+        return ec_err_set(e, EC_EINVAL, "dataset: has no samples or features");
+    if (n < 1 || n > N)
+        return ec_err_set(e, EC_EINVAL,
+                          "workers must be in 1..%u (the dataset's rows; got %u)",
+                          N, n);
+    if (!(job->lambda1 >= 0.0) || !isfinite(job->lambda1))
+        return ec_err_set(e, EC_EINVAL, "lambda1 must be >= 0 (got %g)",
+                          job->lambda1);
+    pb->ds = ds;
+    if (job->shuffle) {
+        if ((rc = dataset_permuted(ds, job->seed, &pb->shuffled, e)) < 0)
+            return rc;
+        pb->ds = &pb->shuffled;
+    }
+    pb->loss = job->loss;
+    pb->lambda1 = job->lambda1;
+    pb->n = n;
+    pb->d = d;
+    pb->shards = calloc(n, sizeof *pb->shards);
+    v = malloc(d * sizeof *v);
+    av = malloc(d * sizeof *av);
+    pb->x_star = calloc(d, sizeof *pb->x_star);
+    if (!pb->shards || !v || !av || !pb->x_star) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for the problem");
+        goto fail;
+    }
+
+    pb->lmax_data = c * power_iteration(pb->ds, 0, N, d, v, av) / N;
+    if (!isnan(job->lambda2))
+        pb->lambda2 = job->lambda2;
+    else
+        pb->lambda2 = job->lambda2_rel * pb->lmax_data;
+    if (!(pb->lambda2 > 0.0) || !isfinite(pb->lambda2)) {
+        rc = ec_err_set(e, EC_EINVAL,
+                        "lambda2 must be > 0: every method here needs a "
+                        "strongly convex f (mu = lambda2; got %g)",
+                        pb->lambda2);
+        goto fail;
+    }
+
+    /* Contiguous shards in row order; the first N mod n get one row more. */
+    for (uint32_t t = 0, row = 0; t < n; t++) {
+        uint32_t m = N / n + (t < N % n ? 1 : 0);
+        ec_shard *sh = &pb->shards[t];
+        double maxsq = 0.0;
+
+        sh->begin = row;
+        sh->end = row + m;
+        sh->weight = (double)n * m / N;
+        for (uint32_t i = sh->begin; i < sh->end; i++) {
+            double r = row_norm2(pb->ds, i);
+            if (r > maxsq)
+                maxsq = r;
+        }
+        sh->L_max = sh->weight * c * maxsq + pb->lambda2;
+        sh->L_bar = sh->weight * c *
+                        power_iteration(pb->ds, sh->begin, sh->end, d, v, av) /
+                        m +
+                    pb->lambda2;
+        if (sh->L_max > pb->L)
+            pb->L = sh->L_max;
+        sumsq += sh->L_bar * sh->L_bar;
+        row += m;
+    }
+    pb->L_tilde = sqrt(sumsq / n);
+    pb->L_f = pb->lmax_data + pb->lambda2;
+    pb->mu = pb->lambda2;
+    pb->kappa = pb->L_f / pb->mu;
+    memset(v, 0, d * sizeof *v);
+    pb->P0 = ec_problem_value(pb, v);
+    pb->P_star = NAN;
+    free(v);
+    free(av);
+    return 0;
+fail:
+    free(v);
+    free(av);
+    ec_problem_clear(pb);
+    return rc;
+}
+
+void ec_problem_clear(ec_problem *pb)
+{
+    if (!pb)
+        return;
+    ec_dataset_clear(&pb->shuffled);
+    free(pb->shards);
+    free(pb->x_star);
+    memset(pb, 0, sizeof *pb);
+}
+
+/* In-place Cholesky of the d x d SPD matrix H (lower triangle); < 0 if not PD. */
+static int cholesky(double *H, uint32_t d)
+{
+    for (uint32_t j = 0; j < d; j++) {
+        double *rj = H + (size_t)j * d;
+        double s = rj[j];
+
+        for (uint32_t k = 0; k < j; k++)
+            s -= rj[k] * rj[k];
+        if (!(s > 0.0))
+            return -1;
+        rj[j] = sqrt(s);
+        for (uint32_t i = j + 1; i < d; i++) {
+            double *ri = H + (size_t)i * d;
+            double t = ri[j];
+
+            for (uint32_t k = 0; k < j; k++)
+                t -= ri[k] * rj[k];
+            ri[j] = t / rj[j];
+        }
+    }
+    return 0;
+}
+
+/* Solves (L L^T) x = b in place given the factor from cholesky(). */
+static void cholesky_solve(const double *Lf, uint32_t d, double *b)
+{
+    for (uint32_t i = 0; i < d; i++) {
+        const double *ri = Lf + (size_t)i * d;
+        double s = b[i];
+
+        for (uint32_t k = 0; k < i; k++)
+            s -= ri[k] * b[k];
+        b[i] = s / ri[i];
+    }
+    for (uint32_t i = d; i-- > 0;) {
+        double s = b[i];
+
+        for (uint32_t k = i + 1; k < d; k++)
+            s -= Lf[(size_t)k * d + i] * b[k];
+        b[i] = s / Lf[(size_t)i * d + i];
+    }
+}
+
+static int solve_newton(ec_problem *pb, ec_err *e)
+{
+    const ec_dataset *ds = pb->ds;
+    uint32_t d = pb->d, N = ds->n_rows;
+    double *H = malloc((size_t)d * d * sizeof *H);
+    double *g = malloc(d * sizeof *g), *step = malloc(d * sizeof *step);
+    double *xn = malloc(d * sizeof *xn);
+    double *x = pb->x_star, P, dec = INFINITY;
+    int rc = 0, extra = -1, it;
+
+    if (!H || !g || !step || !xn) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for Newton (d = %u)", d);
+        goto out;
+    }
+    memset(x, 0, d * sizeof *x);
+    P = ec_problem_value(pb, x);
+    for (it = 0; it < 200; it++) {
+        ec_problem_grad(pb, x, g);
+        memset(H, 0, (size_t)d * d * sizeof *H);
+        for (uint32_t i = 0; i < N; i++) {
+            double h = loss_second(pb->loss, ds->y[i] * row_dot(ds, i, x)) / N;
+            uint64_t a = ds->row_ptr[i], b = ds->row_ptr[i + 1];
+
+            /* Lower triangle only: columns are increasing within a row. */
+            for (uint64_t p = a; p < b; p++) {
+                double *hr = H + (size_t)ds->col[p] * d;
+                double hv = h * ds->val[p];
+                for (uint64_t q = a; q <= p; q++)
+                    hr[ds->col[q]] += hv * ds->val[q];
+            }
+        }
+        for (uint32_t j = 0; j < d; j++)
+            H[(size_t)j * d + j] += pb->lambda2;
+        if (cholesky(H, d) < 0) {
+            rc = ec_err_set(e, EC_ENUMERIC,
+                            "P*: Hessian not positive definite at Newton "
+                            "iteration %d",
+                            it);
+            goto out;
+        }
+        memcpy(step, g, d * sizeof *g);
+        cholesky_solve(H, d, step);
+        dec = 0.0;
+        for (uint32_t j = 0; j < d; j++)
+            dec += g[j] * step[j];
+        if (extra == 0 || !(dec >= 0.0))
+            break;
+        /* Backtracking on P keeps the damped phase monotone. */
+        double t = 1.0, Pn = P;
+        for (int ls = 0; ls < 60; ls++) {
+            for (uint32_t j = 0; j < d; j++)
+                xn[j] = x[j] - t * step[j];
+            Pn = ec_problem_value(pb, xn);
+            if (Pn <= P - 0.25 * t * dec || t * dec < 1e-30)
+                break;
+            t *= 0.5;
+        }
+        memcpy(x, xn, d * sizeof *x);
+        P = Pn;
+        if (extra > 0)
+            extra--;
+        else if (extra < 0 && 0.5 * dec <= 1e-13 * fabs(P))
+            extra = 1;      /* converged: one more full step, then stop */
+    }
+    if (extra != 0) {
+        rc = ec_err_set(e, EC_ENUMERIC,
+                        "P*: Newton did not converge in %d iterations "
+                        "(decrement %.3g)",
+                        it, 0.5 * dec);
+        goto out;
+    }
+    pb->P_star = ec_problem_value(pb, x);
+    pb->solve_bound = 0.5 * fabs(dec);
+    pb->solve_iters = it;
+    pb->solve_method = "newton";
+out:
+    free(H);
+    free(g);
+    free(step);
+    free(xn);
+    return rc;
+}
+
+static int solve_fista(ec_problem *pb, ec_err *e)
+{
+    uint32_t d = pb->d;
+    double *x = pb->x_star;
+    double *y = malloc(d * sizeof *y), *g = malloc(d * sizeof *g);
+    double *xn = malloc(d * sizeof *xn);
+    double t = 1.0, step = 1.0 / pb->L_f, bound = INFINITY;
+    int rc = 0, it;
+    const int max_iters = 2000000;
+
+    if (!y || !g || !xn) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for P* (d = %u)", d);
+        goto out;
+    }
+    memset(x, 0, d * sizeof *x);
+    memcpy(y, x, d * sizeof *y);
+    for (it = 0; it < max_iters; it++) {
+        double gm = 0.0, restart = 0.0, tn;
+
+        ec_problem_grad(pb, y, g);
+        for (uint32_t j = 0; j < d; j++)
+            xn[j] = y[j] - step * g[j];
+        ec_prox_l1(xn, d, step * pb->lambda1);
+        for (uint32_t j = 0; j < d; j++) {
+            double gj = (y[j] - xn[j]) / step;
+            gm += gj * gj;
+            restart += gj * (xn[j] - x[j]);
+        }
+        bound = gm / (2.0 * pb->mu);
+        tn = 0.5 * (1.0 + sqrt(1.0 + 4.0 * t * t));
+        if (restart > 0.0) {
+            /* O'Donoghue-Candes gradient restart: momentum is hurting. */
+            tn = 1.0;
+            memcpy(y, xn, d * sizeof *y);
+        } else {
+            for (uint32_t j = 0; j < d; j++)
+                y[j] = xn[j] + ((t - 1.0) / tn) * (xn[j] - x[j]);
+        }
+        memcpy(x, xn, d * sizeof *x);
+        t = tn;
+        if (it % 16 == 0 &&
+            bound <= 1e-13 * fabs(ec_problem_value(pb, x)))
+            break;
+    }
+    if (it == max_iters) {
+        rc = ec_err_set(e, EC_ENUMERIC,
+                        "P*: proximal gradient did not converge in %d "
+                        "iterations (bound %.3g)",
+                        it, bound);
+        goto out;
+    }
+    pb->P_star = ec_problem_value(pb, x);
+    pb->solve_bound = bound;
+    pb->solve_iters = it;
+    pb->solve_method = "fista-restart";
+out:
+    free(y);
+    free(g);
+    free(xn);
+    return rc;
+}
+
+int ec_problem_solve(ec_problem *pb, ec_err *e)
+{
+    if (pb->lambda1 == 0.0 && pb->d <= 4096)
+        return solve_newton(pb, e);
+    return solve_fista(pb, e);
+}

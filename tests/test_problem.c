@@ -1,0 +1,371 @@
+/* Losses, gradients, constants and P*: checked against finite differences,
+ * dense reference computations and optimality conditions. */
+#include <math.h>
+
+#include "ecopt/data.h"
+#include "ecopt/problem.h"
+#include "ecopt/rng.h"
+#include "testutil.h"
+
+/* A random sparse dataset with fixed seed: rows x d, about density nnz. */
+static void make_data(ec_dataset *ds, uint32_t rows, uint32_t d,
+                      double density, uint64_t seed)
+{
+    ec_rng r;
+    uint64_t cap = (uint64_t)rows * d, nnz = 0;
+
+    ec_rng_seed(&r, seed, 0);
+    memset(ds, 0, sizeof *ds);
+    ds->row_ptr = malloc((rows + 1) * sizeof *ds->row_ptr);
+    ds->col = malloc(cap * sizeof *ds->col);
+    ds->val = malloc(cap * sizeof *ds->val);
+    ds->y = malloc(rows * sizeof *ds->y);
+    ds->row_ptr[0] = 0;
+    for (uint32_t i = 0; i < rows; i++) {
+        for (uint32_t j = 0; j < d; j++) {
+            if (ec_rng_uniform(&r) < density) {
+                ds->col[nnz] = j;
+                ds->val[nnz++] = ec_rng_normal(&r);
+            }
+        }
+        ds->row_ptr[i + 1] = nnz;
+        ds->y[i] = ec_rng_uniform(&r) < 0.4 ? 1.0 : -1.0;
+    }
+    ds->n_rows = rows;
+    ds->d = d;
+    ds->nnz = nnz;
+    ds->label_neg = -1;
+    ds->label_pos = 1;
+    ds->n_labels = 2;
+}
+
+static ec_job base_job(uint32_t workers, ec_loss loss, double lambda1,
+                       double lambda2)
+{
+    ec_job job;
+
+    ec_job_defaults(&job);
+    job.workers = workers;
+    job.loss = loss;
+    job.lambda1 = lambda1;
+    job.lambda2 = lambda2;
+    return job;
+}
+
+/* A dense, obviously correct P for comparison with the sparse kernels. */
+static double dense_value(const ec_dataset *ds, ec_loss loss, double l1,
+                          double l2, const double *x)
+{
+    double s = 0, sq = 0, a1 = 0;
+
+    for (uint32_t i = 0; i < ds->n_rows; i++) {
+        double t = 0;
+        for (uint64_t p = ds->row_ptr[i]; p < ds->row_ptr[i + 1]; p++)
+            t += ds->val[p] * x[ds->col[p]];
+        t *= ds->y[i];
+        s += loss == EC_LOSS_LOGISTIC ? log(1 + exp(-t)) : 0.5 * (t - 1) * (t - 1);
+    }
+    for (uint32_t j = 0; j < ds->d; j++) {
+        sq += x[j] * x[j];
+        a1 += fabs(x[j]);
+    }
+    return s / ds->n_rows + 0.5 * l2 * sq + l1 * a1;
+}
+
+START_TEST(test_value_matches_dense)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    double x[15];
+    ec_rng r;
+
+    make_data(&ds, 57, 15, 0.4, 3);
+    for (int loss = 0; loss < 2; loss++) {
+        ec_job job = base_job(4, (ec_loss)loss, 0.01, 0.1);
+        ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+        ec_rng_seed(&r, 9, 1);
+        for (int j = 0; j < 15; j++)
+            x[j] = ec_rng_normal(&r);
+        ck_assert_double_eq_tol(ec_problem_value(&pb, x),
+                                dense_value(&ds, (ec_loss)loss, 0.01, 0.1, x),
+                                1e-12);
+        ec_problem_clear(&pb);
+    }
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* Central differences of P (lambda1 = 0) against the analytic gradients:
+ * the full one, each shard's (their mean must equal f's), and minibatches. */
+START_TEST(test_gradients_finite_differences)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    uint32_t d = 12;
+    double x[12], g[12], gs[12], mean[12] = {0}, xp[12];
+    ec_rng r;
+
+    make_data(&ds, 50, d, 0.5, 5);
+    for (int loss = 0; loss < 2; loss++) {
+        ec_job job = base_job(3, (ec_loss)loss, 0.0, 0.05);
+        ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+        ec_rng_seed(&r, 11, 2);
+        for (uint32_t j = 0; j < d; j++)
+            x[j] = 0.5 * ec_rng_normal(&r);
+        ec_problem_grad(&pb, x, g);
+        for (uint32_t j = 0; j < d; j++) {
+            double h = 1e-6, fp, fm;
+            memcpy(xp, x, sizeof xp);
+            xp[j] += h;
+            fp = ec_problem_value(&pb, xp);
+            xp[j] -= 2 * h;
+            fm = ec_problem_value(&pb, xp);
+            ck_assert_double_eq_tol(g[j], (fp - fm) / (2 * h), 1e-7);
+        }
+        memset(mean, 0, sizeof mean);
+        for (uint32_t t = 0; t < pb.n; t++) {
+            ec_shard_grad(&pb, t, x, gs);
+            for (uint32_t j = 0; j < d; j++)
+                mean[j] += gs[j] / pb.n;
+        }
+        for (uint32_t j = 0; j < d; j++)
+            ck_assert_double_eq_tol(mean[j], g[j], 1e-13);
+
+        /* A minibatch of every row of a shard equals the shard gradient,
+         * and the difference form equals the difference of the two. */
+        for (uint32_t t = 0; t < pb.n; t++) {
+            uint32_t rows[64], m = 0;
+            double w[12], gx[12], gw[12];
+            for (uint32_t i = pb.shards[t].begin; i < pb.shards[t].end; i++)
+                rows[m++] = i;
+            for (uint32_t j = 0; j < d; j++)
+                w[j] = x[j] * 0.3 - 0.1;
+            ec_shard_grad(&pb, t, x, gs);
+            ec_shard_grad_rows(&pb, t, rows, m, x, NULL, gx);
+            for (uint32_t j = 0; j < d; j++)
+                ck_assert_double_eq_tol(gx[j], gs[j], 1e-13);
+            ec_shard_grad_rows(&pb, t, rows, m, w, NULL, gw);
+            ec_shard_grad_rows(&pb, t, rows, m, x, w, gs);
+            for (uint32_t j = 0; j < d; j++)
+                ck_assert_double_eq_tol(gs[j], gx[j] - gw[j], 1e-13);
+        }
+        ec_problem_clear(&pb);
+    }
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+START_TEST(test_prox_l1_soft_threshold)
+{
+    double x[] = {3.0, -3.0, 0.5, -0.5, 1.0, -1.0, 0.0};
+    const double want[] = {2.0, -2.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+
+    ec_prox_l1(x, 7, 1.0);
+    for (int j = 0; j < 7; j++)
+        ck_assert(x[j] == want[j]);
+}
+END_TEST
+
+/* Uneven shards: weights make f the plain mean whatever the split. */
+START_TEST(test_uneven_shards_keep_f)
+{
+    ec_dataset ds;
+    ec_problem a, b;
+    ec_err e = {0};
+    double x[8], ga[8], gb[8];
+
+    make_data(&ds, 23, 8, 0.6, 7);
+    ec_job j1 = base_job(1, EC_LOSS_LOGISTIC, 0, 0.1);
+    ec_job j5 = base_job(5, EC_LOSS_LOGISTIC, 0, 0.1);
+    ck_assert_int_eq(ec_problem_init(&a, &ds, &j1, &e), 0);
+    ck_assert_int_eq(ec_problem_init(&b, &ds, &j5, &e), 0);
+    ck_assert_uint_eq(b.shards[0].end - b.shards[0].begin, 5);
+    ck_assert_uint_eq(b.shards[4].end - b.shards[4].begin, 4);
+    for (int j = 0; j < 8; j++)
+        x[j] = 0.1 * j - 0.3;
+    memset(gb, 0, sizeof gb);
+    ec_problem_grad(&a, x, ga);
+    for (uint32_t t = 0; t < 5; t++) {
+        double gs[8];
+        ec_shard_grad(&b, t, x, gs);
+        for (int j = 0; j < 8; j++)
+            gb[j] += gs[j] / 5;
+    }
+    for (int j = 0; j < 8; j++)
+        ck_assert_double_eq_tol(ga[j], gb[j], 1e-14);
+    ec_problem_clear(&a);
+    ec_problem_clear(&b);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* L_f from power iteration against the largest eigenvalue found by the
+ * dense Rayleigh quotient over many random starts, and L_i by definition. */
+START_TEST(test_constants)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    uint32_t d = 6;
+
+    make_data(&ds, 40, d, 0.7, 13);
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
+    job.lambda2 = NAN;
+    job.lambda2_rel = 1e-2;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    /* dense A^T A and its largest eigenvalue by many power steps */
+    double M[36] = {0}, v[6], w[6], lam = 0;
+    for (uint32_t i = 0; i < ds.n_rows; i++)
+        for (uint64_t p = ds.row_ptr[i]; p < ds.row_ptr[i + 1]; p++)
+            for (uint64_t q = ds.row_ptr[i]; q < ds.row_ptr[i + 1]; q++)
+                M[ds.col[p] * d + ds.col[q]] += ds.val[p] * ds.val[q];
+    for (uint32_t j = 0; j < d; j++)
+        v[j] = 1.0 / (j + 1);
+    for (int it = 0; it < 5000; it++) {
+        double n2 = 0;
+        for (uint32_t r = 0; r < d; r++) {
+            w[r] = 0;
+            for (uint32_t c = 0; c < d; c++)
+                w[r] += M[r * d + c] * v[c];
+        }
+        for (uint32_t r = 0; r < d; r++)
+            n2 += w[r] * w[r];
+        lam = sqrt(n2);
+        for (uint32_t r = 0; r < d; r++)
+            v[r] = w[r] / lam;
+    }
+    ck_assert_double_eq_tol(pb.lmax_data, 0.25 * lam / ds.n_rows, 1e-9 * lam);
+    ck_assert_double_eq_tol(pb.lambda2, 1e-2 * pb.lmax_data, 1e-15);
+    ck_assert_double_eq_tol(pb.L_f, pb.lmax_data + pb.lambda2, 1e-15);
+    ck_assert_double_eq_tol(pb.kappa, pb.L_f / pb.mu, 1e-9);
+    double maxsq = 0;
+    for (uint32_t i = 0; i < ds.n_rows; i++) {
+        double s = 0;
+        for (uint64_t p = ds.row_ptr[i]; p < ds.row_ptr[i + 1]; p++)
+            s += ds.val[p] * ds.val[p];
+        maxsq = s > maxsq ? s : maxsq;
+    }
+    ck_assert_double_eq_tol(pb.L, 0.25 * maxsq + pb.lambda2, 1e-12);
+    ck_assert(pb.L >= pb.L_f);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* P* by Newton (lambda1 = 0) and by restarted FISTA (lambda1 > 0): the
+ * minimiser satisfies its optimality condition, and the two methods agree
+ * on a smooth problem when forced onto the same one. */
+START_TEST(test_p_star_optimality)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    double g[10];
+
+    make_data(&ds, 80, 10, 0.5, 17);
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 1e-3);
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+    ck_assert_str_eq(pb.solve_method, "newton");
+    ec_problem_grad(&pb, pb.x_star, g);
+    for (int j = 0; j < 10; j++)
+        ck_assert_double_le(fabs(g[j]), 1e-10);
+    ck_assert_double_le(pb.solve_bound, 1e-13 * fabs(pb.P_star));
+    double newton_p = pb.P_star;
+
+    /* The same smooth problem through the prox-gradient path: a lambda1
+     * so small that its prox changes nothing still selects that method.
+     * The copy shares x_star with pb, which frees it once. */
+    {
+        ec_problem copy = pb;
+        copy.lambda1 = 1e-300;
+        ck_assert_int_eq(ec_problem_solve(&copy, &e), 0);
+        ck_assert_str_eq(copy.solve_method, "fista-restart");
+        ck_assert_double_le(fabs(copy.P_star - newton_p), 1e-12 * newton_p);
+    }
+    ec_problem_clear(&pb);
+
+    /* With lambda1 the subgradient condition: |g_j| <= lambda1 where
+     * x_j = 0, g_j = -lambda1 sign(x_j) elsewhere. */
+    ec_job j2 = base_job(4, EC_LOSS_SQUARED, 0.02, 1e-2);
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &j2, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+    ec_problem_grad(&pb, pb.x_star, g);
+    int zeros = 0;
+    for (int j = 0; j < 10; j++) {
+        if (pb.x_star[j] == 0.0) {
+            zeros++;
+            ck_assert_double_le(fabs(g[j]), 0.02 + 1e-7);
+        } else {
+            ck_assert_double_eq_tol(g[j], -0.02 * (pb.x_star[j] > 0 ? 1 : -1), 1e-7);
+        }
+    }
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+START_TEST(test_init_errors)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+
+    make_data(&ds, 10, 4, 0.8, 19);
+    ec_job job = base_job(11, EC_LOSS_LOGISTIC, 0, 0.1);
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "workers must be in 1..10 (the dataset's rows; got 11)"));
+    job = base_job(2, EC_LOSS_LOGISTIC, 0, 0.0);
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "lambda2 must be > 0"));
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* mushrooms, lambda2_rel 1e-3: the constants and P* printed in the notes. */
+START_TEST(test_mushrooms_p_star)
+{
+    char path[1024];
+    ec_dataset ds = {0};
+    ec_problem pb;
+    ec_err e = {0};
+    double g[112], gn;
+
+    ck_assert_int_eq(ec_libsvm_read(tu_data_path("mushrooms", path, sizeof path),
+                                    NULL, &ds, &e), 0);
+    ec_job job = base_job(20, EC_LOSS_LOGISTIC, 0, NAN);
+    job.lambda2_rel = 1e-3;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+    ck_assert_double_eq_tol(pb.kappa, 1001.0, 1e-6);
+    ec_problem_grad(&pb, pb.x_star, g);
+    gn = 0;
+    for (int j = 0; j < 112; j++)
+        gn += g[j] * g[j];
+    /* P - P* <= ||g||^2 / (2 mu): relative accuracy far below 1e-12. */
+    ck_assert_double_le(gn / (2 * pb.mu), 1e-13 * pb.P_star);
+    ck_assert_double_eq_tol(pb.P0, log(2.0), 1e-15);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("problem");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_value_matches_dense);
+    tcase_add_test(tc, test_gradients_finite_differences);
+    tcase_add_test(tc, test_prox_l1_soft_threshold);
+    tcase_add_test(tc, test_uneven_shards_keep_f);
+    tcase_add_test(tc, test_constants);
+    tcase_add_test(tc, test_p_star_optimality);
+    tcase_add_test(tc, test_init_errors);
+    tcase_add_test(tc, test_mushrooms_p_star);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
