@@ -1,0 +1,124 @@
+/*
+ * The algorithms, split the way they run: a replicated model that every
+ * party updates identically from the broadcast, a worker step that turns the
+ * model and the worker's private state into an uplink message, and a server
+ * reduce that turns the uplinks into the broadcast. Nothing here allocates,
+ * prints or reads a clock once made; randomness comes from seeded ec_rng
+ * fields, so a run is a pure function of the job.
+ *
+ * One round:   up[tau] = worker_step(worker[tau], model)   for every tau
+ *              down    = server_reduce(model, up)
+ *              model_apply(model, down)                     on every replica
+ */
+#ifndef ECOPT_ALGO_H
+#define ECOPT_ALGO_H
+
+#include <stdint.h>
+
+#include "ecopt/compress.h"
+#include "ecopt/job.h"
+#include "ecopt/problem.h"
+#include "ecopt/rng.h"
+
+/* Every value a job runs with, resolved from the job and the problem. */
+typedef struct ec_params {
+    ec_algo_id algo;
+    ec_comp_spec comp;        /* k resolved from k_frac */
+    ec_comp_spec shift_comp;  /* DIANA's unbiased shift compressor */
+    uint32_t batch;           /* samples per stochastic gradient */
+    uint32_t m;               /* smallest shard size */
+    double delta;             /* of comp */
+    double omega;             /* of shift_comp (DIANA) */
+    double p;                 /* eclk, lkatyusha: coin; ec-lsvrg: refresh */
+    double theory_step;       /* the default step before the multiplier */
+    double step_multiplier;
+    double gamma;             /* the step the run uses */
+    double alpha;             /* DIANA shift step 1/(1+omega) */
+    double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha */
+    uint64_t seed;
+    uint32_t n;
+    uint32_t d;
+} ec_params;
+
+/* Checks the job against the problem (k in 1..d, batch in 1..m, ...) and
+ * resolves every parameter; the sentence in e names the field and range. */
+int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
+                      ec_err *e);
+/* Whether the algorithm compresses (gd, sgd and lkatyusha do not). */
+int ec_algo_compresses(ec_algo_id a);
+/* Whether the first exchange is an initialisation (dense gradients). */
+int ec_algo_has_init(ec_algo_id a);
+
+/* The replicated state. x is the current iterate; the rest depends on
+ * the algorithm (y, z, w, u for L-Katyusha; u = h for DIANA, = g for EF21). */
+typedef struct ec_model {
+    const ec_problem *pb;
+    const ec_params *prm;
+    uint32_t d;
+    uint64_t round;           /* rounds applied (the init exchange is not one) */
+    int initialised;          /* the init exchange has been applied */
+    int coin;                 /* eclk/lkatyusha: this round sets w = y */
+    ec_rng rng;               /* the shared coin's generator */
+    double *x, *y, *z, *w, *u;
+    double *tmp;              /* scratch for the L-Katyusha update */
+} ec_model;
+
+int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
+                  ec_err *e);
+void ec_model_clear(ec_model *m);
+/* The point whose objective is reported: y for eclk/lkatyusha, else x. */
+const double *ec_model_point(const ec_model *m);
+
+/* One worker's uplink: its main message and, on some rounds, a second one
+ * (a dense gradient for the L-Katyusha coin and init; DIANA's shift). */
+typedef struct ec_up {
+    ec_msg q;
+    ec_msg extra;
+    int has_extra;
+} ec_up;
+
+int ec_up_init(ec_up *up, uint32_t d);
+void ec_up_clear(ec_up *up);
+/* Bits of an uplink as sent: value + index bits of both messages. */
+uint64_t ec_up_bits(const ec_up *up);
+uint64_t ec_up_paper_bits(const ec_up *up);
+
+/* The broadcast: the mean of the q's and, when has_a, of the extras. */
+typedef struct ec_down {
+    double *v;
+    double *a;
+    int has_a;
+    int init;                 /* this is the init exchange's broadcast */
+    uint64_t bits;            /* as sent: sparse or dense, whichever smaller */
+    uint64_t paper_bits;
+} ec_down;
+
+int ec_down_init(ec_down *down, uint32_t d);
+void ec_down_clear(ec_down *down);
+
+typedef struct ec_worker {
+    const ec_problem *pb;
+    const ec_params *prm;
+    uint32_t tau;
+    ec_rng rng;
+    ec_compressor *comp, *shift_comp;
+    double *e;                /* error memory */
+    double *h;                /* DIANA shift h_tau; EF21 g_tau */
+    double *w_local, *mu_local;   /* ec-lsvrg: w_tau, grad f_tau(w_tau) */
+    double *buf, *buf2;
+    uint32_t *rows;
+} ec_worker;
+
+int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
+                   uint32_t tau, ec_err *e);
+void ec_worker_clear(ec_worker *w);
+/* Fills up for this round (the init exchange while !m->initialised). */
+void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up);
+
+/* down = the aggregate of the n uplinks, summed in worker order. */
+void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
+                      ec_down *down);
+/* Applies a broadcast; every replica doing this stays bitwise equal. */
+void ec_model_apply(ec_model *m, const ec_down *down);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * Running a job to its end: the round loop, evaluation, stop rules and the
+ * metric rows. This is runtime code: it reads the clock; the steps it calls
+ * do not.
+ */
+#ifndef ECOPT_RUN_H
+#define ECOPT_RUN_H
+
+#include <stdint.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/job.h"
+#include "ecopt/problem.h"
+
+/* One evaluation point. Bits are cumulative since the start of the job. */
+typedef struct ec_metric {
+    uint64_t round;
+    double bits_up;          /* uplink bits, mean per worker */
+    double bits_down;        /* broadcast bits (each worker receives them) */
+    double paper_bits;       /* uplink, 64 per value sent, mean per worker */
+    double P;                /* P at the reported point */
+    double gap;              /* P - P* */
+    double rel_gap;          /* (P - P*) / (P(x0) - P*) */
+    double grad_norm;        /* norm of the proximal gradient mapping */
+    double seconds;          /* wall time since the first round */
+} ec_metric;
+
+typedef enum ec_stop {
+    EC_STOP_TARGET = 0,      /* relative gap <= target */
+    EC_STOP_MAX_ROUNDS,
+    EC_STOP_MAX_SECONDS,
+    EC_STOP_DIVERGED,        /* NaN/Inf, or a gap 1e6 times the start */
+    EC_STOP_CANCELLED,       /* the metric callback asked to stop */
+    EC_STOP_FAILED           /* the runtime failed (see reason) */
+} ec_stop;
+
+const char *ec_stop_name(ec_stop s);  /* "target", "max_rounds", ... */
+
+typedef struct ec_summary {
+    ec_stop stop;
+    char reason[256];        /* a sentence for people */
+    uint64_t rounds;
+    ec_metric last;          /* the final evaluation */
+    uint64_t evals;
+} ec_summary;
+
+/* Called at every evaluation point; a nonzero return cancels the job. */
+typedef int (*ec_metric_fn)(void *ctx, const ec_metric *row);
+
+/*
+ * Runs the job with the n workers simulated in this process, one after the
+ * other, exchanging the same messages the process backend sends. pb must be
+ * solved (P* known). Returns 0 when the job ran to a stop rule (the summary
+ * says which, divergence included), < 0 on a failure to start.
+ */
+int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
+                  const ec_job *job, ec_metric_fn fn, void *ctx,
+                  ec_summary *sum, ec_err *e);
+
+/* Shared by every backend: evaluates the point and fills row. */
+void ec_eval(const ec_problem *pb, const double *point, double *tmp,
+             double *tmp2, ec_metric *row);
+/* Applies the stop rules to an evaluated row; returns 1 to stop. */
+int ec_should_stop(const ec_problem *pb, const ec_job *job,
+                   const ec_metric *row, ec_summary *sum);
+
+#endif

@@ -1,0 +1,601 @@
+/*
+ * ECLK and its baselines as pure steps over a replicated model (see
+ * ecopt/algo.h and DESIGN.md section 6). Each step allocates nothing.
+ */
+#include "ecopt/algo.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_katyusha(ec_algo_id a)
+{
+    return a == EC_ALGO_ECLK || a == EC_ALGO_LKATYUSHA;
+}
+
+static int is_diana(ec_algo_id a)
+{
+    return a == EC_ALGO_EC_SGD_DIANA || a == EC_ALGO_EC_GD_DIANA;
+}
+
+/* Algorithms whose gradient is the full local one rather than a minibatch. */
+static int uses_full_local(ec_algo_id a)
+{
+    return a == EC_ALGO_EC_GD || a == EC_ALGO_GD || a == EC_ALGO_EC_GD_DIANA ||
+           a == EC_ALGO_EF21;
+}
+
+int ec_algo_compresses(ec_algo_id a)
+{
+    return !(a == EC_ALGO_GD || a == EC_ALGO_SGD || a == EC_ALGO_LKATYUSHA);
+}
+
+int ec_algo_has_init(ec_algo_id a)
+{
+    return is_katyusha(a) || a == EC_ALGO_EF21;
+}
+
+int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
+                      ec_err *e)
+{
+    ec_params *p = out;
+    uint32_t d = pb->d, m = UINT32_MAX;
+    const char *msg;
+    char buf[256];
+
+    memset(p, 0, sizeof *p);
+    p->algo = job->algorithm;
+    p->n = pb->n;
+    p->d = d;
+    p->seed = job->seed;
+    if (!ec_algo_name(p->algo))
+        return ec_err_set(e, EC_EINVAL, "algorithm: unknown (%d)", p->algo);
+    for (uint32_t t = 0; t < pb->n; t++) {
+        uint32_t mt = pb->shards[t].end - pb->shards[t].begin;
+        if (mt < m)
+            m = mt;
+    }
+    p->m = m;
+
+    p->comp = job->compressor;
+    if (!isnan(job->k_frac)) {
+        if (!(job->k_frac > 0.0 && job->k_frac <= 1.0))
+            return ec_err_set(e, EC_EINVAL,
+                              "compressor.k_frac must be in (0, 1] (got %g)",
+                              job->k_frac);
+        p->comp.k = (uint32_t)ceil(job->k_frac * d);
+        if (p->comp.k < 1)
+            p->comp.k = 1;
+        if (p->comp.k > d)
+            p->comp.k = d;
+    }
+    if (!ec_algo_compresses(p->algo) && p->comp.type != EC_COMP_NONE)
+        return ec_err_set(e, EC_EINVAL,
+                          "compressor: %s sends uncompressed messages, so the "
+                          "compressor must be none (got %s)",
+                          ec_algo_name(p->algo), ec_comp_name(p->comp.type));
+    if (p->comp.type == EC_COMP_RANDK_UNBIASED ||
+        p->comp.type == EC_COMP_DITHER_UNBIASED)
+        return ec_err_set(e, EC_EINVAL,
+                          "compressor.type: %s is not a contraction; use "
+                          "randk or dither (DIANA's shifts use the unbiased "
+                          "form by themselves)",
+                          ec_comp_name(p->comp.type));
+    if ((msg = ec_comp_check(&p->comp, d, buf, sizeof buf)))
+        return ec_err_set(e, EC_EINVAL, "%s", msg);
+    if (job->batch < 1 || job->batch > m)
+        return ec_err_set(e, EC_EINVAL,
+                          "batch must be in 1..%u (the smallest shard's "
+                          "rows; got %u)",
+                          m, job->batch);
+    p->batch = job->batch;
+    p->delta = ec_comp_delta(&p->comp, d);
+
+    switch (p->comp.type) {
+    case EC_COMP_TOPK:
+    case EC_COMP_RANDK:
+        p->shift_comp.type = EC_COMP_RANDK_UNBIASED;
+        p->shift_comp.k = p->comp.k;
+        break;
+    case EC_COMP_DITHER:
+        p->shift_comp.type = EC_COMP_DITHER_UNBIASED;
+        p->shift_comp.s = p->comp.s;
+        break;
+    default:
+        p->shift_comp.type = EC_COMP_NONE;
+    }
+    p->omega = ec_comp_omega(&p->shift_comp, d);
+    p->alpha = 1.0 / (1.0 + p->omega);
+
+    p->p = NAN;
+    if (is_katyusha(p->algo) || p->algo == EC_ALGO_EC_LSVRG) {
+        if (!isnan(job->p))
+            p->p = job->p;
+        else if (p->algo == EC_ALGO_ECLK)
+            p->p = fmax((double)p->batch / m, p->delta);
+        else
+            p->p = (double)p->batch / m;
+        if (!(p->p > 0.0 && p->p <= 1.0))
+            return ec_err_set(e, EC_EINVAL, "p must be in (0, 1] (got %g)",
+                              p->p);
+    }
+
+    switch (p->algo) {
+    case EC_ALGO_ECLK:
+    case EC_ALGO_LKATYUSHA:
+        p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
+        p->sigma = pb->mu / p->L_eff;
+        p->theta2 = 0.5;
+        p->theta1 = fmin(sqrt(2.0 * p->sigma / (3.0 * p->p)), 0.5);
+        p->eta = p->theta2 / ((1.0 + p->theta2) * p->theta1);
+        p->theory_step = p->eta / p->L_eff;
+        break;
+    case EC_ALGO_GD:
+    case EC_ALGO_EC_GD:
+    case EC_ALGO_EC_GD_DIANA:
+        p->theory_step = 1.0 / pb->L_f;
+        break;
+    case EC_ALGO_SGD:
+    case EC_ALGO_EC_SGD:
+    case EC_ALGO_EC_LSVRG:
+    case EC_ALGO_EC_SGD_DIANA:
+        p->theory_step = 1.0 / pb->L;
+        break;
+    case EC_ALGO_EF21: {
+        double r = sqrt(1.0 - p->delta);
+        double theta = 1.0 - r, beta = p->delta < 1.0 ? (1.0 - p->delta) / (1.0 - r) : 0.0;
+        p->theory_step = 1.0 / (pb->L_f + pb->L_tilde * sqrt(beta / theta));
+        break;
+    }
+    default:
+        return ec_err_set(e, EC_EINVAL, "algorithm: unknown");
+    }
+    p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
+    if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
+        return ec_err_set(e, EC_EINVAL, "step_multiplier must be > 0 (got %g)",
+                          p->step_multiplier);
+    if (!isnan(job->step_size)) {
+        if (!(job->step_size > 0.0) || !isfinite(job->step_size))
+            return ec_err_set(e, EC_EINVAL, "step_size must be > 0 (got %g)",
+                              job->step_size);
+        p->gamma = job->step_size;
+    } else {
+        p->gamma = p->step_multiplier * p->theory_step;
+    }
+    return 0;
+}
+
+/* ---- the replicated model ---------------------------------------------- */
+
+static void draw_coin(ec_model *m)
+{
+    if (is_katyusha(m->prm->algo))
+        m->coin = ec_rng_uniform(&m->rng) < m->prm->p;
+}
+
+/* x = theta1 z + theta2 w + (1 - theta1 - theta2) y */
+static void katyusha_x(ec_model *m)
+{
+    const ec_params *p = m->prm;
+    double t3 = 1.0 - p->theta1 - p->theta2;
+
+    for (uint32_t j = 0; j < m->d; j++)
+        m->x[j] = p->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
+}
+
+int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
+                  ec_err *e)
+{
+    uint32_t d = pb->d;
+
+    memset(m, 0, sizeof *m);
+    m->pb = pb;
+    m->prm = prm;
+    m->d = d;
+    m->x = calloc(d, sizeof *m->x);
+    m->u = calloc(d, sizeof *m->u);
+    if (is_katyusha(prm->algo)) {
+        m->y = calloc(d, sizeof *m->y);
+        m->z = calloc(d, sizeof *m->z);
+        m->w = calloc(d, sizeof *m->w);
+        m->tmp = calloc(d, sizeof *m->tmp);
+    }
+    if (!m->x || !m->u ||
+        (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp))) {
+        ec_model_clear(m);
+        return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
+    }
+    ec_rng_seed(&m->rng, prm->seed, 0xc0171);
+    m->initialised = !ec_algo_has_init(prm->algo);
+    return 0;
+}
+
+void ec_model_clear(ec_model *m)
+{
+    if (!m)
+        return;
+    free(m->x);
+    free(m->y);
+    free(m->z);
+    free(m->w);
+    free(m->u);
+    free(m->tmp);
+    memset(m, 0, sizeof *m);
+}
+
+const double *ec_model_point(const ec_model *m)
+{
+    return is_katyusha(m->prm->algo) ? m->y : m->x;
+}
+
+void ec_model_apply(ec_model *m, const ec_down *down)
+{
+    const ec_params *p = m->prm;
+    const ec_problem *pb = m->pb;
+    uint32_t d = m->d;
+
+    if (down->init) {
+        /* u = grad f(x0) for L-Katyusha, g = mean g_tau(x0) for EF21. */
+        memcpy(m->u, down->a, d * sizeof *m->u);
+        m->initialised = 1;
+        if (is_katyusha(p->algo)) {
+            draw_coin(m);
+            katyusha_x(m);
+        } else {
+            for (uint32_t j = 0; j < d; j++)
+                m->x[j] -= p->gamma * m->u[j];
+            ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
+        }
+        return;
+    }
+
+    if (is_katyusha(p->algo)) {
+        double es = p->eta * p->sigma, inv = 1.0 / (1.0 + es);
+
+        /* z' = prox((eta sigma x + z - v - gamma u) / (1 + eta sigma)) */
+        for (uint32_t j = 0; j < d; j++)
+            m->tmp[j] = (es * m->x[j] + m->z[j] - down->v[j] -
+                         p->gamma * m->u[j]) * inv;
+        ec_prox_l1(m->tmp, d, p->gamma * pb->lambda1 * inv);
+        /* The coin moves w to the y from before this round; the workers
+         * sent grad f_tau at that y, so u follows it. */
+        if (m->coin) {
+            memcpy(m->w, m->y, d * sizeof *m->w);
+            memcpy(m->u, down->a, d * sizeof *m->u);
+        }
+        for (uint32_t j = 0; j < d; j++) {
+            m->y[j] = m->x[j] + p->theta1 * (m->tmp[j] - m->z[j]);
+            m->z[j] = m->tmp[j];
+        }
+        m->round++;
+        draw_coin(m);
+        katyusha_x(m);
+        return;
+    }
+
+    if (p->algo == EC_ALGO_EF21) {
+        /* g += mean c;  x = prox(x - gamma g) */
+        for (uint32_t j = 0; j < d; j++) {
+            m->u[j] += down->v[j];
+            m->x[j] -= p->gamma * m->u[j];
+        }
+    } else {
+        /* The workers sent gamma-scaled messages: x = prox(x - mean q). */
+        for (uint32_t j = 0; j < d; j++)
+            m->x[j] -= down->v[j];
+        if (is_diana(p->algo)) {
+            for (uint32_t j = 0; j < d; j++)
+                m->u[j] += p->alpha * down->a[j];
+        }
+    }
+    ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
+    m->round++;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+int ec_up_init(ec_up *up, uint32_t d)
+{
+    memset(up, 0, sizeof *up);
+    if (ec_msg_init(&up->q, d) < 0 || ec_msg_init(&up->extra, d) < 0) {
+        ec_up_clear(up);
+        return EC_ENOMEM;
+    }
+    return 0;
+}
+
+void ec_up_clear(ec_up *up)
+{
+    if (!up)
+        return;
+    ec_msg_clear(&up->q);
+    ec_msg_clear(&up->extra);
+    memset(up, 0, sizeof *up);
+}
+
+uint64_t ec_up_bits(const ec_up *up)
+{
+    uint64_t b = up->q.value_bits + up->q.index_bits;
+
+    if (up->has_extra)
+        b += up->extra.value_bits + up->extra.index_bits;
+    return b;
+}
+
+uint64_t ec_up_paper_bits(const ec_up *up)
+{
+    return up->q.paper_bits + (up->has_extra ? up->extra.paper_bits : 0);
+}
+
+int ec_down_init(ec_down *down, uint32_t d)
+{
+    memset(down, 0, sizeof *down);
+    down->v = calloc(d, sizeof *down->v);
+    down->a = calloc(d, sizeof *down->a);
+    if (!down->v || !down->a) {
+        ec_down_clear(down);
+        return EC_ENOMEM;
+    }
+    return 0;
+}
+
+void ec_down_clear(ec_down *down)
+{
+    if (!down)
+        return;
+    free(down->v);
+    free(down->a);
+    memset(down, 0, sizeof *down);
+}
+
+/* A dense message: all d coordinates of x, 64 bits each. */
+static void msg_dense(ec_msg *out, const double *x, uint32_t d)
+{
+    out->type = EC_COMP_NONE;
+    out->d = d;
+    out->nnz = d;
+    for (uint32_t j = 0; j < d; j++) {
+        out->idx[j] = j;
+        out->val[j] = x[j];
+    }
+    out->value_bits = 64ull * d;
+    out->index_bits = 0;
+    out->paper_bits = 64ull * d;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
+                   uint32_t tau, ec_err *e)
+{
+    uint32_t d = pb->d;
+    ec_algo_id a = prm->algo;
+
+    memset(w, 0, sizeof *w);
+    w->pb = pb;
+    w->prm = prm;
+    w->tau = tau;
+    ec_rng_seed(&w->rng, prm->seed, 1000 + (uint64_t)tau);
+    if (!(w->comp = ec_compressor_new(&prm->comp, d, e)))
+        goto fail;
+    if (is_diana(a) && !(w->shift_comp = ec_compressor_new(&prm->shift_comp, d, e)))
+        goto fail;
+    w->e = calloc(d, sizeof *w->e);
+    w->buf = calloc(d, sizeof *w->buf);
+    w->buf2 = calloc(d, sizeof *w->buf2);
+    w->rows = calloc(prm->batch, sizeof *w->rows);
+    if (!w->e || !w->buf || !w->buf2 || !w->rows)
+        goto nomem;
+    if (is_diana(a) || a == EC_ALGO_EF21) {
+        if (!(w->h = calloc(d, sizeof *w->h)))
+            goto nomem;
+    }
+    if (a == EC_ALGO_EC_LSVRG) {
+        w->w_local = calloc(d, sizeof *w->w_local);
+        w->mu_local = calloc(d, sizeof *w->mu_local);
+        if (!w->w_local || !w->mu_local)
+            goto nomem;
+        /* w_tau = x0 = 0 and its full local gradient: local work, no message. */
+        ec_shard_grad(pb, tau, w->w_local, w->mu_local);
+    }
+    return 0;
+nomem:
+    ec_err_set(e, EC_ENOMEM, "out of memory for worker %u", tau);
+fail:
+    ec_worker_clear(w);
+    return e ? e->code : EC_ENOMEM;
+}
+
+void ec_worker_clear(ec_worker *w)
+{
+    if (!w)
+        return;
+    ec_compressor_free(w->comp);
+    ec_compressor_free(w->shift_comp);
+    free(w->e);
+    free(w->h);
+    free(w->w_local);
+    free(w->mu_local);
+    free(w->buf);
+    free(w->buf2);
+    free(w->rows);
+    memset(w, 0, sizeof *w);
+}
+
+/* Draws the minibatch: batch rows of the shard, uniformly with replacement. */
+static void draw_rows(ec_worker *w)
+{
+    const ec_shard *sh = &w->pb->shards[w->tau];
+    uint32_t m = sh->end - sh->begin;
+
+    for (uint32_t r = 0; r < w->prm->batch; r++)
+        w->rows[r] = sh->begin + (uint32_t)ec_rng_below(&w->rng, m);
+}
+
+/* The worker's gradient estimate at x (or the difference at x and at ref). */
+static void local_grad(ec_worker *w, const double *x, const double *ref,
+                       double *g)
+{
+    const ec_problem *pb = w->pb;
+
+    if (uses_full_local(w->prm->algo) || w->prm->batch >= w->prm->m) {
+        ec_shard_grad(pb, w->tau, x, g);
+        if (ref) {
+            double *t = w->buf2;
+            ec_shard_grad(pb, w->tau, ref, t);
+            for (uint32_t j = 0; j < pb->d; j++)
+                g[j] -= t[j];
+        }
+        return;
+    }
+    draw_rows(w);
+    ec_shard_grad_rows(pb, w->tau, w->rows, w->prm->batch, x, ref, g);
+}
+
+/*
+ * Error feedback: t = e + gamma g;  q = Q(t);  e = t - q.
+ * With Q = none, t is exactly gamma g and e stays exactly zero.
+ */
+static void error_feedback(ec_worker *w, const double *g, ec_msg *q)
+{
+    uint32_t d = w->pb->d;
+    double gamma = w->prm->gamma;
+
+    for (uint32_t j = 0; j < d; j++)
+        w->e[j] += gamma * g[j];
+    ec_compress(w->comp, w->e, &w->rng, q);
+    for (uint32_t i = 0; i < q->nnz; i++)
+        w->e[q->idx[i]] -= q->val[i];
+}
+
+void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
+{
+    const ec_params *p = w->prm;
+    const ec_problem *pb = w->pb;
+    uint32_t d = pb->d;
+    double *g = w->buf;
+
+    up->has_extra = 0;
+    up->q.nnz = 0;
+    up->q.value_bits = up->q.index_bits = up->q.paper_bits = 0;
+    if (!m->initialised) {
+        /* The init exchange: the full local gradient at x0, uncompressed. */
+        ec_shard_grad(pb, w->tau, m->x, g);
+        if (p->algo == EC_ALGO_EF21)
+            memcpy(w->h, g, d * sizeof *g);
+        msg_dense(&up->extra, g, d);
+        up->has_extra = 1;
+        return;
+    }
+
+    switch (p->algo) {
+    case EC_ALGO_ECLK:
+        local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
+        error_feedback(w, g, &up->q);
+        break;
+    case EC_ALGO_LKATYUSHA:
+        local_grad(w, m->x, m->w, g);
+        for (uint32_t j = 0; j < d; j++)
+            g[j] *= p->gamma;
+        msg_dense(&up->q, g, d);
+        break;
+    case EC_ALGO_GD:
+    case EC_ALGO_SGD:
+    case EC_ALGO_EC_GD:
+    case EC_ALGO_EC_SGD:
+        local_grad(w, m->x, NULL, g);
+        error_feedback(w, g, &up->q);
+        break;
+    case EC_ALGO_EC_LSVRG:
+        local_grad(w, m->x, w->w_local, g);
+        for (uint32_t j = 0; j < d; j++)
+            g[j] += w->mu_local[j];
+        error_feedback(w, g, &up->q);
+        /* Each worker refreshes its own reference point with probability p. */
+        if (ec_rng_uniform(&w->rng) < p->p) {
+            memcpy(w->w_local, m->x, d * sizeof *m->x);
+            ec_shard_grad(pb, w->tau, w->w_local, w->mu_local);
+        }
+        break;
+    case EC_ALGO_EC_SGD_DIANA:
+    case EC_ALGO_EC_GD_DIANA:
+        local_grad(w, m->x, NULL, g);          /* g_hat */
+        for (uint32_t j = 0; j < d; j++)
+            w->buf2[j] = g[j] - w->h[j];       /* g_hat - h_tau */
+        ec_compress(w->shift_comp, w->buf2, &w->rng, &up->extra);
+        up->has_extra = 1;
+        for (uint32_t j = 0; j < d; j++)
+            g[j] = w->buf2[j] + m->u[j];       /* g_hat - h_tau + h */
+        error_feedback(w, g, &up->q);
+        ec_msg_axpy(&up->extra, p->alpha, w->h);
+        break;
+    case EC_ALGO_EF21:
+        ec_shard_grad(pb, w->tau, m->x, g);
+        for (uint32_t j = 0; j < d; j++)
+            g[j] -= w->h[j];
+        ec_compress(w->comp, g, &w->rng, &up->q);
+        ec_msg_axpy(&up->q, 1.0, w->h);
+        break;
+    default:
+        break;
+    }
+    /* The L-Katyusha coin: send grad f_tau at the y that becomes w. */
+    if (is_katyusha(p->algo) && m->coin) {
+        ec_shard_grad(pb, w->tau, m->y, w->buf2);
+        msg_dense(&up->extra, w->buf2, d);
+        up->has_extra = 1;
+    }
+}
+
+/* ---- the server ---------------------------------------------------------- */
+
+static uint64_t ceil_log2(uint64_t v)
+{
+    uint64_t b = 0;
+
+    while (((uint64_t)1 << b) < v)
+        b++;
+    return b;
+}
+
+/* Bits to broadcast a d-vector: sparse (index + value) or dense. */
+static void count_broadcast(const double *v, uint32_t d, uint64_t *bits,
+                            uint64_t *paper)
+{
+    uint64_t nnz = 0, sparse, dense = 64ull * d;
+
+    for (uint32_t j = 0; j < d; j++)
+        nnz += v[j] != 0.0;
+    sparse = nnz * (64 + ceil_log2(d));
+    *bits += sparse < dense ? sparse : dense;
+    *paper += 64 * (sparse < dense ? nnz : d);
+}
+
+void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
+                      ec_down *down)
+{
+    uint32_t d = m->d;
+    double inv = 1.0 / n;
+
+    memset(down->v, 0, d * sizeof *down->v);
+    memset(down->a, 0, d * sizeof *down->a);
+    down->init = !m->initialised;
+    down->has_a = 0;
+    down->bits = down->paper_bits = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        ec_msg_axpy(&ups[t].q, 1.0, down->v);
+        if (ups[t].has_extra) {
+            ec_msg_axpy(&ups[t].extra, 1.0, down->a);
+            down->has_a = 1;
+        }
+    }
+    for (uint32_t j = 0; j < d; j++) {
+        down->v[j] *= inv;
+        down->a[j] *= inv;
+    }
+    if (!down->init)
+        count_broadcast(down->v, d, &down->bits, &down->paper_bits);
+    if (down->has_a)
+        count_broadcast(down->a, d, &down->bits, &down->paper_bits);
+}

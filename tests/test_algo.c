@@ -1,0 +1,325 @@
+/* The algorithms on real data: ECLK's exactness and convergence, the
+ * baselines' behaviour, determinism, bit accounting and stop rules. */
+#include <math.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/data.h"
+#include "ecopt/problem.h"
+#include "ecopt/run.h"
+#include "testutil.h"
+
+static ec_dataset mushrooms, a9a;
+
+static void load(ec_dataset *ds, const char *name)
+{
+    char path[1024];
+    ec_err e = {0};
+
+    if (ds->n_rows)
+        return;
+    ck_assert_msg(ec_libsvm_read(tu_data_path(name, path, sizeof path), NULL,
+                                 ds, &e) == 0, "%s", e.msg);
+}
+
+static ec_job job_for(const char *algo, ec_comp_type comp, uint32_t k)
+{
+    ec_job job;
+
+    ec_job_defaults(&job);
+    job.lambda2_rel = 1e-3;
+    job.workers = 20;
+    ck_assert_int_eq(ec_algo_from_name(algo, &job.algorithm), 0);
+    job.compressor.type = comp;
+    job.compressor.k = k;
+    return job;
+}
+
+/* Everything a run needs, built and torn down together. */
+struct fixture {
+    ec_problem pb;
+    ec_params prm;
+    ec_summary sum;
+    ec_metric rows[4096];
+    unsigned nrows;
+};
+
+static int keep_row(void *ctx, const ec_metric *row)
+{
+    struct fixture *f = ctx;
+
+    if (f->nrows < 4096)
+        f->rows[f->nrows++] = *row;
+    return 0;
+}
+
+static void run_job(struct fixture *f, const ec_dataset *ds, const ec_job *job)
+{
+    ec_err e = {0};
+
+    f->nrows = 0;
+    ck_assert_msg(ec_problem_init(&f->pb, ds, job, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_problem_solve(&f->pb, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_params_resolve(job, &f->pb, &f->prm, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_run_inproc(&f->pb, &f->prm, job, keep_row, f, &f->sum, &e) == 0,
+                  "%s", e.msg);
+    ec_problem_clear(&f->pb);
+}
+
+/*
+ * With Q = none, ECLK is exactly L-Katyusha: drive both through the step
+ * API round by round and compare every replicated vector bitwise, across
+ * rounds where the coin fires and where it does not.
+ */
+START_TEST(test_eclk_none_is_lkatyusha)
+{
+    ec_job je = job_for("eclk", EC_COMP_NONE, 0);
+    ec_job jl = job_for("lkatyusha", EC_COMP_NONE, 0);
+    ec_problem pb;
+    ec_params pe, pl;
+    ec_model me, ml;
+    ec_worker we[20], wl[20];
+    ec_up ue[20], ul[20];
+    ec_down de, dl;
+    ec_err e = {0};
+    int coins = 0;
+
+    load(&mushrooms, "mushrooms");
+    je.p = jl.p = 0.05;
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &je, &e), 0);
+    ck_assert_int_eq(ec_params_resolve(&je, &pb, &pe, &e), 0);
+    ck_assert_int_eq(ec_params_resolve(&jl, &pb, &pl, &e), 0);
+    ck_assert(pe.gamma == pl.gamma && pe.theta1 == pl.theta1);
+    ck_assert_int_eq(ec_model_init(&me, &pb, &pe, &e), 0);
+    ck_assert_int_eq(ec_model_init(&ml, &pb, &pl, &e), 0);
+    ck_assert_int_eq(ec_down_init(&de, pb.d), 0);
+    ck_assert_int_eq(ec_down_init(&dl, pb.d), 0);
+    for (uint32_t t = 0; t < 20; t++) {
+        ck_assert_int_eq(ec_worker_init(&we[t], &pb, &pe, t, &e), 0);
+        ck_assert_int_eq(ec_worker_init(&wl[t], &pb, &pl, t, &e), 0);
+        ck_assert_int_eq(ec_up_init(&ue[t], pb.d), 0);
+        ck_assert_int_eq(ec_up_init(&ul[t], pb.d), 0);
+    }
+    for (int round = 0; round <= 400; round++) {
+        coins += me.coin;
+        for (uint32_t t = 0; t < 20; t++) {
+            ec_worker_step(&we[t], &me, &ue[t]);
+            ec_worker_step(&wl[t], &ml, &ul[t]);
+        }
+        ec_server_reduce(&me, ue, 20, &de);
+        ec_server_reduce(&ml, ul, 20, &dl);
+        ec_model_apply(&me, &de);
+        ec_model_apply(&ml, &dl);
+        ck_assert_int_eq(me.coin, ml.coin);
+        ck_assert_int_eq(memcmp(me.x, ml.x, pb.d * sizeof(double)), 0);
+        ck_assert_int_eq(memcmp(me.y, ml.y, pb.d * sizeof(double)), 0);
+        ck_assert_int_eq(memcmp(me.z, ml.z, pb.d * sizeof(double)), 0);
+        ck_assert_int_eq(memcmp(me.w, ml.w, pb.d * sizeof(double)), 0);
+        ck_assert_int_eq(memcmp(me.u, ml.u, pb.d * sizeof(double)), 0);
+        for (uint32_t t = 0; t < 20; t++)
+            for (uint32_t j = 0; j < pb.d; j++)
+                ck_assert(we[t].e[j] == 0.0);
+    }
+    ck_assert_int_gt(coins, 5);           /* the coin fired along the way */
+    ck_assert(me.y[0] != 0.0);            /* and the iterates moved */
+    for (uint32_t t = 0; t < 20; t++) {
+        ec_worker_clear(&we[t]);
+        ec_worker_clear(&wl[t]);
+        ec_up_clear(&ue[t]);
+        ec_up_clear(&ul[t]);
+    }
+    ec_model_clear(&me);
+    ec_model_clear(&ml);
+    ec_down_clear(&de);
+    ec_down_clear(&dl);
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+/* The issue's acceptance run: mushrooms, 20 workers, lambda2_rel 1e-3,
+ * topk k = 5, batch 1: relative gap 1e-9 within 5000 rounds. */
+START_TEST(test_eclk_mushrooms_topk5)
+{
+    static struct fixture f;
+    ec_job job = job_for("eclk", EC_COMP_TOPK, 5);
+
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 5000;
+    job.target = 1e-9;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    ck_assert_uint_le(f.sum.rounds, 5000);
+    ck_assert_double_le(f.sum.last.rel_gap, 1e-9);
+    /* the gap fell all the way: rows start at 1 and end at the target */
+    ck_assert_double_eq(f.rows[0].rel_gap, 1.0);
+    fprintf(stderr, "eclk mushrooms topk5: %llu rounds, %.4g bits up/worker\n",
+            (unsigned long long)f.sum.rounds, f.sum.last.bits_up);
+}
+END_TEST
+
+/* a9a with topk k = 1: 1e-9 within a budget of 8000 rounds. */
+START_TEST(test_eclk_a9a_topk1)
+{
+    static struct fixture f;
+    ec_job job = job_for("eclk", EC_COMP_TOPK, 1);
+
+    load(&a9a, "a9a");
+    job.max_rounds = 8000;
+    job.eval_every = 20;
+    run_job(&f, &a9a, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    fprintf(stderr, "eclk a9a topk1: %llu rounds\n",
+            (unsigned long long)f.sum.rounds);
+}
+END_TEST
+
+/* EC-GD on the same heterogeneous split stalls: its error memory does not
+ * vanish because local gradients do not, so the gap levels off. */
+START_TEST(test_ec_gd_stalls)
+{
+    static struct fixture f;
+    ec_job job = job_for("ec-gd", EC_COMP_TOPK, 5);
+    double best_late = INFINITY;
+
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 5000;
+    job.eval_every = 50;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_MAX_ROUNDS);
+    for (unsigned i = 0; i < f.nrows; i++)
+        if (f.rows[i].round >= 2500 && f.rows[i].rel_gap < best_late)
+            best_late = f.rows[i].rel_gap;
+    ck_assert_double_gt(best_late, 1e-7);
+    fprintf(stderr, "ec-gd mushrooms topk5: best gap after round 2500 %.3g\n",
+            best_late);
+}
+END_TEST
+
+/* Every algorithm: same seed, bitwise the same rows; a different seed
+ * changes the stochastic ones; the gap decreases from the start. */
+START_TEST(test_every_algorithm_deterministic)
+{
+    static struct fixture a, b, c;
+    const char *algo = ec_algo_name((ec_algo_id)_i);
+    int compresses = ec_algo_compresses((ec_algo_id)_i);
+    ec_job job = job_for(algo, compresses ? EC_COMP_RANDK : EC_COMP_NONE,
+                         compresses ? 10 : 0);
+
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 200;
+    run_job(&a, &mushrooms, &job);
+    run_job(&b, &mushrooms, &job);
+    ck_assert_uint_eq(a.nrows, b.nrows);
+    for (unsigned i = 0; i < a.nrows; i++) {
+        a.rows[i].seconds = b.rows[i].seconds = 0;
+        ck_assert_int_eq(memcmp(&a.rows[i], &b.rows[i], sizeof a.rows[i]), 0);
+    }
+    ck_assert_double_lt(a.sum.last.rel_gap, 1.0);
+    if (_i != EC_ALGO_GD) {     /* gd alone draws nothing at random */
+        job.seed = 2;
+        run_job(&c, &mushrooms, &job);
+        ck_assert_double_ne(a.sum.last.P, c.sum.last.P);
+    }
+}
+END_TEST
+
+/* Bits equal the formula: topk k sends 64k value bits and k ceil(log2 d)
+ * index bits per worker per round; EC-GD has no other uplink. */
+START_TEST(test_bits_match_formula)
+{
+    static struct fixture f;
+    ec_job job = job_for("ec-gd", EC_COMP_TOPK, 3);
+
+    load(&mushrooms, "mushrooms");      /* d = 112: 7 index bits */
+    job.max_rounds = 100;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_double_eq(f.sum.last.bits_up, 100.0 * (64 * 3 + 3 * 7));
+    ck_assert_double_eq(f.sum.last.paper_bits, 100.0 * 64 * 3);
+    ck_assert_double_gt(f.sum.last.bits_down, 0.0);
+}
+END_TEST
+
+START_TEST(test_divergence_is_reported)
+{
+    static struct fixture f;
+    ec_job job = job_for("gd", EC_COMP_NONE, 0);
+
+    load(&mushrooms, "mushrooms");
+    job.step_multiplier = 5000;
+    job.max_rounds = 2000;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_DIVERGED);
+    ck_assert_ptr_nonnull(strstr(f.sum.reason, "diverged at round"));
+}
+END_TEST
+
+START_TEST(test_max_seconds)
+{
+    static struct fixture f;
+    ec_job job = job_for("ec-gd", EC_COMP_TOPK, 1);
+
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 100000000;
+    job.max_seconds = 0.2;
+    job.eval_every = 1000000;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_MAX_SECONDS);
+    ck_assert_double_lt(f.sum.last.seconds, 2.0);
+}
+END_TEST
+
+/* Data-dependent checks name the field and the allowed range. */
+START_TEST(test_param_errors)
+{
+    static const struct {
+        const char *algo;
+        ec_comp_type comp;
+        uint32_t k, batch;
+        double p;
+        const char *want;
+    } cases[] = {
+        {"eclk", EC_COMP_TOPK, 113, 1, NAN, "compressor.k must be in 1..112 (got 113)"},
+        {"eclk", EC_COMP_TOPK, 0, 1, NAN, "compressor.k must be in 1..112 (got 0)"},
+        {"eclk", EC_COMP_TOPK, 5, 407, NAN, "batch must be in 1..406"},
+        {"gd", EC_COMP_TOPK, 5, 1, NAN, "gd sends uncompressed messages"},
+        {"eclk", EC_COMP_RANDK_UNBIASED, 5, 1, NAN, "is not a contraction"},
+        {"eclk", EC_COMP_TOPK, 5, 1, 1.5, "p must be in (0, 1] (got 1.5)"},
+    };
+    ec_problem pb;
+    ec_params prm;
+    ec_err e = {0};
+
+    load(&mushrooms, "mushrooms");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ec_job job = job_for(cases[i].algo, cases[i].comp, cases[i].k);
+        job.batch = cases[i].batch;
+        job.p = cases[i].p;
+        ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), EC_EINVAL);
+        ck_assert_msg(strstr(e.msg, cases[i].want), "case %zu: '%s'", i, e.msg);
+        ec_problem_clear(&pb);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("algo");
+    TCase *tc = tcase_create("core");
+    int rc;
+
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_eclk_none_is_lkatyusha);
+    tcase_add_test(tc, test_eclk_mushrooms_topk5);
+    tcase_add_test(tc, test_eclk_a9a_topk1);
+    tcase_add_test(tc, test_ec_gd_stalls);
+    tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
+    tcase_add_test(tc, test_bits_match_formula);
+    tcase_add_test(tc, test_divergence_is_reported);
+    tcase_add_test(tc, test_max_seconds);
+    tcase_add_test(tc, test_param_errors);
+    suite_add_tcase(s, tc);
+    rc = tu_run(s);
+    ec_dataset_clear(&mushrooms);
+    ec_dataset_clear(&a9a);
+    return rc;
+}
