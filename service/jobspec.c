@@ -1,0 +1,1009 @@
+/*
+ * The job spec parser. It checks every key of the document and reports every
+ * problem it finds, each with the JSON path of the field and a sentence
+ * naming what is allowed, because the REST API answers 422 with the list.
+ */
+#include "jobspec.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecopt/error.h"
+
+/* The top-level keys, in the order the canonical form writes them. */
+static const char *const top_keys[] = {
+    "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
+    "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
+    "max_rounds", "target", "eval_every", "seed", "shuffle", "max_seconds",
+    "name", "labels", "backend",
+};
+
+static const char *const compressor_keys[] = {"type", "k", "k_frac", "s"};
+
+static const char *const backend_names[JOBSPEC_BACKEND_COUNT] = {
+    [JOBSPEC_BACKEND_INPROC] = "inproc",
+    [JOBSPEC_BACKEND_PROCESS] = "process",
+    [JOBSPEC_BACKEND_MPI] = "mpi",
+};
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* User text quoted in a detail is cut to this many characters. */
+#define QUOTE_MAX_CHARS 40
+
+/* Enough for any list of names the engine offers. */
+#define MAX_NAMES 32
+
+const char *jobspec_backend_name(enum jobspec_backend b)
+{
+    return (unsigned)b < JOBSPEC_BACKEND_COUNT ? backend_names[b] : NULL;
+}
+
+int jobspec_backend_from_name(const char *name, enum jobspec_backend *out)
+{
+    for (int i = 0; i < JOBSPEC_BACKEND_COUNT; i++) {
+        if (strcmp(name, backend_names[i]) == 0) {
+            *out = (enum jobspec_backend)i;
+            return 0;
+        }
+    }
+    return EC_EINVAL;
+}
+
+void jobspec_clear(struct jobspec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    ec_job_defaults(&spec->job);
+    spec->backend = JOBSPEC_BACKEND_PROCESS;
+}
+
+/* ---- Text that stays valid UTF-8 ------------------------------------- */
+
+/*
+ * Details and fields end up in JSON replies, and json_string() refuses
+ * invalid UTF-8, so everything is built through this small writer: it
+ * never cuts a character in half, and user text goes in escaped.
+ */
+struct text {
+    char *buf;
+    size_t cap;
+    size_t len;
+    int full;
+};
+
+static void text_init(struct text *t, char *buf, size_t cap)
+{
+    t->buf = buf;
+    t->cap = cap;
+    t->len = 0;
+    t->full = 0;
+    buf[0] = '\0';
+}
+
+/* The length of the valid UTF-8 character at s, or 0 if it is not one. */
+static size_t utf8_char_len(const unsigned char *s, size_t n)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t len;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        len = 3;
+        lo = s[0] == 0xe0 ? 0xa0 : 0x80;    /* no overlong forms */
+        hi = s[0] == 0xed ? 0x9f : 0xbf;    /* no surrogates */
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4;
+        lo = s[0] == 0xf0 ? 0x90 : 0x80;
+        hi = s[0] == 0xf4 ? 0x8f : 0xbf;    /* nothing above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return len;
+}
+
+/*
+ * Appends n bytes of valid UTF-8. What does not fit is dropped, and then
+ * the tail is cut back to a whole character, so the buffer stays valid.
+ */
+static void text_put(struct text *t, const char *s, size_t n)
+{
+    size_t room = t->cap - t->len - 1, start;
+
+    if (t->full)
+        return;
+    if (n > room) {
+        n = room;
+        t->full = 1;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+    if (!t->full || t->len == 0)
+        return;
+    start = t->len - 1;
+    while (start > 0 && t->len - start < 4 &&
+           ((unsigned char)t->buf[start] & 0xc0) == 0x80)
+        start--;
+    if (utf8_char_len((const unsigned char *)t->buf + start,
+                      t->len - start) != t->len - start) {
+        t->len = start;
+        t->buf[t->len] = '\0';
+    }
+}
+
+/* For ASCII formats and numbers; user text goes through text_escape. */
+static void text_add(struct text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    char piece[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(piece, sizeof piece, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    text_put(t, piece, (size_t)n < sizeof piece ? (size_t)n
+                                                : sizeof piece - 1);
+}
+
+/*
+ * Appends at most max_chars characters of s, escaping what a reader could
+ * not see or a terminal would act on: control characters as \u00XX, bytes
+ * that are not UTF-8 as \xXX, and with quote set, '"' and '\'. A cut is
+ * marked with "...".
+ */
+static void text_escape(struct text *t, const char *s, size_t n,
+                        size_t max_chars, int quote)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, chars = 0;
+
+    while (i < n) {
+        size_t len = utf8_char_len(p + i, n - i);
+
+        if (chars++ == max_chars) {
+            text_put(t, "...", 3);
+            return;
+        }
+        if (len == 0) {
+            text_add(t, "\\x%02x", p[i]);
+            len = 1;
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
+            text_add(t, "\\u%04x", p[i]);
+        } else if (quote && (p[i] == '"' || p[i] == '\\')) {
+            char pair[2] = {'\\', s[i]};
+
+            text_put(t, pair, 2);
+        } else {
+            text_put(t, s + i, len);
+        }
+        i += len;
+    }
+}
+
+static void text_quote(struct text *t, const char *s, size_t n)
+{
+    text_put(t, "\"", 1);
+    text_escape(t, s, n, QUOTE_MAX_CHARS, 1);
+    text_put(t, "\"", 1);
+}
+
+/*
+ * A double in the fewest digits that read back the same. A real that looks
+ * like an integer keeps a ".0" when it is quoted back to the user, so that
+ * "must be an integer (got 3.0)" makes sense.
+ */
+static void format_double(char *buf, size_t len, double x, int keep_point)
+{
+    snprintf(buf, len, "%.15g", x);
+    if (strtod(buf, NULL) != x)
+        snprintf(buf, len, "%.17g", x);
+    if (keep_point && !strpbrk(buf, ".eEn") && strlen(buf) + 2 < len)
+        strcat(buf, ".0");
+}
+
+/* What the user gave, for the "(got ...)" at the end of a detail. */
+static void text_value(struct text *t, const json_t *v)
+{
+    char num[40];
+
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        text_quote(t, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        text_add(t, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        format_double(num, sizeof num, json_real_value(v), 1);
+        text_add(t, "%s", num);
+        break;
+    case JSON_TRUE:
+        text_add(t, "true");
+        break;
+    case JSON_FALSE:
+        text_add(t, "false");
+        break;
+    case JSON_NULL:
+        text_add(t, "null");
+        break;
+    case JSON_OBJECT:
+        text_add(t, "an object");
+        break;
+    case JSON_ARRAY:
+        text_add(t, "an array");
+        break;
+    }
+}
+
+static void text_names(struct text *t, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        text_add(t, "%s%s", i ? ", " : "", names[i]);
+}
+
+/* ---- Collecting problems --------------------------------------------- */
+
+struct check {
+    struct jobspec_errors *errs;   /* NULL: only count */
+    unsigned found;
+};
+
+/*
+ * Records a problem with field (already a safe JSON path) and a detail
+ * written by the caller into the returned text; NULL when there is no room
+ * left, and then only the count grows.
+ */
+static struct text *problem(struct check *c, const char *field,
+                            struct text *detail)
+{
+    struct jobspec_error *e;
+    struct text path;
+
+    c->found++;
+    if (!c->errs)
+        return NULL;
+    if (c->errs->count == JOBSPEC_MAX_ERRORS) {
+        c->errs->dropped++;
+        return NULL;
+    }
+    e = &c->errs->item[c->errs->count++];
+    text_init(&path, e->field, sizeof e->field);
+    text_put(&path, field, strlen(field));
+    text_init(detail, e->detail, sizeof e->detail);
+    return detail;
+}
+
+/* A problem whose detail is a sentence, plus "(got ...)" when v is set. */
+static void fail(struct check *c, const char *field, const json_t *v,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void fail(struct check *c, const char *field, const json_t *v,
+                 const char *fmt, ...)
+{
+    struct text detail, *t = problem(c, field, &detail);
+    char sentence[320];
+    va_list ap;
+
+    if (!t)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(sentence, sizeof sentence, fmt, ap);
+    va_end(ap);
+    text_put(t, sentence, strlen(sentence));
+    if (v) {
+        text_add(t, " (got ");
+        text_value(t, v);
+        text_add(t, ")");
+    }
+}
+
+/* "prefix.key", with the key escaped because it may be anything. */
+static void join_path(char *buf, size_t len, const char *prefix,
+                      const char *key, size_t key_len)
+{
+    struct text t;
+
+    text_init(&t, buf, len);
+    if (*prefix) {
+        text_add(&t, "%s", prefix);
+        text_put(&t, ".", 1);
+    }
+    text_escape(&t, key, key_len, JOBSPEC_LABEL_KEY_MAX, 0);
+}
+
+/* ---- Reading one field ----------------------------------------------- */
+
+/* The member, or NULL when it is absent or null: null asks for the default. */
+static json_t *member(json_t *obj, const char *key)
+{
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+
+    return json_is_null(v) ? NULL : v;
+}
+
+/* Every key of obj must be one of the allowed. */
+static void check_keys(struct check *c, json_t *obj, const char *prefix,
+                       const char *const *allowed, size_t nallowed)
+{
+    for (void *it = json_object_iter(obj); it;
+         it = json_object_iter_next(obj, it)) {
+        const char *key = json_object_iter_key(it);
+        size_t key_len = json_object_iter_key_len(it), i;
+        char field[sizeof ((struct jobspec_error *)0)->field];
+        struct text detail, *t;
+
+        for (i = 0; i < nallowed; i++)
+            if (strlen(allowed[i]) == key_len &&
+                memcmp(allowed[i], key, key_len) == 0)
+                break;
+        if (i < nallowed)
+            continue;
+        join_path(field, sizeof field, prefix, key, key_len);
+        if ((t = problem(c, field, &detail))) {
+            text_add(t, "unknown key; allowed keys are: ");
+            text_names(t, allowed, nallowed);
+        }
+    }
+}
+
+/*
+ * The readers below take the member already looked up. Each returns 1 when
+ * the value is set and valid (and stores it), 0 when it is absent (v is
+ * NULL), and -1 after reporting a wrong value.
+ */
+
+static int read_int(struct check *c, const char *field, const json_t *v,
+                    long long lo, long long hi, long long *out)
+{
+    if (!v)
+        return 0;
+    if (json_is_integer(v) && json_integer_value(v) >= lo &&
+        json_integer_value(v) <= hi) {
+        *out = json_integer_value(v);
+        return 1;
+    }
+    fail(c, field, v, "must be an integer in %lld..%lld", lo, hi);
+    return -1;
+}
+
+/* A range of doubles; an open end excludes its bound, INFINITY has none. */
+struct range {
+    double lo, hi;
+    int lo_open, hi_open;
+};
+
+static int in_range(double x, const struct range *r)
+{
+    return (r->lo_open ? x > r->lo : x >= r->lo) &&
+           (r->hi_open ? x < r->hi : x <= r->hi);
+}
+
+static int read_number(struct check *c, const char *field, const json_t *v,
+                       struct range r, double *out)
+{
+    char lo[40], hi[40];
+    double x;
+
+    if (!v)
+        return 0;
+    /* Integers are numbers too: "lambda1": 0 is as good as 0.0. */
+    if (json_is_number(v)) {
+        x = json_number_value(v);
+        if (isfinite(x) && in_range(x, &r)) {
+            *out = x;
+            return 1;
+        }
+    }
+    format_double(lo, sizeof lo, r.lo, 0);
+    format_double(hi, sizeof hi, r.hi, 0);
+    if (isinf(r.hi))
+        fail(c, field, v, "must be a number %s %s", r.lo_open ? ">" : ">=",
+             lo);
+    else
+        fail(c, field, v, "must be a number in %c%s, %s%c",
+             r.lo_open ? '(' : '[', lo, hi, r.hi_open ? ')' : ']');
+    return -1;
+}
+
+static int read_bool(struct check *c, const char *field, const json_t *v,
+                     int *out)
+{
+    if (!v)
+        return 0;
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return 1;
+    }
+    fail(c, field, v, "must be true or false");
+    return -1;
+}
+
+/*
+ * A string of min_len..max_len bytes without NUL, copied into out (which
+ * has room for max_len + 1). The length is told, not the text, when it is
+ * too long to quote usefully.
+ */
+static int read_string(struct check *c, const char *field, const json_t *v,
+                       size_t min_len, size_t max_len, char *out)
+{
+    size_t len;
+
+    if (!v)
+        return 0;
+    if (!json_is_string(v)) {
+        fail(c, field, v, "must be a string of %zu..%zu bytes", min_len,
+             max_len);
+        return -1;
+    }
+    len = json_string_length(v);
+    if (len < min_len || len > max_len) {
+        fail(c, field, NULL, "must be a string of %zu..%zu bytes (got %zu)",
+             min_len, max_len, len);
+        return -1;
+    }
+    if (memchr(json_string_value(v), '\0', len)) {
+        fail(c, field, NULL, "must not contain a NUL character (\\u0000)");
+        return -1;
+    }
+    memcpy(out, json_string_value(v), len + 1);
+    return 1;
+}
+
+/* One of n names; *out is its index. A NUL inside never matches. */
+static int read_choice(struct check *c, const char *field, const json_t *v,
+                       const char *const *names, size_t n, size_t *out)
+{
+    struct text detail, *t;
+
+    if (!v)
+        return 0;
+    if (json_is_string(v)) {
+        for (size_t i = 0; i < n; i++) {
+            if (strlen(names[i]) == json_string_length(v) &&
+                memcmp(names[i], json_string_value(v),
+                       json_string_length(v)) == 0) {
+                *out = i;
+                return 1;
+            }
+        }
+    }
+    if ((t = problem(c, field, &detail))) {
+        text_add(t, "must be one of: ");
+        text_names(t, names, n);
+        text_add(t, " (got ");
+        text_value(t, v);
+        text_add(t, ")");
+    }
+    return -1;
+}
+
+/* The names the engine knows, from its own tables, so lists stay current. */
+static size_t algo_names(const char **names)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < EC_ALGO_COUNT && n < MAX_NAMES; i++)
+        if (ec_algo_name((ec_algo_id)i))
+            names[n++] = ec_algo_name((ec_algo_id)i);
+    return n;
+}
+
+static size_t loss_names(const char **names)
+{
+    size_t n = 0;
+
+    while (n < MAX_NAMES && ec_loss_name((ec_loss)n))
+        names[n] = ec_loss_name((ec_loss)n), n++;
+    return n;
+}
+
+static size_t comp_names(const char **names)
+{
+    size_t n = 0;
+
+    while (n < MAX_NAMES && ec_comp_name((ec_comp_type)n))
+        names[n] = ec_comp_name((ec_comp_type)n), n++;
+    return n;
+}
+
+/* ---- The compound fields --------------------------------------------- */
+
+static int takes_k(ec_comp_type t)
+{
+    return t == EC_COMP_TOPK || t == EC_COMP_RANDK ||
+           t == EC_COMP_RANDK_UNBIASED;
+}
+
+static int takes_s(ec_comp_type t)
+{
+    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
+}
+
+/*
+ * The type name and which of k, k_frac and s it takes: counts (k) and the
+ * dither levels (s) only make sense for their own families, so anything
+ * else is refused rather than silently ignored. A dither without s gets
+ * one level, the coarsest quantiser, which is the usual default.
+ */
+static void read_compressor(struct check *c, json_t *doc, ec_job *job)
+{
+    const char *names[MAX_NAMES];
+    size_t nnames = comp_names(names), index;
+    json_t *v = member(doc, "compressor"), *obj = NULL, *type;
+    json_t *k, *k_frac, *s;
+    long long count;
+    int known;
+    ec_comp_type t;
+    struct text detail, *text;
+
+    if (!v)
+        return;
+    if (json_is_string(v)) {
+        /* "topk" is short for {"type": "topk"}. */
+        type = v;
+        known = read_choice(c, "compressor", type, names, nnames, &index);
+    } else if (json_is_object(v)) {
+        obj = v;
+        check_keys(c, obj, "compressor", compressor_keys,
+                   COUNT_OF(compressor_keys));
+        type = member(obj, "type");
+        known = read_choice(c, "compressor.type", type, names, nnames,
+                            &index);
+        if (known == 0 && (text = problem(c, "compressor.type", &detail))) {
+            text_add(text, "is required; one of: ");
+            text_names(text, names, nnames);
+        }
+    } else {
+        if ((text = problem(c, "compressor", &detail))) {
+            text_add(text, "must be an object {type, k, k_frac, s} or a "
+                           "compressor name, one of: ");
+            text_names(text, names, nnames);
+            text_add(text, " (got ");
+            text_value(text, v);
+            text_add(text, ")");
+        }
+        return;
+    }
+    k = member(obj, "k");
+    k_frac = member(obj, "k_frac");
+    s = member(obj, "s");
+    if (known != 1) {
+        /* Without a type only the values themselves can be checked. */
+        read_int(c, "compressor.k", k, 1, UINT32_MAX, &count);
+        read_number(c, "compressor.k_frac", k_frac,
+                    (struct range){0, 1, 1, 0}, &job->k_frac);
+        read_int(c, "compressor.s", s, 1, EC_JOB_MAX_DITHER_LEVELS, &count);
+        return;
+    }
+    if (ec_comp_from_name(names[index], &t) < 0) {
+        fail(c, obj ? "compressor.type" : "compressor", NULL,
+             "is not known to the engine");
+        return;
+    }
+    job->compressor.type = t;
+    if (takes_k(t)) {
+        if (k && k_frac)
+            fail(c, "compressor.k", NULL,
+                 "cannot be given together with compressor.k_frac; "
+                 "give one of them");
+        else if (!k && !k_frac)
+            fail(c, "compressor.k", NULL,
+                 "is required for compressor type %s: give compressor.k "
+                 "(an integer >= 1) or compressor.k_frac (a number in "
+                 "(0, 1])", names[index]);
+        if (read_int(c, "compressor.k", k, 1, UINT32_MAX, &count) == 1)
+            job->compressor.k = (uint32_t)count;
+        read_number(c, "compressor.k_frac", k_frac,
+                    (struct range){0, 1, 1, 0}, &job->k_frac);
+    } else {
+        if (k)
+            fail(c, "compressor.k", NULL,
+                 "is not allowed for compressor type %s; only %s, %s and %s "
+                 "take k", names[index], ec_comp_name(EC_COMP_TOPK),
+                 ec_comp_name(EC_COMP_RANDK),
+                 ec_comp_name(EC_COMP_RANDK_UNBIASED));
+        if (k_frac)
+            fail(c, "compressor.k_frac", NULL,
+                 "is not allowed for compressor type %s; only %s, %s and %s "
+                 "take k_frac", names[index], ec_comp_name(EC_COMP_TOPK),
+                 ec_comp_name(EC_COMP_RANDK),
+                 ec_comp_name(EC_COMP_RANDK_UNBIASED));
+    }
+    if (takes_s(t)) {
+        job->compressor.s = JOBSPEC_DEFAULT_DITHER_LEVELS;
+        if (read_int(c, "compressor.s", s, 1, EC_JOB_MAX_DITHER_LEVELS,
+                     &count) == 1)
+            job->compressor.s = (uint32_t)count;
+    } else if (s) {
+        fail(c, "compressor.s", NULL,
+             "is not allowed for compressor type %s; only %s and %s take s",
+             names[index], ec_comp_name(EC_COMP_DITHER),
+             ec_comp_name(EC_COMP_DITHER_UNBIASED));
+    }
+}
+
+static int label_key_ok(const char *key, size_t len)
+{
+    if (len < 1 || len > JOBSPEC_LABEL_KEY_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = key[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' ||
+              ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int label_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct jobspec_label *)a)->key,
+                  ((const struct jobspec_label *)b)->key);
+}
+
+/*
+ * Labels are kept sorted by key so that equal label sets give equal specs
+ * and the same canonical JSON whatever order they were written in. Only
+ * one level is looked at: a nested value is a type error, never a descent.
+ */
+static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
+{
+    json_t *v = member(doc, "labels");
+    size_t n;
+
+    if (!v)
+        return;
+    if (!json_is_object(v)) {
+        fail(c, "labels", v,
+             "must be an object mapping keys to strings, with at most %d "
+             "entries", JOBSPEC_LABELS_MAX);
+        return;
+    }
+    n = json_object_size(v);
+    if (n > JOBSPEC_LABELS_MAX)
+        fail(c, "labels", NULL, "must have at most %d entries (got %zu)",
+             JOBSPEC_LABELS_MAX, n);
+    for (void *it = json_object_iter(v); it;
+         it = json_object_iter_next(v, it)) {
+        const char *key = json_object_iter_key(it);
+        size_t key_len = json_object_iter_key_len(it);
+        char field[sizeof ((struct jobspec_error *)0)->field];
+        struct jobspec_label *label;
+        struct text detail, *t;
+
+        if (!label_key_ok(key, key_len)) {
+            if ((t = problem(c, "labels", &detail))) {
+                text_add(t, "key ");
+                text_quote(t, key, key_len);
+                text_add(t, " must be 1..%d characters of A-Z, a-z, 0-9, "
+                            "'_', '.' and '-'", JOBSPEC_LABEL_KEY_MAX);
+            }
+            continue;
+        }
+        join_path(field, sizeof field, "labels", key, key_len);
+        if (spec->nlabels == JOBSPEC_LABELS_MAX) {
+            /* Already reported as too many; still check the rest. */
+            char scratch[JOBSPEC_LABEL_VALUE_MAX + 1];
+
+            read_string(c, field, json_object_iter_value(it), 0,
+                        JOBSPEC_LABEL_VALUE_MAX, scratch);
+            continue;
+        }
+        label = &spec->labels[spec->nlabels];
+        if (read_string(c, field, json_object_iter_value(it), 0,
+                        JOBSPEC_LABEL_VALUE_MAX, label->value) == 1) {
+            memcpy(label->key, key, key_len);
+            label->key[key_len] = '\0';
+            spec->nlabels++;
+        }
+    }
+    qsort(spec->labels, spec->nlabels, sizeof spec->labels[0], label_cmp);
+}
+
+/* ---- The document ---------------------------------------------------- */
+
+#define ABOVE(x) ((struct range){(x), INFINITY, 1, 0})
+#define AT_LEAST(x) ((struct range){(x), INFINITY, 0, 0})
+
+static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
+{
+    ec_job *job = &spec->job;
+    const char *names[MAX_NAMES];
+    size_t n, index;
+    long long x;
+    int has_lambda2, has_lambda2_rel, has_step, has_multiplier;
+
+    check_keys(c, doc, "", top_keys, COUNT_OF(top_keys));
+
+    if (read_string(c, "dataset", member(doc, "dataset"), 1,
+                    sizeof job->dataset - 1, job->dataset) == 0)
+        fail(c, "dataset", NULL,
+             "is required: a path or a dataset name of 1..%zu bytes",
+             sizeof job->dataset - 1);
+
+    n = loss_names(names);
+    if (read_choice(c, "loss", member(doc, "loss"), names, n, &index) == 1)
+        job->loss = (ec_loss)index;
+
+    read_number(c, "lambda1", member(doc, "lambda1"), AT_LEAST(0),
+                &job->lambda1);
+    has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"),
+                              AT_LEAST(0), &job->lambda2) != 0;
+    has_lambda2_rel = read_number(c, "lambda2_rel",
+                                  member(doc, "lambda2_rel"), ABOVE(0),
+                                  &job->lambda2_rel) != 0;
+    if (has_lambda2 && has_lambda2_rel)
+        fail(c, "lambda2", NULL, "cannot be given together with "
+                                 "lambda2_rel; give one of them");
+    else if (!has_lambda2 && !has_lambda2_rel)
+        job->lambda2_rel = JOBSPEC_DEFAULT_LAMBDA2_REL;
+
+    if (read_int(c, "workers", member(doc, "workers"), 1,
+                 EC_JOB_MAX_WORKERS, &x) == 1)
+        job->workers = (uint32_t)x;
+
+    n = algo_names(names);
+    if (read_choice(c, "algorithm", member(doc, "algorithm"), names, n,
+                    &index) == 1 &&
+        ec_algo_from_name(names[index], &job->algorithm) < 0)
+        fail(c, "algorithm", NULL, "is not known to the engine");
+
+    read_compressor(c, doc, job);
+
+    if (read_int(c, "batch", member(doc, "batch"), 1, UINT32_MAX, &x) == 1)
+        job->batch = (uint32_t)x;
+    read_number(c, "p", member(doc, "p"), (struct range){0, 1, 1, 0},
+                &job->p);
+
+    has_step = read_number(c, "step_size", member(doc, "step_size"),
+                           ABOVE(0), &job->step_size) != 0;
+    has_multiplier = read_number(c, "step_multiplier",
+                                 member(doc, "step_multiplier"), ABOVE(0),
+                                 &job->step_multiplier) != 0;
+    if (has_step && has_multiplier)
+        fail(c, "step_size", NULL, "cannot be given together with "
+                                   "step_multiplier; give one of them");
+
+    if (read_int(c, "max_rounds", member(doc, "max_rounds"), 1,
+                 (long long)EC_JOB_MAX_ROUNDS, &x) == 1)
+        job->max_rounds = (uint64_t)x;
+    read_number(c, "target", member(doc, "target"),
+                (struct range){0, 1, 0, 1}, &job->target);
+    if (read_int(c, "eval_every", member(doc, "eval_every"), 1, UINT32_MAX,
+                 &x) == 1)
+        job->eval_every = (uint32_t)x;
+    if (read_int(c, "seed", member(doc, "seed"), 0,
+                 (long long)JOBSPEC_MAX_SEED, &x) == 1)
+        job->seed = (uint64_t)x;
+    read_bool(c, "shuffle", member(doc, "shuffle"), &job->shuffle);
+    read_number(c, "max_seconds", member(doc, "max_seconds"),
+                (struct range){0, JOBSPEC_MAX_SECONDS, 1, 0},
+                &job->max_seconds);
+
+    read_string(c, "name", member(doc, "name"), 1, JOBSPEC_NAME_MAX,
+                spec->name);
+    read_labels(c, doc, spec);
+    if (read_choice(c, "backend", member(doc, "backend"), backend_names,
+                    JOBSPEC_BACKEND_COUNT, &index) == 1)
+        spec->backend = (enum jobspec_backend)index;
+}
+
+int jobspec_from_json(json_t *doc, struct jobspec *out,
+                      struct jobspec_errors *errs)
+{
+    struct check c = {errs, 0};
+    struct jobspec spec;
+
+    if (errs)
+        errs->count = errs->dropped = 0;
+    jobspec_clear(&spec);
+    if (!doc)
+        fail(&c, "", NULL, "must be a JSON object (got nothing)");
+    else if (!json_is_object(doc))
+        fail(&c, "", doc, "must be a JSON object");
+    else
+        read_spec(&c, doc, &spec);
+    if (c.found) {
+        jobspec_clear(out);
+        return EC_EINVAL;
+    }
+    *out = spec;
+    return 0;
+}
+
+/* Jansson's message, with a first phrase saying what kind of problem. */
+static void syntax_problem(struct check *c, const json_error_t *jerr,
+                           int empty)
+{
+    struct text detail, *t = problem(c, "", &detail);
+    const char *what, *hint = "", *end;
+
+    if (!t)
+        return;
+    if (empty) {
+        text_add(t, "the document is empty; a job spec is a JSON object");
+        return;
+    }
+    switch (json_error_code(jerr)) {
+    case json_error_duplicate_key:
+        what = "duplicate key";
+        break;
+    case json_error_numeric_overflow:
+        what = "number out of range";
+        hint = "; integers must fit in 64 bits and reals in a double";
+        break;
+    case json_error_stack_overflow:
+        what = "nesting too deep";
+        break;
+    case json_error_out_of_memory:
+        what = "out of memory";
+        break;
+    default:
+        what = "invalid JSON";
+        break;
+    }
+    /* Jansson keeps its error code in the last byte of text. */
+    end = memchr(jerr->text, '\0', sizeof jerr->text - 1);
+    text_add(t, "%s at line %d, column %d: ", what, jerr->line,
+             jerr->column);
+    text_escape(t, jerr->text,
+                end ? (size_t)(end - jerr->text) : sizeof jerr->text - 1,
+                sizeof jerr->text, 0);
+    text_add(t, "%s", hint);
+}
+
+/* Only JSON whitespace: an empty file deserves a plainer message. */
+static int is_blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return 0;
+    return 1;
+}
+
+int jobspec_parse(const char *text, size_t len, struct jobspec *out,
+                  struct jobspec_errors *errs)
+{
+    /* Duplicates would let two readers of one body disagree; NULs inside
+     * strings are let through so they are reported against their field. */
+    const size_t flags =
+        JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY;
+    struct check c = {errs, 0};
+    json_error_t jerr;
+    json_t *doc;
+    int rc;
+
+    if (!text)
+        len = 0;
+    doc = json_loadb(text ? text : "", len, flags, &jerr);
+    if (!doc) {
+        if (errs)
+            errs->count = errs->dropped = 0;
+        syntax_problem(&c, &jerr, is_blank(text, len));
+        jobspec_clear(out);
+        return json_error_code(&jerr) == json_error_out_of_memory
+                   ? EC_ENOMEM
+                   : EC_EPARSE;
+    }
+    rc = jobspec_from_json(doc, out, errs);
+    json_decref(doc);
+    return rc;
+}
+
+/* ---- The canonical form ---------------------------------------------- */
+
+/* json_object_set_new takes a NULL value as a failure, so one flag works. */
+static void put(json_t *obj, const char *key, json_t *value, int *ok)
+{
+    if (json_object_set_new(obj, key, value) < 0)
+        *ok = 0;
+}
+
+/* Unset doubles are NaN in ec_job and null in JSON: NaN is not JSON. */
+static json_t *real_or_null(double x)
+{
+    return isnan(x) ? json_null() : json_real(x);
+}
+
+json_t *jobspec_to_json(const struct jobspec *spec)
+{
+    const ec_job *job = &spec->job;
+    const ec_comp_spec *comp = &job->compressor;
+    json_t *doc = json_object(), *compressor = json_object();
+    json_t *labels = json_object();
+    int ok = doc && compressor && labels;
+
+    if (!ok)
+        goto fail;
+    put(compressor, "type", json_string(ec_comp_name(comp->type)), &ok);
+    put(compressor, "k", comp->k ? json_integer(comp->k) : json_null(), &ok);
+    put(compressor, "k_frac", real_or_null(job->k_frac), &ok);
+    put(compressor, "s", comp->s ? json_integer(comp->s) : json_null(), &ok);
+    for (unsigned i = 0; i < spec->nlabels; i++)
+        put(labels, spec->labels[i].key,
+            json_string(spec->labels[i].value), &ok);
+
+    put(doc, "dataset", json_string(job->dataset), &ok);
+    put(doc, "loss", json_string(ec_loss_name(job->loss)), &ok);
+    put(doc, "lambda1", json_real(job->lambda1), &ok);
+    put(doc, "lambda2", real_or_null(job->lambda2), &ok);
+    put(doc, "lambda2_rel", real_or_null(job->lambda2_rel), &ok);
+    put(doc, "workers", json_integer(job->workers), &ok);
+    put(doc, "algorithm", json_string(ec_algo_name(job->algorithm)), &ok);
+    put(doc, "compressor", compressor, &ok);
+    compressor = NULL;                         /* doc holds it now */
+    put(doc, "batch", json_integer(job->batch), &ok);
+    put(doc, "p", real_or_null(job->p), &ok);
+    put(doc, "step_size", real_or_null(job->step_size), &ok);
+    /* The multiplier only applies to the theory step, and giving both is
+     * refused, so it is written only when there is no explicit step. */
+    put(doc, "step_multiplier",
+        isnan(job->step_size) ? json_real(job->step_multiplier) : json_null(),
+        &ok);
+    put(doc, "max_rounds", json_integer((json_int_t)job->max_rounds), &ok);
+    put(doc, "target", json_real(job->target), &ok);
+    put(doc, "eval_every", json_integer(job->eval_every), &ok);
+    put(doc, "seed", json_integer((json_int_t)job->seed), &ok);
+    put(doc, "shuffle", json_boolean(job->shuffle), &ok);
+    put(doc, "max_seconds", json_real(job->max_seconds), &ok);
+    put(doc, "name", spec->name[0] ? json_string(spec->name) : json_null(),
+        &ok);
+    put(doc, "labels", labels, &ok);
+    labels = NULL;
+    put(doc, "backend", json_string(jobspec_backend_name(spec->backend)),
+        &ok);
+    if (ok)
+        return doc;
+fail:
+    json_decref(compressor);
+    json_decref(labels);
+    json_decref(doc);
+    return NULL;
+}
+
+size_t jobspec_errors_format(const struct jobspec_errors *errs, char *buf,
+                             size_t len)
+{
+    size_t used = 0;
+    int n;
+
+    if (len > 0)
+        buf[0] = '\0';
+    if (!errs)
+        return 0;
+    for (unsigned i = 0; i < errs->count && i < JOBSPEC_MAX_ERRORS; i++) {
+        const struct jobspec_error *e = &errs->item[i];
+
+        n = snprintf(used < len ? buf + used : NULL,
+                     used < len ? len - used : 0, "%s%s%s%s",
+                     i ? "\n" : "", e->field, e->field[0] ? ": " : "",
+                     e->detail);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (errs->dropped) {
+        n = snprintf(used < len ? buf + used : NULL,
+                     used < len ? len - used : 0,
+                     "\n(and %u more problems)", errs->dropped);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return used;
+}
