@@ -1,13 +1,37 @@
-/* ecopt: the multi-call binary (run, and later serve and the client). */
+/* ecopt: one binary, several commands (run now; serve and the client later). */
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd.h"
+
+#ifndef ECOPT_VERSION
+#define ECOPT_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+    "usage: ecopt COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  run JOB.json   run a job in this process and print its progress\n"
+    "\n"
+    "ecopt COMMAND --help shows a command's options; ecopt --version.\n";
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        printf("usage: ecopt run JOB.json\n");
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
     }
-    fprintf(stderr, "ecopt: unknown command '%s'\n", argv[1]);
-    return 2;
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("ecopt %s\n", ECOPT_VERSION);
+        return EXIT_OK;
+    }
+    if (strcmp(argv[1], "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    fprintf(stderr, "ecopt: unknown command '%s'\n%s", argv[1], usage);
+    return EXIT_USAGE;
 }

@@ -1,0 +1,15 @@
+/* The subcommands of the ecopt binary; each returns the process exit code. */
+#ifndef ECOPT_CMD_H
+#define ECOPT_CMD_H
+
+/* Exit codes every subcommand shares. */
+enum {
+    EXIT_OK = 0,          /* the job reached its target or its round budget */
+    EXIT_INTERNAL = 1,    /* an internal failure (out of memory, I/O) */
+    EXIT_USAGE = 2,       /* bad arguments, a bad job spec or bad data */
+    EXIT_JOB_FAILED = 3   /* the job ran but diverged or timed out */
+};
+
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * `ecopt run JOB.json`: loads the data, solves for P*, resolves the
+ * parameters, runs the job and prints what it did, as text for people or as
+ * CSV/JSON metric rows for programs.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "describe.h"
+#include "ecopt/data.h"
+#include "ecopt/run.h"
+#include "jobspec.h"
+
+enum format { FMT_TEXT, FMT_CSV, FMT_JSON };
+
+struct run_ctx {
+    enum format format;
+    FILE *rows;           /* where CSV rows go */
+    json_t *json_rows;    /* where JSON rows go */
+    FILE *info;           /* people's text: stdout, or stderr with --format */
+    int tty;              /* info is a terminal: draw a progress bar */
+    int quiet;
+    const ec_job *job;
+    double last_line;     /* wall time of the last progress line */
+};
+
+static const char run_usage[] =
+    "usage: ecopt run JOB.json [options]\n"
+    "\n"
+    "Runs a job in this process and prints the resolved problem and\n"
+    "parameters, progress, and a summary.\n"
+    "\n"
+    "  -f, --format text|csv|json  metric rows on stdout as CSV or JSON (the\n"
+    "                              text then goes to stderr); default text\n"
+    "  -o, --output FILE           write the rows to FILE instead of stdout\n"
+    "  -d, --data-dir DIR          where dataset names are looked up\n"
+    "                              (default $ECOPT_DATA_DIR)\n"
+    "  -q, --quiet                 no progress lines\n"
+    "  -h, --help                  this text\n"
+    "\n"
+    "JOB.json may be - for standard input. Exit status: 0 target or round\n"
+    "budget reached, 2 bad arguments, spec or data, 3 diverged or out of\n"
+    "time, 1 internal failure.\n";
+
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads a whole file (or stdin for "-") into a NUL-terminated buffer. */
+static char *slurp(const char *path, size_t limit, size_t *len, char *err,
+                   size_t errlen)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            char *nb;
+            cap = cap ? cap * 2 : 8192;
+            if (!(nb = realloc(buf, cap))) {
+                snprintf(err, errlen, "%s: out of memory", path);
+                goto fail;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (n > limit) {
+            snprintf(err, errlen, "%s: larger than the %zu-byte limit for a job spec",
+                     path, limit);
+            goto fail;
+        }
+        if (got < 4096) {
+            if (ferror(f)) {
+                snprintf(err, errlen, "%s: %s", path, strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    buf[n] = '\0';
+    *len = n;
+    if (f != stdin)
+        fclose(f);
+    return buf;
+fail:
+    free(buf);
+    if (f != stdin)
+        fclose(f);
+    return NULL;
+}
+
+/*
+ * A dataset is a path when it names an existing file; otherwise a name
+ * inside the data directory. Names may not climb out of that directory.
+ */
+static int resolve_dataset(const char *name, const char *dir, char *out,
+                           size_t len, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (stat(name, &st) == 0 && S_ISREG(st.st_mode)) {
+        snprintf(out, len, "%s", name);
+        return 0;
+    }
+    if (!dir || !*dir) {
+        snprintf(err, errlen,
+                 "dataset: '%s' is not a file, and no data directory is set "
+                 "(--data-dir or ECOPT_DATA_DIR)",
+                 name);
+        return -1;
+    }
+    if (strchr(name, '/') || strcmp(name, "..") == 0 || name[0] == '.') {
+        snprintf(err, errlen, "dataset: '%s' is not a file", name);
+        return -1;
+    }
+    if ((size_t)snprintf(out, len, "%s/%s", dir, name) >= len ||
+        stat(out, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "dataset: '%s' not found (looked for a file of "
+                 "that name and in %s)", name, dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
+                        const ec_job *job, const ec_problem *pb,
+                        const ec_params *prm)
+{
+    const ec_comp_spec *c = &prm->comp;
+
+    fprintf(o, "dataset    %s: %u rows, d = %u, nnz = %llu, labels %g -> -1, %g -> +1\n",
+            path, ds->n_rows, ds->d, (unsigned long long)ds->nnz,
+            ds->label_neg, ds->label_pos);
+    fprintf(o, "problem    %s loss, lambda1 = %g, lambda2 = %.6g", ec_loss_name(pb->loss),
+            pb->lambda1, pb->lambda2);
+    if (!isnan(job->lambda2_rel) && isnan(job->lambda2))
+        fprintf(o, " (lambda2_rel %g)", job->lambda2_rel);
+    fprintf(o, ", %u workers, %s shards\n", pb->n,
+            job->shuffle ? "shuffled" : "contiguous");
+    fprintf(o, "constants  L = %.6g, L_f = %.6g, L_tilde = %.6g, mu = %.6g, kappa = %.6g\n",
+            pb->L, pb->L_f, pb->L_tilde, pb->mu, pb->kappa);
+    fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (%s, %d iterations, bound %.2g)\n",
+            pb->P_star, pb->P0, pb->solve_method, pb->solve_iters,
+            pb->solve_bound);
+    fprintf(o, "algorithm  %s, compressor %s", ec_algo_name(prm->algo),
+            ec_comp_name(c->type));
+    if (c->type == EC_COMP_TOPK || c->type == EC_COMP_RANDK)
+        fprintf(o, " k = %u", c->k);
+    if (c->type == EC_COMP_DITHER)
+        fprintf(o, " s = %u", c->s);
+    fprintf(o, " (delta = %.4g), batch %u\n", prm->delta, prm->batch);
+    fprintf(o, "parameters step = %.6g (theory %.6g x %g)", prm->gamma,
+            prm->theory_step, prm->step_multiplier);
+    if (!isnan(prm->p))
+        fprintf(o, ", p = %.4g", prm->p);
+    if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA)
+        fprintf(o, ", theta1 = %.4g, theta2 = %.4g, eta = %.4g, L_eff = %.6g",
+                prm->theta1, prm->theta2, prm->eta, prm->L_eff);
+    if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA)
+        fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
+                ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
+    fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend inproc\n",
+            (unsigned long long)job->max_rounds, job->target, job->eval_every,
+            (unsigned long long)job->seed);
+}
+
+static int on_metric(void *vctx, const ec_metric *row)
+{
+    struct run_ctx *ctx = vctx;
+    char line[512];
+
+    if (ctx->format == FMT_CSV) {
+        describe_csv_row(row, line, sizeof line);
+        fprintf(ctx->rows, "%s\n", line);
+    } else if (ctx->format == FMT_JSON) {
+        json_array_append_new(ctx->json_rows, describe_metric(row));
+    }
+    if (ctx->quiet)
+        return 0;
+    if (ctx->tty) {
+        /* A bar over the log of the gap: from 1 down to the target. */
+        double goal = ctx->job->target > 0 ? -log10(ctx->job->target) : 12;
+        double by_gap = row->rel_gap > 0 ? -log10(row->rel_gap) / goal : 1;
+        double by_rounds = (double)row->round / ctx->job->max_rounds;
+        double frac = fmin(1.0, fmax(0.0, fmax(by_gap, by_rounds)));
+        int width = 30, fill = (int)(frac * width);
+
+        fprintf(ctx->info, "\r[%.*s%*s] round %llu  rel gap %.3e  %.1f s ",
+                fill, "##############################", width - fill, "",
+                (unsigned long long)row->round, row->rel_gap, row->seconds);
+        fflush(ctx->info);
+    } else if (row->round == 0 || wall_now() - ctx->last_line >= 1.0) {
+        fprintf(ctx->info, "round %llu  rel gap %.3e  bits up %.4g  %.2f s\n",
+                (unsigned long long)row->round, row->rel_gap, row->bits_up,
+                row->seconds);
+        ctx->last_line = wall_now();
+    }
+    return 0;
+}
+
+static void print_summary(FILE *o, const ec_summary *sum)
+{
+    const ec_metric *r = &sum->last;
+
+    fprintf(o, "stop       %s: %s\n", ec_stop_name(sum->stop), sum->reason);
+    fprintf(o, "rounds     %llu\n", (unsigned long long)sum->rounds);
+    fprintf(o, "rel gap    %.4g (P - P* = %.4g, ||grad|| = %.4g)\n",
+            r->rel_gap, r->gap, r->grad_norm);
+    fprintf(o, "bits up    %.6g per worker (paper bits %.6g); bits down %.6g\n",
+            r->bits_up, r->paper_bits, r->bits_down);
+    fprintf(o, "wall time  %.3f s\n", r->seconds);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"data-dir", required_argument, NULL, 'd'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct run_ctx ctx = {.format = FMT_TEXT, .rows = stdout, .info = stdout};
+    const char *output = NULL, *data_dir = getenv("ECOPT_DATA_DIR");
+    struct jobspec spec;
+    struct jobspec_errors errs = {0};
+    ec_dataset ds = {0};
+    ec_problem pb = {0};
+    ec_params prm;
+    ec_summary sum;
+    ec_err e = {0};
+    char err[4096], path[2048], *text = NULL;
+    size_t len = 0;
+    int c, rc = EXIT_INTERNAL;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "f:o:d:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            if (strcmp(optarg, "text") == 0)
+                ctx.format = FMT_TEXT;
+            else if (strcmp(optarg, "csv") == 0)
+                ctx.format = FMT_CSV;
+            else if (strcmp(optarg, "json") == 0)
+                ctx.format = FMT_JSON;
+            else {
+                fprintf(stderr, "ecopt run: --format must be text, csv or json (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'd':
+            data_dir = optarg;
+            break;
+        case 'q':
+            ctx.quiet = 1;
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            return EXIT_OK;
+        default:
+            fputs(run_usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "ecopt run: expected one job file\n%s", run_usage);
+        return EXIT_USAGE;
+    }
+    if (ctx.format != FMT_TEXT)
+        ctx.info = stderr;
+    ctx.tty = isatty(fileno(ctx.info));
+
+    if (!(text = slurp(argv[optind], 1 << 20, &len, err, sizeof err))) {
+        fprintf(stderr, "ecopt run: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (jobspec_parse(text, len, &spec, &errs) < 0) {
+        jobspec_errors_format(&errs, err, sizeof err);
+        fprintf(stderr, "ecopt run: %s: invalid job spec:\n%s\n", argv[optind], err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    ctx.job = &spec.job;
+    if (spec.backend == JOBSPEC_BACKEND_MPI) {
+        fprintf(stderr, "ecopt run: backend: mpi is not available in this build\n");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
+                        sizeof err) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
+        ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
+        ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        rc = e.code == EC_ENOMEM ? EXIT_INTERNAL : EXIT_USAGE;
+        goto out;
+    }
+    if (ec_problem_solve(&pb, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        rc = EXIT_INTERNAL;
+        goto out;
+    }
+    print_setup(ctx.info, path, &ds, &spec.job, &pb, &prm);
+    fflush(ctx.info);
+
+    if (output && !(ctx.rows = fopen(output, "w"))) {
+        fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
+        ctx.rows = stdout;
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (ctx.format == FMT_CSV)
+        fprintf(ctx.rows, "%s\n", describe_csv_header);
+    if (ctx.format == FMT_JSON)
+        ctx.json_rows = json_array();
+
+    if (ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        rc = EXIT_INTERNAL;
+        goto out;
+    }
+    if (ctx.tty && !ctx.quiet)
+        fputc('\n', ctx.info);
+    if (ctx.format == FMT_JSON) {
+        json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:O}", "spec",
+                                jobspec_to_json(&spec), "problem",
+                                describe_problem(&pb), "params",
+                                describe_params(&prm), "summary",
+                                describe_summary(&sum), "rows", ctx.json_rows);
+        if (!doc || json_dumpf(doc, ctx.rows, JSON_INDENT(1)) < 0) {
+            fprintf(stderr, "ecopt run: cannot write JSON\n");
+            json_decref(doc);
+            goto out;
+        }
+        fputc('\n', ctx.rows);
+        json_decref(doc);
+    }
+    print_summary(ctx.info, &sum);
+    if (fflush(ctx.rows) != 0 || ferror(ctx.rows)) {
+        fprintf(stderr, "ecopt run: writing rows: %s\n", strerror(errno));
+        goto out;
+    }
+    rc = (sum.stop == EC_STOP_TARGET || sum.stop == EC_STOP_MAX_ROUNDS)
+             ? EXIT_OK
+             : EXIT_JOB_FAILED;
+out:
+    if (ctx.rows && ctx.rows != stdout)
+        fclose(ctx.rows);
+    json_decref(ctx.json_rows);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+    free(text);
+    return rc;
+}

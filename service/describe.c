@@ -1,0 +1,105 @@
+/* JSON and CSV views of engine results, shared by the CLI and the service. */
+#include "describe.h"
+
+#include <math.h>
+#include <stdio.h>
+
+json_t *describe_real(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *describe_dataset(const ec_dataset *ds)
+{
+    return json_pack("{s:I, s:I, s:I, s:[o, o]}", "rows", (json_int_t)ds->n_rows,
+                     "d", (json_int_t)ds->d, "nnz", (json_int_t)ds->nnz,
+                     "labels", describe_real(ds->label_neg),
+                     describe_real(ds->label_pos));
+}
+
+json_t *describe_problem(const ec_problem *pb)
+{
+    uint32_t mmin = UINT32_MAX, mmax = 0;
+
+    for (uint32_t t = 0; t < pb->n; t++) {
+        uint32_t m = pb->shards[t].end - pb->shards[t].begin;
+        mmin = m < mmin ? m : mmin;
+        mmax = m > mmax ? m : mmax;
+    }
+    return json_pack(
+        "{s:s, s:o, s:o, s:I, s:I, s:[I, I], s:o, s:o, s:o, s:o, s:o, s:o, "
+        "s:o, s:o, s:{s:s?, s:i, s:o}}",
+        "loss", ec_loss_name(pb->loss), "lambda1", describe_real(pb->lambda1),
+        "lambda2", describe_real(pb->lambda2), "workers", (json_int_t)pb->n,
+        "d", (json_int_t)pb->d, "shard_rows", (json_int_t)mmin,
+        (json_int_t)mmax, "L", describe_real(pb->L), "L_f",
+        describe_real(pb->L_f), "L_tilde", describe_real(pb->L_tilde), "mu",
+        describe_real(pb->mu), "kappa", describe_real(pb->kappa), "P0",
+        describe_real(pb->P0), "P_star", describe_real(pb->P_star),
+        "P_star_bound", describe_real(pb->solve_bound), "solver", "method",
+        pb->solve_method, "iterations", pb->solve_iters, "bound",
+        describe_real(pb->solve_bound));
+}
+
+json_t *describe_params(const ec_params *prm)
+{
+    json_t *o = json_pack(
+        "{s:s, s:{s:s, s:I, s:I}, s:I, s:o, s:o, s:o, s:o, s:o}",
+        "algorithm", ec_algo_name(prm->algo), "compressor", "type",
+        ec_comp_name(prm->comp.type), "k", (json_int_t)prm->comp.k, "s",
+        (json_int_t)prm->comp.s, "batch", (json_int_t)prm->batch, "delta",
+        describe_real(prm->delta), "p", describe_real(prm->p), "step",
+        describe_real(prm->gamma), "theory_step",
+        describe_real(prm->theory_step), "step_multiplier",
+        describe_real(prm->step_multiplier));
+
+    if (!o)
+        return NULL;
+    if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA) {
+        json_object_set_new(o, "theta1", describe_real(prm->theta1));
+        json_object_set_new(o, "theta2", describe_real(prm->theta2));
+        json_object_set_new(o, "eta", describe_real(prm->eta));
+        json_object_set_new(o, "sigma", describe_real(prm->sigma));
+        json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
+    }
+    if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA) {
+        json_object_set_new(o, "shift_compressor",
+                            json_string(ec_comp_name(prm->shift_comp.type)));
+        json_object_set_new(o, "omega", describe_real(prm->omega));
+        json_object_set_new(o, "alpha", describe_real(prm->alpha));
+    }
+    json_object_set_new(o, "seed", json_integer((json_int_t)prm->seed));
+    return o;
+}
+
+json_t *describe_metric(const ec_metric *r)
+{
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "round",
+                     (json_int_t)r->round, "bits_up", describe_real(r->bits_up),
+                     "bits_down", describe_real(r->bits_down), "paper_bits",
+                     describe_real(r->paper_bits), "P", describe_real(r->P),
+                     "gap", describe_real(r->gap), "rel_gap",
+                     describe_real(r->rel_gap), "grad_norm",
+                     describe_real(r->grad_norm), "seconds",
+                     describe_real(r->seconds));
+}
+
+json_t *describe_summary(const ec_summary *sum)
+{
+    return json_pack("{s:s, s:s, s:I, s:o}", "stop", ec_stop_name(sum->stop),
+                     "reason", sum->reason, "rounds", (json_int_t)sum->rounds,
+                     "last", describe_metric(&sum->last));
+}
+
+const char describe_csv_header[] =
+    "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds";
+
+/* %.17g keeps every bit of a double, so CSV output can be compared exactly. */
+int describe_csv_row(const ec_metric *r, char *buf, size_t len)
+{
+    return snprintf(buf, len,
+                    "%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6f",
+                    (unsigned long long)r->round, r->bits_up, r->bits_down,
+                    r->paper_bits, r->P, r->gap, r->rel_gap, r->grad_norm,
+                    r->seconds);
+}

@@ -1,0 +1,28 @@
+/*
+ * JSON views of what the engine resolved: the dataset, the problem
+ * constants, the parameters, metric rows and the summary. The command line
+ * prints them and the service stores and serves the same documents.
+ * Non-finite numbers become null: NaN and Inf never reach JSON.
+ */
+#ifndef ECOPT_DESCRIBE_H
+#define ECOPT_DESCRIBE_H
+
+#include <jansson.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/data.h"
+#include "ecopt/problem.h"
+#include "ecopt/run.h"
+
+json_t *describe_real(double v);            /* null when not finite */
+json_t *describe_dataset(const ec_dataset *ds);
+json_t *describe_problem(const ec_problem *pb);
+json_t *describe_params(const ec_params *prm);
+json_t *describe_metric(const ec_metric *row);
+json_t *describe_summary(const ec_summary *sum);
+
+/* The CSV header and one row, same columns as describe_metric. */
+extern const char describe_csv_header[];
+int describe_csv_row(const ec_metric *row, char *buf, size_t len);
+
+#endif

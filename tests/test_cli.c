@@ -1,0 +1,222 @@
+/* `ecopt run` as a user runs it: the real binary, real files, exit codes
+ * and what it prints. ECOPT_BIN names the binary (make check sets it). */
+#include <jansson.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+struct result {
+    int status;
+    char *out;
+    char *err;
+};
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n + 1);
+    ck_assert_int_eq((long)fread(buf, 1, n, f), n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Runs "ecopt ARGS" through the shell, capturing stdout and stderr. */
+static struct result run(const char *args)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char cmd[4096], out[] = "/tmp/ecopt-cli-out-XXXXXX", err[] = "/tmp/ecopt-cli-err-XXXXXX";
+    struct result r;
+    int st;
+
+    close(mkstemp(out));
+    close(mkstemp(err));
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null",
+             bin && *bin ? bin : "build/ecopt", args, out, err);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    r.status = WEXITSTATUS(st);
+    r.out = read_all(out);
+    r.err = read_all(err);
+    unlink(out);
+    unlink(err);
+    return r;
+}
+
+static void result_free(struct result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static const char *job_file(const char *json, char *buf, size_t len)
+{
+    return tu_write_temp_str(json, buf, len);
+}
+
+START_TEST(test_run_csv)
+{
+    struct result r = run("run examples/eclk-mushrooms.json --format csv");
+    char *last, *p;
+    double rel = 1;
+    unsigned long long round;
+
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    ck_assert_ptr_eq(strstr(r.out, "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds\n"),
+                     r.out);
+    /* the resolved problem and the summary go to stderr with --format */
+    ck_assert_ptr_nonnull(strstr(r.err, "kappa = 1001"));
+    ck_assert_ptr_nonnull(strstr(r.err, "stop       target"));
+    /* the last row reaches the target */
+    r.out[strlen(r.out) - 1] = '\0';
+    last = strrchr(r.out, '\n') + 1;
+    ck_assert_int_eq(sscanf(last, "%llu,", &round), 1);
+    {
+        int commas = 0;
+        for (p = last; *p && commas < 6; p++)
+            commas += *p == ',';
+        rel = strtod(p, NULL);
+    }
+    ck_assert_uint_le(round, 5000);
+    ck_assert_double_le(rel, 1e-9);
+    result_free(&r);
+}
+END_TEST
+
+START_TEST(test_run_json)
+{
+    char path[64];
+    const char *job = job_file(
+        "{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"ec-sgd-diana\","
+        " \"compressor\": {\"type\": \"randk\", \"k\": 2}, \"max_rounds\": 50}",
+        path, sizeof path);
+    char args[256];
+    json_t *doc;
+    json_error_t jerr;
+
+    snprintf(args, sizeof args, "run %s --format json", job);
+    struct result r = run(args);
+    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    doc = json_loads(r.out, 0, &jerr);
+    ck_assert_msg(doc != NULL, "%s", jerr.text);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "summary"), "stop")),
+                     "max_rounds");
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "rows")), 6);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "params"), "algorithm")),
+                     "ec-sgd-diana");
+    ck_assert(json_is_real(json_object_get(json_object_get(doc, "params"), "alpha")));
+    json_decref(doc);
+    unlink(job);
+    result_free(&r);
+}
+END_TEST
+
+/* Each bad input: the exit code and a phrase of the message. */
+START_TEST(test_run_errors)
+{
+    static const struct {
+        const char *spec;      /* job JSON, or NULL for a bare argument */
+        const char *args;
+        int status;
+        const char *want;
+    } cases[] = {
+        {"{\"dataset\": \"mushrooms\", \"workers\": 0}", "", 2, "workers"},
+        {"{\"dataset\": \"mushrooms\", \"bogus\": 1}", "", 2, "bogus"},
+        {"{\"dataset\": \"no-such-set\"}", "", 2, "'no-such-set' not found"},
+        {"{\"dataset\": \"../etc/passwd\"}", "", 2, "is not a file"},
+        {"{\"dataset\": \"mushrooms\", \"workers\": 9000}", "", 2,
+         "workers: must be an integer in 1..4096 (got 9000)"},
+        {"{\"dataset\": \"heart_scale\", \"workers\": 271}", "", 2,
+         "workers must be in 1..270 (the dataset's rows; got 271)"},
+        {"{\"dataset\": \"mushrooms\", \"compressor\": {\"type\": \"topk\", \"k\": 500}}", "", 2,
+         "compressor.k must be in 1..112 (got 500)"},
+        {"{\"dataset\": \"mushrooms\", \"algorithm\": \"gd\", \"lambda2_rel\": 1e-2,"
+         " \"step_size\": 1000, \"max_rounds\": 500}", "", 3, "diverged at round"},
+        {"{\"dataset\": \"mushrooms\"", "", 2, "invalid job spec"},
+        {NULL, "run /no/such/job.json", 2, "No such file"},
+        {NULL, "run", 2, "expected one job file"},
+        {NULL, "run examples/eclk-mushrooms.json --format xml", 2,
+         "--format must be text, csv or json"},
+        {NULL, "frobnicate", 2, "unknown command 'frobnicate'"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[64], args[512];
+        struct result r;
+
+        if (cases[i].spec) {
+            job_file(cases[i].spec, path, sizeof path);
+            snprintf(args, sizeof args, "run %s --quiet%s", path, cases[i].args);
+        } else {
+            snprintf(args, sizeof args, "%s", cases[i].args);
+        }
+        r = run(args);
+        ck_assert_msg(r.status == cases[i].status, "case %zu: status %d: %s", i,
+                      r.status, r.err);
+        /* errors go to stderr; a job's own ending is in its summary */
+        ck_assert_msg(strstr(r.err, cases[i].want) || strstr(r.out, cases[i].want),
+                      "case %zu: '%s'", i, r.err);
+        if (cases[i].spec)
+            unlink(path);
+        result_free(&r);
+    }
+}
+END_TEST
+
+/* A dataset the reader rejects: the message names the file and line. */
+START_TEST(test_run_bad_data)
+{
+    char data[64], job[256], spec[64], args[128];
+    struct result r;
+
+    tu_write_temp_str("1 1:1\n-1 2:1\n3 1:1\n", data, sizeof data);
+    snprintf(job, sizeof job, "{\"dataset\": \"%s\", \"workers\": 1}", data);
+    job_file(job, spec, sizeof spec);
+    snprintf(args, sizeof args, "run %s", spec);
+    r = run(args);
+    ck_assert_int_eq(r.status, 2);
+    {
+        char want[128];
+        snprintf(want, sizeof want, "%s:3:", data);
+        ck_assert_msg(strstr(r.err, want), "'%s'", r.err);
+    }
+    unlink(data);
+    unlink(spec);
+    result_free(&r);
+}
+END_TEST
+
+START_TEST(test_help_and_version)
+{
+    struct result r = run("run --help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: ecopt run JOB.json"));
+    result_free(&r);
+    r = run("--version");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "ecopt "));
+    result_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("run");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_run_csv);
+    tcase_add_test(tc, test_run_json);
+    tcase_add_test(tc, test_run_errors);
+    tcase_add_test(tc, test_run_bad_data);
+    tcase_add_test(tc, test_help_and_version);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
