@@ -88,8 +88,13 @@ asan-check: deps
 run: deps all
 	./$(BUILD)/ecopt run examples/eclk-mushrooms.json
 
+# Each benchmark writes its table to bench/results/ as well as stdout.
 bench: all $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+	@mkdir -p bench/results
+	$(BUILD)/bench/bench_compress bench/results/compress.txt
+	$(BUILD)/bench/bench_kernel a9a > bench/results/kernel.md && cat bench/results/kernel.md
+	$(BUILD)/bench/bench_curves bench/results/eclk-vs-ecgd.md
+	$(BUILD)/bench/bench_accel bench/results/accel.md
 
 clean:
 	rm -rf build build-asan
