@@ -388,44 +388,50 @@ static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
  * Floyd's algorithm draws k distinct indices with k draws, marking them in a
  * bitmap; reading the bitmap word by word yields them in ascending order in
  * O(d/64 + k) and leaves it zero for the next call. Every draw comes from a
- * local generator seeded with one value from the caller's rng, so a receiver
- * holding that value (msg->seed) can rebuild the same index set.
+ * local generator seeded with seed alone, so the compressor and a receiver
+ * holding msg->seed (the wire decoder) run this same function and get the
+ * same index set.
  */
-static void compress_randk(ec_compressor *c, const double *x, ec_rng *rng,
-                           ec_msg *out)
+void ec_randk_indices(uint64_t seed, uint32_t d, uint32_t k, uint64_t *bitmap,
+                      uint32_t *idx)
 {
-    const uint32_t d = c->d, k = c->spec.k;
     const size_t words = ((size_t)d + 63) / 64;
-    uint64_t *chosen = c->chosen;
     ec_rng local;
     uint32_t n = 0;
 
-    assert(rng);
-    out->seed = ec_rng_next(rng);
-    ec_rng_seed(&local, out->seed, RANDK_STREAM);
-
+    assert(k <= d);
+    ec_rng_seed(&local, seed, RANDK_STREAM);
     for (uint32_t j = d - k; j < d; j++) {
         uint32_t t = (uint32_t)ec_rng_below(&local, (uint64_t)j + 1);
 
-        if (chosen[t / 64] >> (t % 64) & 1)
+        if (bitmap[t / 64] >> (t % 64) & 1)
             t = j;
-        chosen[t / 64] |= UINT64_C(1) << (t % 64);
+        bitmap[t / 64] |= UINT64_C(1) << (t % 64);
     }
     for (size_t w = 0; w < words; w++) {
-        uint64_t bits = chosen[w];
+        uint64_t bits = bitmap[w];
 
         while (bits) {
-            uint32_t j = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
-
-            out->idx[n] = j;
-            out->val[n] = c->randk_factor * x[j];
-            n++;
+            idx[n++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
             bits &= bits - 1;
         }
-        chosen[w] = 0;
+        bitmap[w] = 0;
     }
     assert(n == k);
-    out->nnz = n;
+}
+
+/* The seed is one draw from the caller's rng; the indices follow from it. */
+static void compress_randk(ec_compressor *c, const double *x, ec_rng *rng,
+                           ec_msg *out)
+{
+    const uint32_t k = c->spec.k;
+
+    assert(rng);
+    out->seed = ec_rng_next(rng);
+    ec_randk_indices(out->seed, c->d, k, c->chosen, out->idx);
+    for (uint32_t i = 0; i < k; i++)
+        out->val[i] = c->randk_factor * x[out->idx[i]];
+    out->nnz = k;
     out->value_bits = 64 * (uint64_t)k;
     out->index_bits = 64;
     out->paper_bits = 64 * (uint64_t)k;

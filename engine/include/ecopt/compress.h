@@ -102,4 +102,13 @@ const ec_comp_spec *ec_compressor_spec(const ec_compressor *c);
 void ec_compress(ec_compressor *c, const double *x, ec_rng *rng,
                  ec_msg *out);
 
+/*
+ * The ascending index set of a randk message with this seed, exactly as
+ * ec_compress derives it: idx[0..k) (k <= d). bitmap is scratch of
+ * (d + 63) / 64 words that must be zero on entry and is zero again on
+ * return. O(d/64 + k), no allocation.
+ */
+void ec_randk_indices(uint64_t seed, uint32_t d, uint32_t k, uint64_t *bitmap,
+                      uint32_t *idx);
+
 #endif

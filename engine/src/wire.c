@@ -1,0 +1,910 @@
+/*
+ * The frames of wire.h, written and read one little-endian field at a time.
+ * Decoders take their input as hostile: every read is preceded by a length
+ * check, every count is checked against d before it sizes anything, and a
+ * frame that does not match its declared layout exactly is EC_EPROTO.
+ *
+ * Payload layouts (sizes in bytes):
+ *
+ *   HELLO    u32 worker | u32 pid | u32 d                              (12)
+ *   WELCOME  u32 n | u32 d                                             (8)
+ *   STOP     empty
+ *   ERROR    the text's bytes, no NUL, at most WIRE_MAX_TEXT
+ *   UP       u32 flags (bit0 has_extra) | message q | [message extra]
+ *   STEP     empty without a broadcast; with one (header flag
+ *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a) |
+ *            u64 bits | u64 paper_bits | vector v | [vector a]
+ *
+ *   message  u8 type | u8 0 | u16 0 | u32 nnz | u64 value_bits |
+ *            u64 index_bits | u64 paper_bits                            (32)
+ *            then by type:
+ *              none:           f64 val[nnz], nnz = d (or 0: the empty q of
+ *                              an init exchange); idx is 0..d-1 implied
+ *              randk(-unb.):   u64 seed | f64 val[nnz]; idx rebuilt from
+ *                              the seed with ec_randk_indices
+ *              topk, dither(-unb.): f64 norm | f64 scale | u32 s | u32 0 |
+ *                              u32 idx[nnz] | f64 val[nnz]
+ *            Fields a type does not carry decode as 0, which is what
+ *            ec_compress leaves in them.
+ *
+ *   vector   u8 kind | u8 0 | u16 0 | u32 nnz                           (8)
+ *            kind 0 (dense):  nnz = d, f64 val[d]
+ *            kind 1 (sparse): u32 idx[nnz] | f64 val[nnz], the entries
+ *                             whose bit pattern is not zero (so -0.0 is
+ *                             kept and decoding is bitwise exact); chosen
+ *                             when 12 nnz < 8 d
+ */
+#include "ecopt/wire.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "ecopt/compress.h"
+
+/* The longest ERROR text; longer texts are cut at encode. */
+#define WIRE_MAX_TEXT 1024u
+
+#define WIRE_MSG_FIXED 32u     /* a message's fixed part */
+#define WIRE_MSG_PARAMS 24u    /* topk/dither: norm, scale, s, reserved */
+#define WIRE_VEC_FIXED 8u      /* a vector's fixed part */
+#define WIRE_STEP_FIXED 20u    /* dflags, bits, paper_bits */
+
+#define UP_HAS_EXTRA 0x1u
+#define STEP_INIT 0x1u
+#define STEP_HAS_A 0x2u
+
+#define VEC_DENSE 0u
+#define VEC_SPARSE 1u
+
+/* ---- byte helpers ------------------------------------------------------ */
+
+static void put_u8(uint8_t *p, uint8_t v)
+{
+    p[0] = v;
+}
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_f64(uint8_t *p, double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof bits);
+    put_u64(p, bits);
+}
+
+static uint8_t get_u8(const uint8_t *p)
+{
+    return p[0];
+}
+
+static uint16_t get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t bits = get_u64(p);
+    double v;
+
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+/* The encoders size a frame first, so the writer never needs to check. */
+typedef struct wr {
+    uint8_t *p;
+    size_t pos;
+} wr;
+
+static void wr_u8(wr *w, uint8_t v)
+{
+    put_u8(w->p + w->pos, v);
+    w->pos += 1;
+}
+
+static void wr_u16(wr *w, uint16_t v)
+{
+    put_u16(w->p + w->pos, v);
+    w->pos += 2;
+}
+
+static void wr_u32(wr *w, uint32_t v)
+{
+    put_u32(w->p + w->pos, v);
+    w->pos += 4;
+}
+
+static void wr_u64(wr *w, uint64_t v)
+{
+    put_u64(w->p + w->pos, v);
+    w->pos += 8;
+}
+
+static void wr_f64(wr *w, double v)
+{
+    put_f64(w->p + w->pos, v);
+    w->pos += 8;
+}
+
+/* The reader checks before every read; what names the payload in errors. */
+typedef struct rd {
+    const uint8_t *p;
+    size_t len;
+    size_t pos;
+    const char *what;
+} rd;
+
+static int rd_need(rd *r, uint64_t n, ec_err *e)
+{
+    assert(r->pos <= r->len);
+    if (n > (uint64_t)(r->len - r->pos))
+        return ec_err_set(e, EC_EPROTO,
+                          "%s payload truncated: %" PRIu64 " bytes needed at "
+                          "offset %zu of %zu",
+                          r->what, n, r->pos, r->len);
+    return 0;
+}
+
+static int rd_end(const rd *r, ec_err *e)
+{
+    assert(r->pos <= r->len);
+    if (r->pos != r->len)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s payload has %zu trailing bytes after offset %zu",
+                          r->what, r->len - r->pos, r->pos);
+    return 0;
+}
+
+static uint8_t rd_u8(rd *r)
+{
+    return get_u8(r->p + r->pos++);
+}
+
+static uint16_t rd_u16(rd *r)
+{
+    uint16_t v = get_u16(r->p + r->pos);
+
+    r->pos += 2;
+    return v;
+}
+
+static uint32_t rd_u32(rd *r)
+{
+    uint32_t v = get_u32(r->p + r->pos);
+
+    r->pos += 4;
+    return v;
+}
+
+static uint64_t rd_u64(rd *r)
+{
+    uint64_t v = get_u64(r->p + r->pos);
+
+    r->pos += 8;
+    return v;
+}
+
+static double rd_f64(rd *r)
+{
+    double v = get_f64(r->p + r->pos);
+
+    r->pos += 8;
+    return v;
+}
+
+/* The length of the longest prefix of s[0..n) that does not end inside a
+ * UTF-8 sequence: a cut backs up over continuation bytes to a lead byte. */
+static size_t utf8_prefix(const char *s, size_t len, size_t n)
+{
+    size_t cut;
+
+    if (n >= len)
+        return len;
+    cut = n;
+    while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+        cut--;
+    return cut;
+}
+
+/* ---- header ------------------------------------------------------------ */
+
+void ec_wire_header_encode(uint8_t *buf, const ec_wire_header *h)
+{
+    put_u32(buf, h->magic);
+    put_u16(buf + 4, h->version);
+    put_u16(buf + 6, h->type);
+    put_u32(buf + 8, h->flags);
+    put_u32(buf + 12, h->length);
+    put_u64(buf + 16, h->round);
+}
+
+static const char *type_name(uint16_t type)
+{
+    switch (type) {
+    case EC_WIRE_HELLO:
+        return "HELLO";
+    case EC_WIRE_WELCOME:
+        return "WELCOME";
+    case EC_WIRE_STEP:
+        return "STEP";
+    case EC_WIRE_UP:
+        return "UP";
+    case EC_WIRE_STOP:
+        return "STOP";
+    case EC_WIRE_ERROR:
+        return "ERROR";
+    }
+    return NULL;
+}
+
+/*
+ * Beyond magic, version, type and the length limit, the header also checks
+ * what it alone can: the flags a type allows, and the exact length of the
+ * fixed-size payloads (STOP has no payload decoder to check it later).
+ */
+int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
+                          ec_wire_header *h, ec_err *e)
+{
+    const char *name;
+    uint32_t allowed_flags = 0;
+    long exact = -1;
+
+    if (len < EC_WIRE_HEADER_SIZE)
+        return ec_err_set(e, EC_EPROTO,
+                          "frame header truncated: %zu of %d bytes", len,
+                          EC_WIRE_HEADER_SIZE);
+    h->magic = get_u32(buf);
+    h->version = get_u16(buf + 4);
+    h->type = get_u16(buf + 6);
+    h->flags = get_u32(buf + 8);
+    h->length = get_u32(buf + 12);
+    h->round = get_u64(buf + 16);
+
+    if (h->magic != EC_WIRE_MAGIC)
+        return ec_err_set(e, EC_EPROTO,
+                          "bad magic 0x%08" PRIx32 " (want 0x%08x)", h->magic,
+                          EC_WIRE_MAGIC);
+    if (h->version != EC_WIRE_VERSION)
+        return ec_err_set(e, EC_EPROTO, "unsupported version %u (want %d)",
+                          (unsigned)h->version, EC_WIRE_VERSION);
+    if (!(name = type_name(h->type)))
+        return ec_err_set(e, EC_EPROTO, "unknown frame type %u",
+                          (unsigned)h->type);
+    if (max_payload > EC_WIRE_MAX_PAYLOAD)
+        max_payload = EC_WIRE_MAX_PAYLOAD;
+    if (h->length > max_payload)
+        return ec_err_set(e, EC_EPROTO,
+                          "payload length %" PRIu32 " over the limit %zu",
+                          h->length, max_payload);
+
+    switch (h->type) {
+    case EC_WIRE_HELLO:
+        exact = 12;
+        break;
+    case EC_WIRE_WELCOME:
+        exact = 8;
+        break;
+    case EC_WIRE_STOP:
+        exact = 0;
+        break;
+    case EC_WIRE_STEP:
+        allowed_flags = EC_WIRE_STEP_HAS_DOWN;
+        if (!(h->flags & EC_WIRE_STEP_HAS_DOWN))
+            exact = 0;
+        break;
+    case EC_WIRE_ERROR:
+        if (h->length > WIRE_MAX_TEXT)
+            return ec_err_set(e, EC_EPROTO,
+                              "ERROR text length %" PRIu32 " over the limit %u",
+                              h->length, WIRE_MAX_TEXT);
+        break;
+    }
+    if (h->flags & ~allowed_flags)
+        return ec_err_set(e, EC_EPROTO,
+                          "unknown flags 0x%" PRIx32 " on a %s frame",
+                          h->flags & ~allowed_flags, name);
+    if (exact >= 0 && h->length != (uint32_t)exact)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s payload length %" PRIu32 " (must be %ld)", name,
+                          h->length, exact);
+    return 0;
+}
+
+/* ---- sizes ------------------------------------------------------------- */
+
+static int msg_type_known(uint32_t t)
+{
+    return t <= EC_COMP_DITHER_UNBIASED;
+}
+
+static int msg_has_params(ec_comp_type t)
+{
+    return t == EC_COMP_TOPK || t == EC_COMP_DITHER ||
+           t == EC_COMP_DITHER_UNBIASED;
+}
+
+static int msg_is_randk(ec_comp_type t)
+{
+    return t == EC_COMP_RANDK || t == EC_COMP_RANDK_UNBIASED;
+}
+
+/* A message's encoded size; uint64_t so no count can wrap. */
+static uint64_t msg_size(ec_comp_type type, uint64_t nnz)
+{
+    if (msg_is_randk(type))
+        return WIRE_MSG_FIXED + 8 + 8 * nnz;
+    if (msg_has_params(type))
+        return WIRE_MSG_FIXED + WIRE_MSG_PARAMS + 12 * nnz;
+    return WIRE_MSG_FIXED + 8 * nnz;
+}
+
+static int vec_sparse(uint64_t nnz, uint32_t d)
+{
+    return 12 * nnz < 8 * (uint64_t)d;
+}
+
+static uint64_t vec_size(uint64_t nnz, uint32_t d)
+{
+    return WIRE_VEC_FIXED + (vec_sparse(nnz, d) ? 12 * nnz : 8 * (uint64_t)d);
+}
+
+/* Entries whose bit pattern is not +0.0 (-0.0 counts: it must survive). */
+static uint32_t vec_count(const double *v, uint32_t d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t j = 0; j < d; j++) {
+        uint64_t bits;
+
+        memcpy(&bits, &v[j], sizeof bits);
+        n += bits != 0;
+    }
+    return n;
+}
+
+size_t ec_wire_max_payload(uint32_t d)
+{
+    /* topk with k = d is the largest message (12 bytes an entry); two dense
+     * vectors the largest STEP; ERROR's text bounds the small frames. */
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_TOPK, d);
+    uint64_t step = WIRE_STEP_FIXED + 2 * (WIRE_VEC_FIXED + 8 * (uint64_t)d);
+    uint64_t max = up > step ? up : step;
+
+    if (max < WIRE_MAX_TEXT)
+        max = WIRE_MAX_TEXT;
+    return max > EC_WIRE_MAX_PAYLOAD ? EC_WIRE_MAX_PAYLOAD : (size_t)max;
+}
+
+/* ---- encoders ---------------------------------------------------------- */
+
+/*
+ * Checks that a frame with this payload fits both the protocol's cap and
+ * buf, then writes its header; the writer is left at the payload.
+ */
+static long frame_begin(wr *w, uint8_t *buf, size_t cap, uint16_t type,
+                        uint32_t flags, uint64_t payload, uint64_t round)
+{
+    ec_wire_header h = {EC_WIRE_MAGIC, EC_WIRE_VERSION, type, flags, 0, round};
+
+    if (payload > EC_WIRE_MAX_PAYLOAD ||
+        EC_WIRE_HEADER_SIZE + payload > (uint64_t)cap)
+        return EC_ELIMIT;
+    h.length = (uint32_t)payload;
+    ec_wire_header_encode(buf, &h);
+    w->p = buf;
+    w->pos = EC_WIRE_HEADER_SIZE;
+    return (long)(EC_WIRE_HEADER_SIZE + payload);
+}
+
+long ec_wire_encode_hello(uint8_t *buf, size_t cap, uint32_t worker,
+                          uint32_t pid, uint32_t d)
+{
+    wr w;
+    long n = frame_begin(&w, buf, cap, EC_WIRE_HELLO, 0, 12, 0);
+
+    if (n < 0)
+        return n;
+    wr_u32(&w, worker);
+    wr_u32(&w, pid);
+    wr_u32(&w, d);
+    assert((long)w.pos == n);
+    return n;
+}
+
+long ec_wire_encode_welcome(uint8_t *buf, size_t cap, uint32_t n, uint32_t d)
+{
+    wr w;
+    long size = frame_begin(&w, buf, cap, EC_WIRE_WELCOME, 0, 8, 0);
+
+    if (size < 0)
+        return size;
+    wr_u32(&w, n);
+    wr_u32(&w, d);
+    assert((long)w.pos == size);
+    return size;
+}
+
+long ec_wire_encode_stop(uint8_t *buf, size_t cap, uint64_t round)
+{
+    wr w;
+
+    return frame_begin(&w, buf, cap, EC_WIRE_STOP, 0, 0, round);
+}
+
+/* The text is cut to WIRE_MAX_TEXT bytes at a UTF-8 boundary and at its
+ * first NUL (there is none: it is a C string). */
+long ec_wire_encode_error(uint8_t *buf, size_t cap, uint64_t round,
+                          const char *text)
+{
+    size_t len = text ? strlen(text) : 0;
+    wr w;
+    long n;
+
+    len = utf8_prefix(text, len, WIRE_MAX_TEXT);
+    n = frame_begin(&w, buf, cap, EC_WIRE_ERROR, 0, len, round);
+    if (n < 0)
+        return n;
+    if (len)
+        memcpy(buf + w.pos, text, len);
+    return n;
+}
+
+static void write_msg(wr *w, const ec_msg *m)
+{
+    wr_u8(w, (uint8_t)m->type);
+    wr_u8(w, 0);
+    wr_u16(w, 0);
+    wr_u32(w, m->nnz);
+    wr_u64(w, m->value_bits);
+    wr_u64(w, m->index_bits);
+    wr_u64(w, m->paper_bits);
+    if (msg_is_randk(m->type)) {
+        wr_u64(w, m->seed);
+    } else if (msg_has_params(m->type)) {
+        wr_f64(w, m->norm);
+        wr_f64(w, m->scale);
+        wr_u32(w, m->s);
+        wr_u32(w, 0);
+        for (uint32_t i = 0; i < m->nnz; i++)
+            wr_u32(w, m->idx[i]);
+    }
+    for (uint32_t i = 0; i < m->nnz; i++)
+        wr_f64(w, m->val[i]);
+}
+
+/* What the decoder will insist on; a message failing it is a caller bug. */
+static int msg_consistent(const ec_msg *m)
+{
+    if (!msg_type_known((uint32_t)m->type) || m->nnz > m->d)
+        return 0;
+    if (m->type == EC_COMP_NONE && m->nnz != 0 && m->nnz != m->d)
+        return 0;
+    for (uint32_t i = 1; i < m->nnz && msg_has_params(m->type); i++)
+        if (m->idx[i] <= m->idx[i - 1])
+            return 0;
+    return 1;
+}
+
+long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
+                       const ec_up *up)
+{
+    uint64_t payload = 4 + msg_size(up->q.type, up->q.nnz);
+    wr w;
+    long n;
+
+    assert(msg_consistent(&up->q));
+    assert(!up->has_extra || msg_consistent(&up->extra));
+    if (up->has_extra)
+        payload += msg_size(up->extra.type, up->extra.nnz);
+    if ((n = frame_begin(&w, buf, cap, EC_WIRE_UP, 0, payload, round)) < 0)
+        return n;
+    wr_u32(&w, up->has_extra ? UP_HAS_EXTRA : 0);
+    write_msg(&w, &up->q);
+    if (up->has_extra)
+        write_msg(&w, &up->extra);
+    assert((long)w.pos == n);
+    return n;
+}
+
+static void write_vec(wr *w, const double *v, uint32_t d, uint32_t nnz)
+{
+    int sparse = vec_sparse(nnz, d);
+
+    wr_u8(w, sparse ? VEC_SPARSE : VEC_DENSE);
+    wr_u8(w, 0);
+    wr_u16(w, 0);
+    wr_u32(w, sparse ? nnz : d);
+    if (!sparse) {
+        for (uint32_t j = 0; j < d; j++)
+            wr_f64(w, v[j]);
+        return;
+    }
+    /* Indices first, then values: two passes over v instead of a copy. */
+    for (uint32_t j = 0; j < d; j++) {
+        uint64_t bits;
+
+        memcpy(&bits, &v[j], sizeof bits);
+        if (bits)
+            wr_u32(w, j);
+    }
+    for (uint32_t j = 0; j < d; j++) {
+        uint64_t bits;
+
+        memcpy(&bits, &v[j], sizeof bits);
+        if (bits)
+            wr_u64(w, bits);
+    }
+}
+
+long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
+                         const ec_down *down, uint32_t d)
+{
+    uint32_t nv, na = 0;
+    uint64_t payload;
+    wr w;
+    long n;
+
+    if (!down)
+        return frame_begin(&w, buf, cap, EC_WIRE_STEP, 0, 0, round);
+    nv = vec_count(down->v, d);
+    payload = WIRE_STEP_FIXED + vec_size(nv, d);
+    if (down->has_a) {
+        na = vec_count(down->a, d);
+        payload += vec_size(na, d);
+    }
+    n = frame_begin(&w, buf, cap, EC_WIRE_STEP, EC_WIRE_STEP_HAS_DOWN, payload,
+                    round);
+    if (n < 0)
+        return n;
+    wr_u32(&w, (down->init ? STEP_INIT : 0) | (down->has_a ? STEP_HAS_A : 0));
+    wr_u64(&w, down->bits);
+    wr_u64(&w, down->paper_bits);
+    write_vec(&w, down->v, d, nv);
+    if (down->has_a)
+        write_vec(&w, down->a, d, na);
+    assert((long)w.pos == n);
+    return n;
+}
+
+/* ---- decoders ---------------------------------------------------------- */
+
+int ec_wire_decode_hello(const uint8_t *p, size_t len, uint32_t *worker,
+                         uint32_t *pid, uint32_t *d, ec_err *e)
+{
+    rd r = {p, len, 0, "HELLO"};
+    int rc;
+
+    if ((rc = rd_need(&r, 12, e)) < 0)
+        return rc;
+    *worker = rd_u32(&r);
+    *pid = rd_u32(&r);
+    *d = rd_u32(&r);
+    return rd_end(&r, e);
+}
+
+int ec_wire_decode_welcome(const uint8_t *p, size_t len, uint32_t *n,
+                           uint32_t *d, ec_err *e)
+{
+    rd r = {p, len, 0, "WELCOME"};
+    int rc;
+
+    if ((rc = rd_need(&r, 8, e)) < 0)
+        return rc;
+    *n = rd_u32(&r);
+    *d = rd_u32(&r);
+    return rd_end(&r, e);
+}
+
+int ec_wire_decode_error(const uint8_t *p, size_t len, char *buf,
+                         size_t buflen, ec_err *e)
+{
+    const uint8_t *nul;
+    size_t n;
+
+    if (len > WIRE_MAX_TEXT)
+        return ec_err_set(e, EC_EPROTO,
+                          "ERROR text length %zu over the limit %u", len,
+                          WIRE_MAX_TEXT);
+    if (len && (nul = memchr(p, 0, len)))
+        return ec_err_set(e, EC_EPROTO,
+                          "ERROR text has a NUL byte at offset %zu",
+                          (size_t)(nul - p));
+    if (buflen == 0)
+        return 0;
+    n = utf8_prefix((const char *)p, len, buflen - 1);
+    if (n)
+        memcpy(buf, p, n);
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Index j at position i of a list must be below d and above prev. */
+static int check_index(const rd *r, const char *which, uint32_t i, uint32_t j,
+                       uint32_t prev, uint32_t d, ec_err *e)
+{
+    if (j >= d)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s %s index %" PRIu32 " at position %" PRIu32
+                          " is out of range for d = %" PRIu32,
+                          r->what, which, j, i, d);
+    if (i > 0 && j <= prev)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s %s index %" PRIu32 " at position %" PRIu32
+                          " is not above the previous index %" PRIu32,
+                          r->what, which, j, i, prev);
+    return 0;
+}
+
+/* Reads u32 idx[nnz] (the caller has checked they are there). */
+static int read_indices(rd *r, uint32_t nnz, uint32_t d, uint32_t *idx,
+                        const char *which, ec_err *e)
+{
+    int rc;
+
+    for (uint32_t i = 0; i < nnz; i++) {
+        uint32_t j = rd_u32(r);
+
+        if ((rc = check_index(r, which, i, j, i ? idx[i - 1] : 0, d, e)) < 0)
+            return rc;
+        idx[i] = j;
+    }
+    return 0;
+}
+
+/*
+ * A randk message's indices are rebuilt from its seed. ec_randk_indices
+ * wants a zeroed bitmap of (d + 63) / 64 words; the message's own val array
+ * (d doubles from ec_msg_init, malloc'd and so without a declared type) is
+ * free until the values are read, so it serves as that bitmap: no
+ * allocation, O(d/64 + k), and the values overwrite it afterwards.
+ */
+static void rebuild_randk(ec_msg *out, uint64_t seed, uint32_t d, uint32_t k)
+{
+    size_t words = ((size_t)d + 63) / 64;
+    uint64_t *bitmap = (uint64_t *)(void *)out->val;
+
+    assert(words <= (d ? d : 1));
+    memset(bitmap, 0, words * sizeof *bitmap);
+    ec_randk_indices(seed, d, k, bitmap, out->idx);
+}
+
+static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
+                    ec_err *e)
+{
+    uint32_t type, nnz, reserved;
+    uint64_t value_bits, index_bits, paper_bits, seed;
+    int rc;
+
+    /* The whole fixed part is read before the body's length is checked
+     * against what is left after it. */
+    if ((rc = rd_need(r, WIRE_MSG_FIXED, e)) < 0)
+        return rc;
+    type = rd_u8(r);
+    reserved = rd_u8(r);
+    reserved |= rd_u16(r);
+    nnz = rd_u32(r);
+    value_bits = rd_u64(r);
+    index_bits = rd_u64(r);
+    paper_bits = rd_u64(r);
+    if (!msg_type_known(type))
+        return ec_err_set(e, EC_EPROTO, "%s %s has unknown message type %u",
+                          r->what, which, (unsigned)type);
+    if (reserved)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s %s has nonzero reserved bytes", r->what, which);
+    if (nnz > d)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s %s has nnz %" PRIu32 " over d = %" PRIu32,
+                          r->what, which, nnz, d);
+    if (type == EC_COMP_NONE && nnz != 0 && nnz != d)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s %s of type none has nnz %" PRIu32
+                          " (must be 0 or d = %" PRIu32 ")",
+                          r->what, which, nnz, d);
+    if ((rc = rd_need(r, msg_size((ec_comp_type)type, nnz) - WIRE_MSG_FIXED,
+                      e)) < 0)
+        return rc;
+
+    out->type = (ec_comp_type)type;
+    out->d = d;
+    out->nnz = nnz;
+    out->value_bits = value_bits;
+    out->index_bits = index_bits;
+    out->paper_bits = paper_bits;
+    out->seed = 0;
+    out->norm = 0.0;
+    out->scale = 0.0;
+    out->s = 0;
+
+    if (msg_is_randk(out->type)) {
+        seed = rd_u64(r);
+        out->seed = seed;
+        rebuild_randk(out, seed, d, nnz);
+    } else if (msg_has_params(out->type)) {
+        out->norm = rd_f64(r);
+        out->scale = rd_f64(r);
+        out->s = rd_u32(r);
+        if (rd_u32(r) != 0)
+            return ec_err_set(e, EC_EPROTO,
+                              "%s %s has nonzero reserved bytes", r->what,
+                              which);
+        if ((rc = read_indices(r, nnz, d, out->idx, which, e)) < 0)
+            return rc;
+    } else {
+        for (uint32_t j = 0; j < nnz; j++)
+            out->idx[j] = j;
+    }
+    for (uint32_t i = 0; i < nnz; i++)
+        out->val[i] = rd_f64(r);
+    return 0;
+}
+
+/* An ec_msg with nothing in it, for an UP without its extra. */
+static void msg_empty(ec_msg *m, uint32_t d)
+{
+    m->type = EC_COMP_NONE;
+    m->d = d;
+    m->nnz = 0;
+    m->value_bits = m->index_bits = m->paper_bits = 0;
+    m->seed = 0;
+    m->norm = m->scale = 0.0;
+    m->s = 0;
+}
+
+int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
+                      ec_err *e)
+{
+    rd r = {p, len, 0, "UP"};
+    uint32_t flags;
+    int rc;
+
+    assert(out->q.idx && out->q.val && out->extra.idx && out->extra.val);
+    if ((rc = rd_need(&r, 4, e)) < 0)
+        return rc;
+    flags = rd_u32(&r);
+    if (flags & ~UP_HAS_EXTRA)
+        return ec_err_set(e, EC_EPROTO,
+                          "UP flags 0x%" PRIx32 " has unknown bits", flags);
+    if ((rc = read_msg(&r, d, &out->q, "q", e)) < 0)
+        return rc;
+    out->has_extra = (flags & UP_HAS_EXTRA) != 0;
+    if (out->has_extra)
+        rc = read_msg(&r, d, &out->extra, "extra", e);
+    else
+        msg_empty(&out->extra, d);
+    if (rc < 0)
+        return rc;
+    return rd_end(&r, e);
+}
+
+/* Fills v[0..d) from a vector; zeros wherever the sender sent none. */
+static int read_vec(rd *r, uint32_t d, double *v, const char *which,
+                    ec_err *e)
+{
+    uint32_t kind, reserved, nnz, prev = 0;
+    size_t vals;
+    int rc;
+
+    if ((rc = rd_need(r, WIRE_VEC_FIXED, e)) < 0)
+        return rc;
+    kind = rd_u8(r);
+    reserved = rd_u8(r);
+    reserved |= rd_u16(r);
+    nnz = rd_u32(r);
+    if (kind != VEC_DENSE && kind != VEC_SPARSE)
+        return ec_err_set(e, EC_EPROTO, "%s vector %s has unknown kind %u",
+                          r->what, which, (unsigned)kind);
+    if (reserved)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s vector %s has nonzero reserved bytes", r->what,
+                          which);
+    if (kind == VEC_DENSE) {
+        if (nnz != d)
+            return ec_err_set(e, EC_EPROTO,
+                              "%s dense vector %s has length %" PRIu32
+                              " (must be d = %" PRIu32 ")",
+                              r->what, which, nnz, d);
+        if ((rc = rd_need(r, 8 * (uint64_t)d, e)) < 0)
+            return rc;
+        for (uint32_t j = 0; j < d; j++)
+            v[j] = rd_f64(r);
+        return 0;
+    }
+    if (nnz > d)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s sparse vector %s has nnz %" PRIu32
+                          " over d = %" PRIu32,
+                          r->what, which, nnz, d);
+    if ((rc = rd_need(r, 12 * (uint64_t)nnz, e)) < 0)
+        return rc;
+    /* Indices come first and values after them; each value is placed as
+     * its index is checked, reading it from its own offset. */
+    memset(v, 0, (size_t)d * sizeof *v);
+    vals = r->pos + 4 * (size_t)nnz;
+    for (uint32_t i = 0; i < nnz; i++) {
+        uint32_t j = rd_u32(r);
+
+        if ((rc = check_index(r, which, i, j, prev, d, e)) < 0)
+            return rc;
+        v[j] = get_f64(r->p + vals + 8 * (size_t)i);
+        prev = j;
+    }
+    r->pos = vals + 8 * (size_t)nnz;
+    return 0;
+}
+
+int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
+                        uint32_t d, ec_down *out, int *has_down, ec_err *e)
+{
+    rd r = {p, len, 0, "STEP"};
+    uint32_t dflags;
+    int rc;
+
+    *has_down = 0;
+    if (flags & ~EC_WIRE_STEP_HAS_DOWN)
+        return ec_err_set(e, EC_EPROTO,
+                          "unknown flags 0x%" PRIx32 " on a STEP frame",
+                          flags & ~EC_WIRE_STEP_HAS_DOWN);
+    if (!(flags & EC_WIRE_STEP_HAS_DOWN))
+        return rd_end(&r, e);
+
+    assert(out && out->v && out->a);
+    if ((rc = rd_need(&r, WIRE_STEP_FIXED, e)) < 0)
+        return rc;
+    dflags = rd_u32(&r);
+    if (dflags & ~(STEP_INIT | STEP_HAS_A))
+        return ec_err_set(e, EC_EPROTO,
+                          "STEP broadcast flags 0x%" PRIx32 " has unknown bits",
+                          dflags);
+    out->init = (dflags & STEP_INIT) != 0;
+    out->has_a = (dflags & STEP_HAS_A) != 0;
+    out->bits = rd_u64(&r);
+    out->paper_bits = rd_u64(&r);
+    if ((rc = read_vec(&r, d, out->v, "v", e)) < 0)
+        return rc;
+    if (out->has_a)
+        rc = read_vec(&r, d, out->a, "a", e);
+    else
+        memset(out->a, 0, (size_t)d * sizeof *out->a);
+    if (rc < 0 || (rc = rd_end(&r, e)) < 0)
+        return rc;
+    *has_down = 1;
+    return 0;
+}
