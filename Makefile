@@ -94,6 +94,7 @@ bench: all $(BENCH_BIN)
 	$(BUILD)/bench/bench_compress bench/results/compress.txt
 	$(BUILD)/bench/bench_kernel a9a > bench/results/kernel.md && cat bench/results/kernel.md
 	$(BUILD)/bench/bench_curves bench/results/eclk-vs-ecgd.md
+	$(BUILD)/bench/bench_runtime bench/results/runtime.md
 	$(BUILD)/bench/bench_accel bench/results/accel.md
 
 clean:

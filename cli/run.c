@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "describe.h"
 #include "ecopt/data.h"
+#include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "jobspec.h"
 
@@ -30,6 +31,8 @@ struct run_ctx {
     int quiet;
     const ec_job *job;
     double last_line;     /* wall time of the last progress line */
+    int report_fd;        /* progress records for the service; -1 none */
+    int report_broken;    /* the reader went away: stop the job */
 };
 
 static const char run_usage[] =
@@ -43,12 +46,74 @@ static const char run_usage[] =
     "  -o, --output FILE           write the rows to FILE instead of stdout\n"
     "  -d, --data-dir DIR          where dataset names are looked up\n"
     "                              (default $ECOPT_DATA_DIR)\n"
+    "  -b, --backend NAME          inproc (workers simulated in this process)\n"
+    "                              or process (forked workers over sockets);\n"
+    "                              default: the job's backend, else process\n"
+    "      --report-fd N           write progress records (JSON lines, see\n"
+    "                              api/report-format.md) to descriptor N\n"
+    "      --round-timeout SEC     fail the job if a worker takes longer to\n"
+    "                              answer (process backend; default 60)\n"
+    "      --worker-mem-limit MB   address-space limit of each worker\n"
     "  -q, --quiet                 no progress lines\n"
     "  -h, --help                  this text\n"
     "\n"
-    "JOB.json may be - for standard input. Exit status: 0 target or round\n"
-    "budget reached, 2 bad arguments, spec or data, 3 diverged or out of\n"
-    "time, 1 internal failure.\n";
+    "JOB.json may be - for standard input. SIGTERM or SIGINT ends the job\n"
+    "and its workers cleanly. Exit status: 0 target or round budget reached,\n"
+    "2 bad arguments, spec or data, 3 the job failed (diverged, out of time,\n"
+    "a worker died) or was cancelled, 1 internal failure.\n";
+
+/* Writes one record and a newline, whole; a reader that went away stops
+ * the job, since nobody would see its results. */
+static void report(struct run_ctx *ctx, json_t *rec)
+{
+    char *text;
+    size_t len, off = 0;
+
+    if (ctx->report_fd < 0 || ctx->report_broken || !rec) {
+        json_decref(rec);
+        return;
+    }
+    json_object_set_new(rec, "v", json_integer(1));
+    text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(rec);
+    if (!text) {
+        ctx->report_broken = 1;
+        return;
+    }
+    len = strlen(text);
+    text[len++] = '\n';     /* the NUL becomes the newline */
+    while (off < len) {
+        ssize_t w = write(ctx->report_fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            ctx->report_broken = 1;
+            break;
+        }
+        off += (size_t)w;
+    }
+    free(text);
+}
+
+/* The final record for a job that could not start. */
+static void report_failure(struct run_ctx *ctx, const char *reason)
+{
+    report(ctx, json_pack("{s:s, s:s, s:s, s:s}", "type", "final", "status",
+                          "failed", "stop", "failed", "reason", reason));
+}
+
+static const char *status_of(ec_stop stop)
+{
+    switch (stop) {
+    case EC_STOP_TARGET:
+    case EC_STOP_MAX_ROUNDS:
+        return "succeeded";
+    case EC_STOP_CANCELLED:
+        return "cancelled";
+    default:
+        return "failed";
+    }
+}
 
 static double wall_now(void)
 {
@@ -142,7 +207,7 @@ static int resolve_dataset(const char *name, const char *dir, char *out,
 
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                         const ec_job *job, const ec_problem *pb,
-                        const ec_params *prm)
+                        const ec_params *prm, enum jobspec_backend backend)
 {
     const ec_comp_spec *c = &prm->comp;
 
@@ -177,9 +242,9 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
     if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA)
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
-    fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend inproc\n",
+    fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend %s\n",
             (unsigned long long)job->max_rounds, job->target, job->eval_every,
-            (unsigned long long)job->seed);
+            (unsigned long long)job->seed, jobspec_backend_name(backend));
 }
 
 static int on_metric(void *vctx, const ec_metric *row)
@@ -192,6 +257,14 @@ static int on_metric(void *vctx, const ec_metric *row)
         fprintf(ctx->rows, "%s\n", line);
     } else if (ctx->format == FMT_JSON) {
         json_array_append_new(ctx->json_rows, describe_metric(row));
+    }
+    if (ctx->report_fd >= 0) {
+        json_t *rec = describe_metric(row);
+        if (rec)
+            json_object_set_new(rec, "type", json_string("metric"));
+        report(ctx, rec);
+        if (ctx->report_broken)
+            return 1;
     }
     if (ctx->quiet)
         return 0;
@@ -216,7 +289,7 @@ static int on_metric(void *vctx, const ec_metric *row)
     return 0;
 }
 
-static void print_summary(FILE *o, const ec_summary *sum)
+static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
 {
     const ec_metric *r = &sum->last;
 
@@ -226,6 +299,17 @@ static void print_summary(FILE *o, const ec_summary *sum)
             r->rel_gap, r->gap, r->grad_norm);
     fprintf(o, "bits up    %.6g per worker (paper bits %.6g); bits down %.6g\n",
             r->bits_up, r->paper_bits, r->bits_down);
+    if (r->wire_up > 0 && sum->rounds > 0) {
+        /* The least any encoding could send up: k indices and k values. */
+        double minimum = prm->comp.type == EC_COMP_NONE ? 8.0 * prm->d :
+                         prm->comp.type == EC_COMP_DITHER ? 0.0 :
+                         12.0 * prm->comp.k;
+        fprintf(o, "wire       %.1f bytes up per worker per round", r->wire_up / sum->rounds);
+        if (minimum > 0)
+            fprintf(o, " (minimum %.0f: %s)", minimum,
+                    prm->comp.type == EC_COMP_NONE ? "d values" : "k indices + k values");
+        fprintf(o, ", %.1f bytes down per worker per round\n", r->wire_down / sum->rounds);
+    }
     fprintf(o, "wall time  %.3f s\n", r->seconds);
 }
 
@@ -236,10 +320,19 @@ int cmd_run(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"data-dir", required_argument, NULL, 'd'},
         {"quiet", no_argument, NULL, 'q'},
+        {"backend", required_argument, NULL, 'b'},
+        {"report-fd", required_argument, NULL, 'R'},
+        {"round-timeout", required_argument, NULL, 'T'},
+        {"worker-mem-limit", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct run_ctx ctx = {.format = FMT_TEXT, .rows = stdout, .info = stdout};
+    struct run_ctx ctx = {.format = FMT_TEXT, .rows = stdout, .info = stdout,
+                          .report_fd = -1};
+    ec_proc_opts popts = {0, 0};
+    const char *backend_flag = NULL;
+    enum jobspec_backend backend;
+    char *end;
     const char *output = NULL, *data_dir = getenv("ECOPT_DATA_DIR");
     struct jobspec spec;
     struct jobspec_errors errs = {0};
@@ -253,7 +346,7 @@ int cmd_run(int argc, char **argv)
     int c, rc = EXIT_INTERNAL;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:o:d:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:o:d:qhb:", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
             if (strcmp(optarg, "text") == 0)
@@ -277,6 +370,42 @@ int cmd_run(int argc, char **argv)
         case 'q':
             ctx.quiet = 1;
             break;
+        case 'b':
+            backend_flag = optarg;
+            if (strcmp(optarg, "inproc") != 0 && strcmp(optarg, "process") != 0) {
+                fprintf(stderr, "ecopt run: --backend must be inproc or process (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'R':
+            errno = 0;
+            ctx.report_fd = (int)strtol(optarg, &end, 10);
+            if (errno || *end || end == optarg || ctx.report_fd < 0) {
+                fprintf(stderr, "ecopt run: --report-fd must be a descriptor number (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'T':
+            popts.round_timeout = strtod(optarg, &end);
+            if (*end || end == optarg || !(popts.round_timeout > 0) ||
+                popts.round_timeout > 86400) {
+                fprintf(stderr, "ecopt run: --round-timeout must be in (0, 86400] seconds (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'M': {
+            double mb = strtod(optarg, &end);
+            if (*end || end == optarg || !(mb >= 16) || mb > 1e9) {
+                fprintf(stderr, "ecopt run: --worker-mem-limit must be at least 16 MB (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            popts.worker_mem_limit = (uint64_t)(mb * 1048576.0);
+            break;
+        }
         case 'h':
             fputs(run_usage, stdout);
             return EXIT_OK;
@@ -300,35 +429,50 @@ int cmd_run(int argc, char **argv)
     if (jobspec_parse(text, len, &spec, &errs) < 0) {
         jobspec_errors_format(&errs, err, sizeof err);
         fprintf(stderr, "ecopt run: %s: invalid job spec:\n%s\n", argv[optind], err);
+        report_failure(&ctx, err);
         rc = EXIT_USAGE;
         goto out;
     }
     ctx.job = &spec.job;
-    if (spec.backend == JOBSPEC_BACKEND_MPI) {
-        fprintf(stderr, "ecopt run: backend: mpi is not available in this build\n");
+    backend = spec.backend;
+    if (backend_flag)
+        jobspec_backend_from_name(backend_flag, &backend);
+    if (backend == JOBSPEC_BACKEND_MPI) {
+        snprintf(err, sizeof err, "backend: mpi is not available in this build");
+        fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
         rc = EXIT_USAGE;
         goto out;
     }
     if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
                         sizeof err) < 0) {
         fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
         rc = EXIT_USAGE;
         goto out;
     }
-    if (ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
+    if (ec_signal_install(&e) < 0 || ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
         ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
         ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
-        rc = e.code == EC_ENOMEM ? EXIT_INTERNAL : EXIT_USAGE;
+        report_failure(&ctx, e.msg);
+        rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
     if (ec_problem_solve(&pb, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
+        report_failure(&ctx, e.msg);
         rc = EXIT_INTERNAL;
         goto out;
     }
-    print_setup(ctx.info, path, &ds, &spec.job, &pb, &prm);
+    print_setup(ctx.info, path, &ds, &spec.job, &pb, &prm, backend);
     fflush(ctx.info);
+    report(&ctx, json_pack("{s:s, s:i, s:s, s:o, s:o, s:o}", "type", "start",
+                           "pid", (int)getpid(), "backend",
+                           jobspec_backend_name(backend), "dataset",
+                           describe_dataset(&ds), "problem",
+                           describe_problem(&pb), "params",
+                           describe_params(&prm)));
 
     if (output && !(ctx.rows = fopen(output, "w"))) {
         fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
@@ -341,11 +485,24 @@ int cmd_run(int argc, char **argv)
     if (ctx.format == FMT_JSON)
         ctx.json_rows = json_array();
 
-    if (ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e) < 0) {
+    if ((backend == JOBSPEC_BACKEND_INPROC
+             ? ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e)
+             : ec_run_process(&pb, &prm, &spec.job, &popts, on_metric, &ctx,
+                              &sum, &e)) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
+        report_failure(&ctx, e.msg);
         rc = EXIT_INTERNAL;
         goto out;
     }
+    if (ctx.report_broken && sum.stop == EC_STOP_CANCELLED)
+        snprintf(sum.reason, sizeof sum.reason,
+                 "the report channel closed at round %llu",
+                 (unsigned long long)sum.rounds);
+    report(&ctx, json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final",
+                           "status", status_of(sum.stop), "stop",
+                           ec_stop_name(sum.stop), "reason", sum.reason,
+                           "rounds", (json_int_t)sum.rounds, "last",
+                           describe_metric(&sum.last)));
     if (ctx.tty && !ctx.quiet)
         fputc('\n', ctx.info);
     if (ctx.format == FMT_JSON) {
@@ -362,7 +519,7 @@ int cmd_run(int argc, char **argv)
         fputc('\n', ctx.rows);
         json_decref(doc);
     }
-    print_summary(ctx.info, &sum);
+    print_summary(ctx.info, &sum, &prm);
     if (fflush(ctx.rows) != 0 || ferror(ctx.rows)) {
         fprintf(stderr, "ecopt run: writing rows: %s\n", strerror(errno));
         goto out;

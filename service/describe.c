@@ -74,14 +74,16 @@ json_t *describe_params(const ec_params *prm)
 
 json_t *describe_metric(const ec_metric *r)
 {
-    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "round",
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "round",
                      (json_int_t)r->round, "bits_up", describe_real(r->bits_up),
                      "bits_down", describe_real(r->bits_down), "paper_bits",
                      describe_real(r->paper_bits), "P", describe_real(r->P),
                      "gap", describe_real(r->gap), "rel_gap",
                      describe_real(r->rel_gap), "grad_norm",
                      describe_real(r->grad_norm), "seconds",
-                     describe_real(r->seconds));
+                     describe_real(r->seconds), "wire_up",
+                     describe_real(r->wire_up), "wire_down",
+                     describe_real(r->wire_down));
 }
 
 json_t *describe_summary(const ec_summary *sum)
@@ -92,14 +94,15 @@ json_t *describe_summary(const ec_summary *sum)
 }
 
 const char describe_csv_header[] =
-    "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds";
+    "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds,"
+    "wire_up,wire_down";
 
 /* %.17g keeps every bit of a double, so CSV output can be compared exactly. */
 int describe_csv_row(const ec_metric *r, char *buf, size_t len)
 {
     return snprintf(buf, len,
-                    "%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6f",
+                    "%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6f,%.17g,%.17g",
                     (unsigned long long)r->round, r->bits_up, r->bits_down,
                     r->paper_bits, r->P, r->gap, r->rel_gap, r->grad_norm,
-                    r->seconds);
+                    r->seconds, r->wire_up, r->wire_down);
 }

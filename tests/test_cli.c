@@ -69,7 +69,7 @@ START_TEST(test_run_csv)
     unsigned long long round;
 
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
-    ck_assert_ptr_eq(strstr(r.out, "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds\n"),
+    ck_assert_ptr_eq(strstr(r.out, "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds,wire_up,wire_down\n"),
                      r.out);
     /* the resolved problem and the summary go to stderr with --format */
     ck_assert_ptr_nonnull(strstr(r.err, "kappa = 1001"));

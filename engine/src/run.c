@@ -86,23 +86,27 @@ int ec_should_stop(const ec_problem *pb, const ec_job *job,
     return 0;
 }
 
-/* Cumulative traffic of a run. */
-typedef struct traffic {
-    uint64_t bits_up, paper_up, bits_down;   /* summed over workers */
-} traffic;
+/* The in-process backend: every worker steps here, in worker order. */
+struct inproc {
+    ec_worker *workers;
+    ec_up *ups;
+    uint32_t n;
+};
 
-/* One exchange: every worker steps, the server reduces, the model moves. */
-static void exchange(ec_worker *workers, ec_up *ups, uint32_t n,
-                     ec_model *model, ec_down *down, traffic *acc)
+static int inproc_exchange(void *vctx, const ec_model *model, ec_down *down,
+                           ec_traffic *acc, ec_summary *sum)
 {
-    for (uint32_t t = 0; t < n; t++) {
-        ec_worker_step(&workers[t], model, &ups[t]);
-        acc->bits_up += ec_up_bits(&ups[t]);
-        acc->paper_up += ec_up_paper_bits(&ups[t]);
+    struct inproc *ip = vctx;
+
+    (void)sum;
+    for (uint32_t t = 0; t < ip->n; t++) {
+        ec_worker_step(&ip->workers[t], model, &ip->ups[t]);
+        acc->bits_up += ec_up_bits(&ip->ups[t]);
+        acc->paper_up += ec_up_paper_bits(&ip->ups[t]);
     }
-    ec_server_reduce(model, ups, n, down);
+    ec_server_reduce(model, ip->ups, ip->n, down);
     acc->bits_down += down->bits;
-    ec_model_apply(model, down);
+    return 0;
 }
 
 int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
@@ -110,42 +114,77 @@ int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
                   ec_summary *sum, ec_err *e)
 {
     uint32_t n = pb->n, d = pb->d;
-    ec_worker *workers = calloc(n, sizeof *workers);
-    ec_up *ups = calloc(n, sizeof *ups);
-    double *tmp = malloc(d * sizeof *tmp), *tmp2 = malloc(d * sizeof *tmp2);
-    ec_model model = {0};
-    ec_down down = {0};
-    ec_metric row = {0};
-    traffic acc = {0, 0, 0};
-    double t0;
+    struct inproc ip = {calloc(n, sizeof *ip.workers), calloc(n, sizeof *ip.ups), n};
+    ec_backend be = {&ip, inproc_exchange};
     int rc = 0;
-    uint32_t made = 0;
 
     memset(sum, 0, sizeof *sum);
-    if (!workers || !ups || !tmp || !tmp2 || ec_down_init(&down, d) < 0) {
+    if (!ip.workers || !ip.ups) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
-    if ((rc = ec_model_init(&model, pb, prm, e)) < 0)
-        goto out;
-    for (; made < n; made++) {
-        if ((rc = ec_worker_init(&workers[made], pb, prm, made, e)) < 0)
+    for (uint32_t t = 0; t < n; t++) {
+        if ((rc = ec_worker_init(&ip.workers[t], pb, prm, t, e)) < 0)
             goto out;
-        if (ec_up_init(&ups[made], d) < 0) {
+        if (ec_up_init(&ip.ups[t], d) < 0) {
             rc = ec_err_set(e, EC_ENOMEM, "out of memory for messages");
             goto out;
         }
     }
+    rc = ec_run_loop(pb, prm, job, &be, fn, ctx, sum, e);
+out:
+    for (uint32_t t = 0; t < n && ip.workers; t++) {
+        ec_worker_clear(&ip.workers[t]);
+        if (ip.ups)
+            ec_up_clear(&ip.ups[t]);
+    }
+    free(ip.workers);
+    free(ip.ups);
+    return rc;
+}
+
+static void fill_row(ec_metric *row, const ec_model *m, const ec_traffic *acc,
+                     uint32_t n, double seconds)
+{
+    row->round = m->round;
+    row->bits_up = (double)acc->bits_up / n;
+    row->bits_down = (double)acc->bits_down;
+    row->paper_bits = (double)acc->paper_up / n;
+    row->wire_up = (double)acc->wire_up / n;
+    row->wire_down = (double)acc->wire_down / n;
+    row->seconds = seconds;
+}
+
+int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
+                ec_backend *be, ec_metric_fn fn, void *ctx, ec_summary *sum,
+                ec_err *e)
+{
+    uint32_t n = pb->n, d = pb->d;
+    double *tmp = malloc(d * sizeof *tmp), *tmp2 = malloc(d * sizeof *tmp2);
+    ec_model model = {0};
+    ec_down down = {0};
+    ec_metric row = {0};
+    ec_traffic acc = {0, 0, 0, 0, 0};
+    double t0;
+    int rc = 0, failed = 0;
+
+    memset(sum, 0, sizeof *sum);
+    if (!tmp || !tmp2 || ec_down_init(&down, d) < 0) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for the run (d = %u)", d);
+        goto out;
+    }
+    if ((rc = ec_model_init(&model, pb, prm, e)) < 0)
+        goto out;
 
     t0 = now_seconds();
-    if (!model.initialised)
-        exchange(workers, ups, n, &model, &down, &acc);
-    for (;;) {
-        row.round = model.round;
-        row.bits_up = (double)acc.bits_up / n;
-        row.bits_down = (double)acc.bits_down;
-        row.paper_bits = (double)acc.paper_up / n;
-        row.seconds = now_seconds() - t0;
+    if (!model.initialised) {
+        if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0)
+            failed = 1;
+        else
+            ec_model_apply(&model, &down);
+    }
+    while (!failed) {
+        fill_row(&row, &model, &acc, n, now_seconds() - t0);
         ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
         sum->evals++;
         if (fn && fn(ctx, &row)) {
@@ -157,24 +196,37 @@ int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
         }
         if (ec_should_stop(pb, job, &row, sum))
             break;
-        /* Run to the next evaluation point; the clock is read every round
-         * so that max_seconds holds even with a large eval_every. */
-        do
-            exchange(workers, ups, n, &model, &down, &acc);
-        while (model.round % job->eval_every != 0 &&
-               model.round < job->max_rounds &&
-               now_seconds() - t0 < job->max_seconds);
+        /* Run to the next evaluation point; the clock and the signal flag
+         * are read every round, so max_seconds and SIGTERM hold even with
+         * a large eval_every. */
+        do {
+            if (ec_signal_caught()) {
+                sum->stop = EC_STOP_CANCELLED;
+                snprintf(sum->reason, sizeof sum->reason,
+                         "cancelled by signal %d at round %llu",
+                         ec_signal_caught(), (unsigned long long)model.round);
+                failed = 1;
+                break;
+            }
+            if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0) {
+                failed = 1;
+                break;
+            }
+            ec_model_apply(&model, &down);
+        } while (model.round % job->eval_every != 0 &&
+                 model.round < job->max_rounds &&
+                 now_seconds() - t0 < job->max_seconds);
+    }
+    if (failed) {
+        /* The last good evaluation stands; the counters say how far the
+         * job got. */
+        fill_row(&row, &model, &acc, n, now_seconds() - t0);
+        if (!sum->evals)
+            ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
     }
     sum->rounds = model.round;
     sum->last = row;
 out:
-    for (uint32_t t = 0; t < n && workers; t++) {
-        ec_worker_clear(&workers[t]);
-        if (ups)
-            ec_up_clear(&ups[t]);
-    }
-    free(workers);
-    free(ups);
     free(tmp);
     free(tmp2);
     ec_model_clear(&model);

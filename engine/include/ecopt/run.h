@@ -23,6 +23,9 @@ typedef struct ec_metric {
     double rel_gap;          /* (P - P*) / (P(x0) - P*) */
     double grad_norm;        /* norm of the proximal gradient mapping */
     double seconds;          /* wall time since the first round */
+    double wire_up;          /* bytes of frames sent up, mean per worker
+                                (0 in process: nothing crosses a wire) */
+    double wire_down;        /* bytes of frames each worker received */
 } ec_metric;
 
 typedef enum ec_stop {
@@ -46,6 +49,42 @@ typedef struct ec_summary {
 
 /* Called at every evaluation point; a nonzero return cancels the job. */
 typedef int (*ec_metric_fn)(void *ctx, const ec_metric *row);
+
+/* Cumulative traffic of a run, summed over workers. */
+typedef struct ec_traffic {
+    uint64_t bits_up, paper_up, bits_down;
+    uint64_t wire_up, wire_down;
+} ec_traffic;
+
+/*
+ * How a runtime moves one exchange: the workers' uplinks for the model as
+ * it stands, reduced into down (and counted in acc). The shared loop then
+ * applies down, evaluates and applies the stop rules. A failed exchange
+ * returns < 0 with sum->stop and sum->reason filled in.
+ */
+typedef struct ec_backend {
+    void *ctx;
+    int (*exchange)(void *ctx, const ec_model *m, ec_down *down,
+                    ec_traffic *acc, ec_summary *sum);
+} ec_backend;
+
+/*
+ * The loop every backend shares: init exchange, then rounds until a stop
+ * rule; evaluation every eval_every rounds on this process's model.
+ * Also stops, as cancelled, once ec_signal_caught() says so.
+ */
+int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
+                ec_backend *be, ec_metric_fn fn, void *ctx, ec_summary *sum,
+                ec_err *e);
+
+/*
+ * SIGTERM, SIGINT and SIGHUP: after ec_signal_install(), each sets a flag
+ * that the runtimes poll (ec_signal_caught() returns the signal number,
+ * or 0) and makes ec_signal_fd() readable, so a poll() wakes up.
+ */
+int ec_signal_install(ec_err *e);
+int ec_signal_caught(void);
+int ec_signal_fd(void);
 
 /*
  * Runs the job with the n workers simulated in this process, one after the

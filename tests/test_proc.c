@@ -1,0 +1,413 @@
+/*
+ * The process runtime: forked workers over sockets give bitwise the same
+ * rows as the in-process simulation; and every way a job can break (a
+ * worker killed, hung, exiting, sending garbage or half a frame; SIGTERM
+ * to the coordinator) ends it quickly, with a reason, and with every
+ * process gone and reaped. The fault cases run the real ecopt binary.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/data.h"
+#include "ecopt/proc.h"
+#include "ecopt/run.h"
+#include "testutil.h"
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- equivalence ------------------------------------------------------- */
+
+#define MAX_ROWS 256
+
+struct rows {
+    ec_metric r[MAX_ROWS];
+    unsigned n;
+};
+
+static int keep(void *ctx, const ec_metric *row)
+{
+    struct rows *rs = ctx;
+
+    if (rs->n < MAX_ROWS)
+        rs->r[rs->n++] = *row;
+    return 0;
+}
+
+static ec_dataset a1a;
+
+/* Each algorithm with each compressor it takes: process == inproc. */
+START_TEST(test_process_equals_inproc)
+{
+    static const ec_comp_spec comps[] = {
+        {EC_COMP_NONE, 0, 0}, {EC_COMP_TOPK, 3, 0},
+        {EC_COMP_RANDK, 5, 0}, {EC_COMP_DITHER, 0, 4},
+    };
+    static struct rows a, b;
+    ec_algo_id algo = (ec_algo_id)_i;
+    char path[1024];
+    ec_err e = {0};
+    int runs = 0;
+
+    if (!a1a.n_rows)
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
+                                        NULL, &a1a, &e), 0);
+    ck_assert_int_eq(ec_signal_install(&e), 0);
+    for (size_t c = 0; c < sizeof comps / sizeof comps[0]; c++) {
+        ec_job job;
+        ec_problem pb;
+        ec_params prm;
+        ec_summary sa, sb;
+
+        if (!ec_algo_compresses(algo) && comps[c].type != EC_COMP_NONE)
+            continue;
+        ec_job_defaults(&job);
+        job.algorithm = algo;
+        job.workers = 5;
+        job.lambda2_rel = 1e-3;
+        job.compressor = comps[c];
+        job.batch = 2;
+        job.max_rounds = 120;
+        job.eval_every = 7;
+        job.p = 0.2;       /* the coin fires often enough to be exercised */
+        ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
+        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+        ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+        a.n = b.n = 0;
+        ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
+        ck_assert_msg(ec_run_process(&pb, &prm, &job, NULL, keep, &b, &sb, &e) == 0,
+                      "%s", e.msg);
+        ck_assert_msg(sb.stop == sa.stop, "%s: %s", ec_algo_name(algo), sb.reason);
+        ck_assert_uint_eq(a.n, b.n);
+        for (unsigned i = 0; i < a.n; i++) {
+            if (b.r[i].round > 0) {      /* frames crossed the sockets */
+                ck_assert_double_gt(b.r[i].wire_up, 0.0);
+                ck_assert_double_gt(b.r[i].wire_down, 0.0);
+            }
+            a.r[i].seconds = b.r[i].seconds = 0;
+            a.r[i].wire_up = b.r[i].wire_up = 0;
+            a.r[i].wire_down = b.r[i].wire_down = 0;
+            ck_assert_msg(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]) == 0,
+                          "%s/%s row %u differs: P %.17g vs %.17g",
+                          ec_algo_name(algo), ec_comp_name(comps[c].type), i,
+                          a.r[i].P, b.r[i].P);
+        }
+        ec_problem_clear(&pb);
+        runs++;
+    }
+    ck_assert_int_gt(runs, 0);
+}
+END_TEST
+
+/* ---- faults, through the real binary -------------------------------------- */
+
+struct job_proc {
+    pid_t pid;
+    int report;            /* read end of the report pipe */
+    char out[8192];        /* what stdout and stderr said */
+    char reason[512];      /* the final record's reason */
+    char status[32];
+    int exit_status;
+};
+
+/* Starts ecopt run on a long job with its report channel on a pipe. */
+static void start_job(struct job_proc *jp, const char *extra_env,
+                      const char *extra_args, const char *spec)
+{
+    int rp[2], op[2];
+    char specpath[64];
+
+    memset(jp, 0, sizeof *jp);
+    tu_write_temp_str(spec, specpath, sizeof specpath);
+    ck_assert_int_eq(pipe(rp), 0);
+    ck_assert_int_eq(pipe(op), 0);
+    jp->pid = fork();
+    ck_assert_int_ge(jp->pid, 0);
+    if (jp->pid == 0) {
+        const char *bin = getenv("ECOPT_BIN");
+        char cmd[1024];
+
+        dup2(rp[1], 3);
+        dup2(op[1], 1);
+        dup2(op[1], 2);
+        if (extra_env)
+            putenv((char *)extra_env);
+        snprintf(cmd, sizeof cmd, "exec %s run %s --quiet --report-fd 3 %s",
+                 bin && *bin ? bin : "build/ecopt", specpath, extra_args);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(rp[1]);
+    close(op[1]);
+    jp->report = rp[0];
+    /* stdout/stderr: collected after exit through a non-blocking read */
+    fcntl(op[0], F_SETFL, O_NONBLOCK);
+    jp->exit_status = op[0];   /* stash the fd until wait_job */
+}
+
+/* Reads report lines until one of the given type arrives (or EOF). */
+static int wait_record(struct job_proc *jp, const char *type, double timeout)
+{
+    static char buf[1 << 16];
+    static size_t have;
+    double until = now() + timeout;
+
+    have = 0;
+    while (now() < until) {
+        struct pollfd p = {jp->report, POLLIN, 0};
+        char *nl;
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t r = read(jp->report, buf + have, sizeof buf - 1 - have);
+        if (r <= 0)
+            return 0;
+        have += (size_t)r;
+        buf[have] = '\0';
+        while ((nl = strchr(buf, '\n'))) {
+            json_t *rec;
+            *nl = '\0';
+            rec = json_loads(buf, 0, NULL);
+            ck_assert_msg(rec != NULL, "bad report line: %s", buf);
+            ck_assert_int_eq(json_integer_value(json_object_get(rec, "v")), 1);
+            const char *t = json_string_value(json_object_get(rec, "type"));
+            int match = t && strcmp(t, type) == 0;
+            if (t && strcmp(t, "final") == 0) {
+                snprintf(jp->reason, sizeof jp->reason, "%s",
+                         json_string_value(json_object_get(rec, "reason")));
+                snprintf(jp->status, sizeof jp->status, "%s",
+                         json_string_value(json_object_get(rec, "status")));
+            }
+            json_decref(rec);
+            memmove(buf, nl + 1, have - (size_t)(nl + 1 - buf) + 1);
+            have -= (size_t)(nl + 1 - buf);
+            if (match)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The coordinator's children, from /proc. */
+static int children(pid_t pid, pid_t *out, int max)
+{
+    char path[64], buf[4096];
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    if (fgets(buf, sizeof buf, f)) {
+        char *s = buf, *end;
+        for (;;) {
+            long v = strtol(s, &end, 10);
+            if (end == s || n >= max)
+                break;
+            out[n++] = (pid_t)v;
+            s = end;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* A process that is gone: no /proc entry, or nothing but... nothing. */
+static int gone(pid_t pid)
+{
+    char path[64];
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    return access(path, F_OK) != 0;
+}
+
+/* Waits for the coordinator to exit; returns seconds taken. */
+static double wait_job(struct job_proc *jp, double timeout)
+{
+    double t0 = now();
+    int st = 0, fd = jp->exit_status;
+    ssize_t r;
+    size_t have = 0;
+
+    for (;;) {
+        pid_t w = waitpid(jp->pid, &st, WNOHANG);
+        if (w == jp->pid)
+            break;
+        ck_assert_msg(now() - t0 < timeout, "coordinator still running after %g s", timeout);
+        usleep(5000);
+    }
+    wait_record(jp, "final", 1.0);
+    while ((r = read(fd, jp->out + have, sizeof jp->out - 1 - have)) > 0)
+        have += (size_t)r;
+    jp->out[have] = '\0';
+    close(fd);
+    close(jp->report);
+    jp->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return now() - t0;
+}
+
+static const char long_job[] =
+    "{\"dataset\": \"a9a\", \"workers\": 6, \"algorithm\": \"eclk\","
+    " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 10000000,"
+    " \"target\": 0, \"eval_every\": 50}";
+
+static void all_gone(const pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(gone(pids[i]), "worker pid %d still exists", pids[i]);
+}
+
+START_TEST(test_sigkill_worker)
+{
+    struct job_proc jp;
+    pid_t kids[16];
+    int n;
+    double took;
+
+    start_job(&jp, NULL, "", long_job);
+    ck_assert(wait_record(&jp, "metric", 30));
+    n = children(jp.pid, kids, 16);
+    ck_assert_int_eq(n, 6);
+    kill(kids[4], SIGKILL);
+    took = wait_job(&jp, 10);
+    ck_assert_double_lt(took, 2.0);
+    ck_assert_int_eq(jp.exit_status, 3);
+    ck_assert_str_eq(jp.status, "failed");
+    ck_assert_msg(strstr(jp.reason, "worker 4 died (signal 9) at round "), "%s", jp.reason);
+    all_gone(kids, n);
+}
+END_TEST
+
+START_TEST(test_sigterm_coordinator)
+{
+    struct job_proc jp;
+    pid_t kids[16];
+    int n;
+    double took;
+
+    start_job(&jp, NULL, "", long_job);
+    ck_assert(wait_record(&jp, "metric", 30));
+    n = children(jp.pid, kids, 16);
+    ck_assert_int_eq(n, 6);
+    kill(jp.pid, SIGTERM);
+    took = wait_job(&jp, 10);
+    ck_assert_double_lt(took, 2.0);
+    ck_assert_int_eq(jp.exit_status, 3);
+    ck_assert_str_eq(jp.status, "cancelled");
+    ck_assert_msg(strstr(jp.reason, "cancelled by signal 15"), "%s", jp.reason);
+    all_gone(kids, n);
+}
+END_TEST
+
+/* SIGKILL to the coordinator: nothing can run in it, so the workers must
+ * die by themselves (their parent-death signal). */
+START_TEST(test_sigkill_coordinator)
+{
+    struct job_proc jp;
+    pid_t kids[16];
+    int n;
+    double t0;
+
+    start_job(&jp, NULL, "", long_job);
+    ck_assert(wait_record(&jp, "metric", 30));
+    n = children(jp.pid, kids, 16);
+    ck_assert_int_eq(n, 6);
+    kill(jp.pid, SIGKILL);
+    wait_job(&jp, 10);
+    t0 = now();
+    for (int i = 0; i < n; i++)
+        while (!gone(kids[i])) {
+            ck_assert_msg(now() - t0 < 2.0, "worker %d outlived its coordinator", kids[i]);
+            usleep(5000);
+        }
+}
+END_TEST
+
+/* Misbehaving workers, injected through ECOPT_FAULT. */
+START_TEST(test_worker_faults)
+{
+    static const struct {
+        const char *env, *args, *want;
+    } cases[] = {
+        {"ECOPT_FAULT=exit:2:30", "", "worker 2 exited with status 3 at round 30"},
+        {"ECOPT_FAULT=garbage:1:40", "", "worker 1 sent a bad frame (bad magic"},
+        {"ECOPT_FAULT=truncate:0:25", "", "worker 0 closed its connection mid-frame at round 25"},
+        {"ECOPT_FAULT=hang:3:20", "--round-timeout 0.5",
+         "worker 3 did not answer within the round timeout of 0.5 s at round 20"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct job_proc jp;
+        pid_t kids[16];
+        int n;
+        double took;
+
+        start_job(&jp, cases[i].env, cases[i].args, long_job);
+        ck_assert(wait_record(&jp, "start", 30));
+        n = children(jp.pid, kids, 16);
+        took = wait_job(&jp, 20);
+        ck_assert_msg(jp.exit_status == 3, "case %zu: exit %d: %s", i, jp.exit_status, jp.out);
+        ck_assert_str_eq(jp.status, "failed");
+        ck_assert_msg(strstr(jp.reason, cases[i].want), "case %zu: '%s'", i, jp.reason);
+        ck_assert_double_lt(took, 10.0);
+        all_gone(kids, n);
+    }
+}
+END_TEST
+
+/* A worker memory limit far below what a worker needs: the job fails with
+ * a reason that says so, instead of the machine swapping. */
+START_TEST(test_worker_memory_limit)
+{
+    struct job_proc jp;
+    char data[64], spec[512];
+
+    /* d = 400000: each of a worker's vectors is 3.2 MB, mapped on its own,
+     * far over a 16 MB address-space limit on top of what it inherits. */
+    tu_write_temp_str("1 1:1 400000:1\n-1 2:1 399999:0.5\n1 3:1\n-1 4:1 400000:-1\n",
+                      data, sizeof data);
+    snprintf(spec, sizeof spec,
+             "{\"dataset\": \"%s\", \"workers\": 2, \"lambda2_rel\": 1e-2,"
+             " \"algorithm\": \"ec-gd\", \"compressor\": {\"type\": \"topk\", \"k\": 1},"
+             " \"max_rounds\": 1000000}", data);
+    start_job(&jp, NULL, "--worker-mem-limit 16", spec);
+    wait_job(&jp, 60);
+    ck_assert_msg(jp.exit_status == 3, "exit %d: %s", jp.exit_status, jp.out);
+    ck_assert_msg(strstr(jp.reason, "worker ") && strstr(jp.reason, "out of memory"),
+                  "'%s'", jp.reason);
+    unlink(data);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("proc");
+    TCase *eq = tcase_create("equivalence"), *faults = tcase_create("faults");
+    int rc;
+
+    tcase_set_timeout(eq, 120);
+    tcase_add_loop_test(eq, test_process_equals_inproc, 0, EC_ALGO_COUNT);
+    tcase_set_timeout(faults, 120);
+    tcase_add_test(faults, test_sigkill_worker);
+    tcase_add_test(faults, test_sigterm_coordinator);
+    tcase_add_test(faults, test_sigkill_coordinator);
+    tcase_add_test(faults, test_worker_faults);
+    tcase_add_test(faults, test_worker_memory_limit);
+    suite_add_tcase(s, eq);
+    suite_add_tcase(s, faults);
+    rc = tu_run(s);
+    ec_dataset_clear(&a1a);
+    return rc;
+}
