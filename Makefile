@@ -33,12 +33,20 @@ BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 ENGINE_LIB := $(BUILD)/libecopt_engine.a
 
+# Open MPI: where mpicc exists, build/ecopt-mpi is the same program with
+# the MPI backend (engine/mpi/) linked in; mpirun runs it as the ranks.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+MPI_BIN := $(BUILD)/ecopt-mpi
+MPI_OBJ := $(BUILD)/mpi/engine/mpi/mpi.o $(BUILD)/mpi/cli/main.o $(BUILD)/mpi/cli/run.o
+endif
+
 # Where the tests and `make run` find the LibSVM datasets.
 ECOPT_DATA_DIR ?= $(abspath ../shared/datasets)
 export ECOPT_DATA_DIR
 
 .PHONY: all check run bench deps clean asan-check engine-linkcheck tests
-all: $(BUILD)/ecopt
+all: $(BUILD)/ecopt $(MPI_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,6 +58,13 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 
 $(BUILD)/ecopt: $(BUILD)/cli/main.o $(APP_OBJ) $(ENGINE_LIB)
 	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
+
+$(BUILD)/mpi/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(XCFLAGS) $(CFLAGS) $(SAN) -DECOPT_WITH_MPI -c $< -o $@
+
+$(MPI_BIN): $(MPI_OBJ) $(filter-out $(BUILD)/cli/run.o,$(APP_OBJ)) $(ENGINE_LIB)
+	$(MPICC) $(XCFLAGS) $(CFLAGS) $(SAN) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
 
 # The engine must link with libc, libm and zlib alone: no JSON, SQL, HTTP.
 $(BUILD)/engine-linkcheck: tests/engine_linkcheck.c $(ENGINE_LIB)
@@ -68,7 +83,7 @@ $(BUILD)/bench/%: bench/%.c $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC_ALL) $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP)
 
-tests: $(TEST_BIN) $(BUILD)/ecopt
+tests: $(TEST_BIN) $(BUILD)/ecopt $(MPI_BIN)
 
 deps:
 	@sh docker/install-deps.sh
@@ -79,7 +94,7 @@ check: deps
 	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
 
 asan-check: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g" \
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g" MPICC= \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    tests
 	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \

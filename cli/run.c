@@ -19,6 +19,9 @@
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "jobspec.h"
+#ifdef ECOPT_WITH_MPI
+#include "ecopt/mpi.h"
+#endif
 
 enum format { FMT_TEXT, FMT_CSV, FMT_JSON };
 
@@ -46,14 +49,19 @@ static const char run_usage[] =
     "  -o, --output FILE           write the rows to FILE instead of stdout\n"
     "  -d, --data-dir DIR          where dataset names are looked up\n"
     "                              (default $ECOPT_DATA_DIR)\n"
-    "  -b, --backend NAME          inproc (workers simulated in this process)\n"
-    "                              or process (forked workers over sockets);\n"
+    "  -b, --backend NAME          inproc (workers simulated in this process),\n"
+    "                              process (forked workers over sockets) or\n"
+    "                              mpi (mpirun -np n+1; extra mpirun\n"
+    "                              arguments from $ECOPT_MPIRUN_ARGS);\n"
     "                              default: the job's backend, else process\n"
     "      --report-fd N           write progress records (JSON lines, see\n"
     "                              api/report-format.md) to descriptor N\n"
     "      --round-timeout SEC     fail the job if a worker takes longer to\n"
     "                              answer (process backend; default 60)\n"
     "      --worker-mem-limit MB   address-space limit of each worker\n"
+    "      --hostfile FILE         mpirun's hostfile (backend mpi); the\n"
+    "                              dataset must be at the same path on\n"
+    "                              every host\n"
     "  -q, --quiet                 no progress lines\n"
     "  -h, --help                  this text\n"
     "\n"
@@ -313,6 +321,68 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
     fprintf(o, "wall time  %.3f s\n", r->seconds);
 }
 
+/*
+ * --backend mpi from the plain binary: become `mpirun -np n+1 ecopt-mpi
+ * run ... --mpi-rank`, which runs the same job with rank 0 coordinating.
+ * ecopt-mpi is looked up beside this binary (or $ECOPT_MPI_BIN); extra
+ * mpirun arguments come from $ECOPT_MPIRUN_ARGS, split at spaces.
+ */
+static int exec_mpirun(int argc, char **argv, uint32_t workers,
+                       const char *hostfile)
+{
+    char self[4096], bin[4200], np[16], *extra = NULL, *tok, *save = NULL;
+    const char *env_bin = getenv("ECOPT_MPI_BIN");
+    const char *env_args = getenv("ECOPT_MPIRUN_ARGS");
+    char **av = calloc((size_t)argc + 64, sizeof *av);
+    int ac = 0;
+    ssize_t len;
+
+    if (!av)
+        return EXIT_INTERNAL;
+    if (env_bin && *env_bin) {
+        snprintf(bin, sizeof bin, "%s", env_bin);
+    } else {
+        len = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[len > 0 ? len : 0] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(bin, sizeof bin, "%s/ecopt-mpi", slash ? self : ".");
+    }
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "ecopt run: backend mpi needs %s, which is built when "
+                "mpicc exists (apt-get install libopenmpi-dev openmpi-bin, "
+                "then make)\n", bin);
+        free(av);
+        return EXIT_USAGE;
+    }
+    snprintf(np, sizeof np, "%u", workers + 1);
+    av[ac++] = "mpirun";
+    av[ac++] = "-np";
+    av[ac++] = np;
+    if (hostfile) {
+        av[ac++] = "--hostfile";
+        av[ac++] = (char *)hostfile;
+    }
+    if (env_args && (extra = strdup(env_args))) {
+        for (tok = strtok_r(extra, " ", &save); tok && ac < 40;
+             tok = strtok_r(NULL, " ", &save))
+            av[ac++] = tok;
+    }
+    av[ac++] = bin;
+    for (int i = 0; i < argc; i++)
+        av[ac++] = argv[i];
+    av[ac++] = "--mpi-rank";
+    av[ac] = NULL;
+    fflush(NULL);
+    execvp("mpirun", av);
+    fprintf(stderr, "ecopt run: cannot run mpirun: %s (apt-get install "
+            "openmpi-bin)\n", strerror(errno));
+    free(extra);
+    free(av);
+    return EXIT_USAGE;
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -324,13 +394,19 @@ int cmd_run(int argc, char **argv)
         {"report-fd", required_argument, NULL, 'R'},
         {"round-timeout", required_argument, NULL, 'T'},
         {"worker-mem-limit", required_argument, NULL, 'M'},
+        {"hostfile", required_argument, NULL, 'H'},
+        {"mpi-rank", no_argument, NULL, 'Z'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct run_ctx ctx = {.format = FMT_TEXT, .rows = stdout, .info = stdout,
                           .report_fd = -1};
     ec_proc_opts popts = {0, 0};
-    const char *backend_flag = NULL;
+    const char *backend_flag = NULL, *hostfile = NULL;
+    int mpi_rank_mode = 0;
+#ifdef ECOPT_WITH_MPI
+    int rank = 0;
+#endif
     enum jobspec_backend backend;
     char *end;
     const char *output = NULL, *data_dir = getenv("ECOPT_DATA_DIR");
@@ -339,7 +415,7 @@ int cmd_run(int argc, char **argv)
     ec_dataset ds = {0};
     ec_problem pb = {0};
     ec_params prm;
-    ec_summary sum;
+    ec_summary sum = {0};
     ec_err e = {0};
     char err[4096], path[2048], *text = NULL;
     size_t len = 0;
@@ -372,8 +448,9 @@ int cmd_run(int argc, char **argv)
             break;
         case 'b':
             backend_flag = optarg;
-            if (strcmp(optarg, "inproc") != 0 && strcmp(optarg, "process") != 0) {
-                fprintf(stderr, "ecopt run: --backend must be inproc or process (got '%s')\n",
+            if (strcmp(optarg, "inproc") != 0 && strcmp(optarg, "process") != 0 &&
+                strcmp(optarg, "mpi") != 0) {
+                fprintf(stderr, "ecopt run: --backend must be inproc, process or mpi (got '%s')\n",
                         optarg);
                 return EXIT_USAGE;
             }
@@ -395,6 +472,12 @@ int cmd_run(int argc, char **argv)
                         optarg);
                 return EXIT_USAGE;
             }
+            break;
+        case 'H':
+            hostfile = optarg;
+            break;
+        case 'Z':
+            mpi_rank_mode = 1;
             break;
         case 'M': {
             double mb = strtod(optarg, &end);
@@ -437,12 +520,44 @@ int cmd_run(int argc, char **argv)
     backend = spec.backend;
     if (backend_flag)
         jobspec_backend_from_name(backend_flag, &backend);
-    if (backend == JOBSPEC_BACKEND_MPI) {
-        snprintf(err, sizeof err, "backend: mpi is not available in this build");
-        fprintf(stderr, "ecopt run: %s\n", err);
-        report_failure(&ctx, err);
+    if (backend == JOBSPEC_BACKEND_MPI && !mpi_rank_mode) {
+        if (ctx.report_fd >= 0) {
+            snprintf(err, sizeof err, "--report-fd is not supported with backend mpi");
+            fprintf(stderr, "ecopt run: %s\n", err);
+            report_failure(&ctx, err);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        rc = exec_mpirun(argc, argv, spec.job.workers, hostfile);
+        goto out;
+    }
+    if (mpi_rank_mode) {
+#ifdef ECOPT_WITH_MPI
+        int size;
+        if (ec_mpi_init(&argc, &argv, &rank, &size, &e) < 0) {
+            fprintf(stderr, "ecopt run: %s\n", e.msg);
+            rc = EXIT_INTERNAL;
+            goto out;
+        }
+        backend = JOBSPEC_BACKEND_MPI;
+        if (rank > 0) {
+            /* A worker rank: the same problem and parameters, quietly. */
+            if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
+                                sizeof err) < 0 ||
+                ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
+                ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
+                ec_params_resolve(&spec.job, &pb, &prm, &e) < 0)
+                rc = EXIT_USAGE;    /* rank 0 meets the same error and says it */
+            else
+                rc = ec_mpi_worker(&pb, &prm, rank);
+            ec_mpi_finalize();
+            goto out;
+        }
+#else
+        fprintf(stderr, "ecopt run: --mpi-rank: this binary was built without MPI\n");
         rc = EXIT_USAGE;
         goto out;
+#endif
     }
     if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
                         sizeof err) < 0) {
@@ -485,10 +600,16 @@ int cmd_run(int argc, char **argv)
     if (ctx.format == FMT_JSON)
         ctx.json_rows = json_array();
 
-    if ((backend == JOBSPEC_BACKEND_INPROC
-             ? ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e)
-             : ec_run_process(&pb, &prm, &spec.job, &popts, on_metric, &ctx,
-                              &sum, &e)) < 0) {
+    if (backend == JOBSPEC_BACKEND_INPROC)
+        c = ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e);
+#ifdef ECOPT_WITH_MPI
+    else if (backend == JOBSPEC_BACKEND_MPI)
+        c = ec_run_mpi(&pb, &prm, &spec.job, &popts, on_metric, &ctx, &sum, &e);
+#endif
+    else
+        c = ec_run_process(&pb, &prm, &spec.job, &popts, on_metric, &ctx,
+                           &sum, &e);
+    if (c < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = EXIT_INTERNAL;
@@ -528,6 +649,16 @@ int cmd_run(int argc, char **argv)
              ? EXIT_OK
              : EXIT_JOB_FAILED;
 out:
+#ifdef ECOPT_WITH_MPI
+    if (mpi_rank_mode && rank == 0) {
+        fflush(NULL);
+        /* Workers still inside a round cannot be stopped politely. */
+        if (rc == EXIT_OK || (rc == EXIT_JOB_FAILED && sum.stop != EC_STOP_FAILED))
+            ec_mpi_finalize();
+        else
+            ec_mpi_abort(rc);
+    }
+#endif
     if (ctx.rows && ctx.rows != stdout)
         fclose(ctx.rows);
     json_decref(ctx.json_rows);

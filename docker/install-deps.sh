@@ -4,7 +4,8 @@
 # As root it installs what is missing; otherwise it prints the apt-get line.
 set -eu
 
-PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev"
+PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
+      libopenmpi-dev openmpi-bin"
 
 missing=""
 for p in $PKGS; do

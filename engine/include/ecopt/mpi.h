@@ -1,0 +1,26 @@
+/*
+ * The Open MPI backend: rank 0 coordinates, ranks 1..n are the workers,
+ * and the frames of ecopt/wire.h travel as MPI messages instead of over
+ * sockets. Same seed, same binary: the same rows as the other backends.
+ * Only built where mpicc exists (the ecopt-mpi program).
+ */
+#ifndef ECOPT_MPI_H
+#define ECOPT_MPI_H
+
+#include "ecopt/proc.h"
+#include "ecopt/run.h"
+
+/* MPI_Init and the caller's rank and the world's size. */
+int ec_mpi_init(int *argc, char ***argv, int *rank, int *size, ec_err *e);
+void ec_mpi_finalize(void);
+/* Ends every rank at once, for failures a rank cannot report otherwise. */
+void ec_mpi_abort(int code);
+
+/* Rank 0: the coordinator, over ranks 1..n (the world must be n + 1). */
+int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
+               const ec_proc_opts *opts, ec_metric_fn fn, void *ctx,
+               ec_summary *sum, ec_err *e);
+/* Ranks 1..n: worker rank - 1 until STOP; returns an exit code. */
+int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank);
+
+#endif

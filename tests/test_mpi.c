@@ -1,0 +1,241 @@
+/*
+ * The Open MPI backend against the socket one: the same job gives the same
+ * metric rows through `mpirun`; SIGTERM and a killed rank end every
+ * process. Runs the real binaries; needs build/ecopt-mpi (built where
+ * mpicc exists). Without it the suite says so and passes, unless
+ * ECOPT_REQUIRE_MPI is set, as CI sets it.
+ */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "testutil.h"
+
+static char ecopt[1024];
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs a command, returns its exit status and stdout (malloc'd). */
+static int capture(const char *cmd, char **out)
+{
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, len = 0, r;
+    char *buf = malloc(cap);
+    int st;
+
+    ck_assert_ptr_nonnull(p);
+    while ((r = fread(buf + len, 1, cap - 1 - len, p)) > 0) {
+        len += r;
+        if (len + 1 >= cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* CSV without the seconds column (the 9th), the only one allowed to differ. */
+static void drop_seconds(char *csv)
+{
+    char *r = csv, *w = csv;
+    int col = 1;
+
+    for (; *r; r++) {
+        if (*r == '\n') {
+            col = 1;
+            *w++ = *r;
+            continue;
+        }
+        if (*r == ',')
+            col++;
+        if (col == 9 || (col == 10 && *r == ','))
+            continue;
+        *w++ = *r;
+    }
+    *w = '\0';
+}
+
+START_TEST(test_mpi_rows_equal_process)
+{
+    static const char *jobs[] = {
+        "{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"eclk\", \"p\": 0.2,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 150, \"eval_every\": 10}",
+        "{\"dataset\": \"a1a\", \"workers\": 3, \"algorithm\": \"ec-sgd-diana\","
+        " \"compressor\": {\"type\": \"randk\", \"k\": 5}, \"max_rounds\": 100, \"eval_every\": 10}",
+        "{\"dataset\": \"heart_scale\", \"workers\": 5, \"algorithm\": \"ef21\","
+        " \"compressor\": {\"type\": \"dither\", \"s\": 3}, \"max_rounds\": 100, \"eval_every\": 10}",
+    };
+
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+        char spec[64], cmd[2048], *a, *b;
+        tu_write_temp_str(jobs[i], spec, sizeof spec);
+        snprintf(cmd, sizeof cmd, "%s run %s --backend process --format csv 2>/dev/null",
+                 ecopt, spec);
+        ck_assert_int_eq(capture(cmd, &a), 0);
+        snprintf(cmd, sizeof cmd, "%s run %s --backend mpi --format csv 2>/dev/null",
+                 ecopt, spec);
+        ck_assert_int_eq(capture(cmd, &b), 0);
+        ck_assert_ptr_nonnull(strstr(a, "\n150,") ? a : strstr(a, "\n100,"));
+        drop_seconds(a);
+        drop_seconds(b);
+        ck_assert_msg(strcmp(a, b) == 0, "job %zu: rows differ:\n%s\n---\n%s", i, a, b);
+        free(a);
+        free(b);
+        unlink(spec);
+    }
+}
+END_TEST
+
+/* Processes whose command line mentions tag (the job's spec path). */
+static int count_procs(const char *tag)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+
+    while ((de = readdir(d))) {
+        char path[300], buf[4096];
+        FILE *f;
+        size_t len;
+
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, tag) && strstr(buf, "ecopt-mpi"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Starts a long MPI job; returns the pid of mpirun (ecopt execs it). */
+static pid_t start_long(char *spec, size_t len)
+{
+    pid_t pid;
+
+    tu_write_temp_str("{\"dataset\": \"a9a\", \"workers\": 3, \"algorithm\": \"eclk\","
+                      " \"compressor\": {\"type\": \"topk\", \"k\": 1},"
+                      " \"max_rounds\": 100000000, \"target\": 0}", spec, len);
+    pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(ecopt, ecopt, "run", spec, "--backend", "mpi", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    /* wait until the four ranks are up */
+    double t0 = now();
+    while (count_procs(spec) < 4) {
+        ck_assert_msg(now() - t0 < 30, "MPI ranks did not start");
+        usleep(20000);
+    }
+    usleep(300000);
+    return pid;
+}
+
+static void wait_all_gone(pid_t pid, const char *spec, double limit)
+{
+    double t0 = now();
+    int st;
+
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        ck_assert_msg(now() - t0 < limit, "mpirun still running after %g s", limit);
+        usleep(10000);
+    }
+    while (count_procs(spec) > 0) {
+        ck_assert_msg(now() - t0 < limit, "ranks still running after %g s", limit);
+        usleep(10000);
+    }
+    ck_assert_msg(!WIFEXITED(st) || WEXITSTATUS(st) != 0,
+                  "an ended job must not look successful");
+}
+
+START_TEST(test_mpi_sigterm)
+{
+    char spec[64];
+    pid_t pid = start_long(spec, sizeof spec);
+
+    kill(pid, SIGTERM);
+    wait_all_gone(pid, spec, 5.0);
+    unlink(spec);
+}
+END_TEST
+
+START_TEST(test_mpi_rank_killed)
+{
+    char spec[64];
+    pid_t pid = start_long(spec, sizeof spec);
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    pid_t victim = 0;
+
+    /* any rank but rank 0: the youngest ecopt-mpi process will do */
+    while ((de = readdir(d))) {
+        char path[300], buf[4096];
+        FILE *f;
+        size_t len;
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, spec) && strstr(buf, "ecopt-mpi") && atoi(de->d_name) > victim)
+            victim = atoi(de->d_name);
+    }
+    closedir(d);
+    ck_assert_int_gt(victim, 0);
+    kill(victim, SIGKILL);
+    wait_all_gone(pid, spec, 5.0);
+    unlink(spec);
+}
+END_TEST
+
+int main(void)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char mpi[1100];
+    Suite *s = suite_create("mpi");
+    TCase *tc = tcase_create("mpirun");
+
+    snprintf(ecopt, sizeof ecopt, "%s", bin && *bin ? bin : "build/ecopt");
+    snprintf(mpi, sizeof mpi, "%s-mpi", ecopt);
+    if (access(mpi, X_OK) != 0) {
+        if (getenv("ECOPT_REQUIRE_MPI")) {
+            fprintf(stderr, "test_mpi: %s missing but ECOPT_REQUIRE_MPI is set\n", mpi);
+            return EXIT_FAILURE;
+        }
+        printf("test_mpi: skipped: %s was not built (no mpicc)\n", mpi);
+        return EXIT_SUCCESS;
+    }
+    /* Root may run mpirun here only when it is told it may. */
+    if (!getenv("ECOPT_MPIRUN_ARGS"))
+        setenv("ECOPT_MPIRUN_ARGS", "--oversubscribe --allow-run-as-root", 1);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_mpi_rows_equal_process);
+    tcase_add_test(tc, test_mpi_sigterm);
+    tcase_add_test(tc, test_mpi_rank_killed);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
