@@ -216,8 +216,8 @@ int main(void)
 {
     const char *bin = getenv("ECOPT_BIN");
     char mpi[1100];
-    Suite *s = suite_create("mpi");
-    TCase *tc = tcase_create("mpirun");
+    Suite *s;
+    TCase *tc;
 
     snprintf(ecopt, sizeof ecopt, "%s", bin && *bin ? bin : "build/ecopt");
     snprintf(mpi, sizeof mpi, "%s-mpi", ecopt);
@@ -232,6 +232,8 @@ int main(void)
     /* Root may run mpirun here only when it is told it may. */
     if (!getenv("ECOPT_MPIRUN_ARGS"))
         setenv("ECOPT_MPIRUN_ARGS", "--oversubscribe --allow-run-as-root", 1);
+    s = suite_create("mpi");
+    tc = tcase_create("mpirun");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_mpi_rows_equal_process);
     tcase_add_test(tc, test_mpi_sigterm);
