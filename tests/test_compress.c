@@ -564,9 +564,47 @@ START_TEST(test_bit_counts)
     ck_assert_uint_eq(m.value_bits, want_value);
     ck_assert_uint_eq(m.index_bits, want_index);
     ck_assert_uint_eq(m.paper_bits, want_paper);
+    /* A receiver holding type, d, nnz and s derives the same counts over
+     * whatever its message held before. */
+    m.value_bits = m.index_bits = m.paper_bits = UINT64_MAX;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.value_bits, want_value);
+    ck_assert_uint_eq(m.index_bits, want_index);
+    ck_assert_uint_eq(m.paper_bits, want_paper);
     ec_msg_clear(&m);
     ec_compressor_free(c);
     free(x);
+}
+END_TEST
+
+START_TEST(test_count_bits_hand_built)
+{
+    /* The messages algo.c builds without a compressor: a dense gradient
+     * (type none, nnz = d) and the empty q of an init exchange (type none,
+     * nnz = 0, as ec_up_init leaves it), which counts nothing. */
+    ec_msg m;
+
+    make_msg(&m, 123);
+    m.type = EC_COMP_NONE;
+    m.nnz = 123;
+    m.value_bits = m.index_bits = m.paper_bits = 1;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.value_bits, 64 * 123);
+    ck_assert_uint_eq(m.index_bits, 0);
+    ck_assert_uint_eq(m.paper_bits, 64 * 123);
+    m.nnz = 0;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.value_bits, 0);
+    ck_assert_uint_eq(m.index_bits, 0);
+    ck_assert_uint_eq(m.paper_bits, 0);
+    /* Dither counts its levels whatever nnz is: a zero vector sends its
+     * norm and d zero levels. */
+    m.type = EC_COMP_DITHER;
+    m.s = 4;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.value_bits, 64 + 123 * 3);
+    ck_assert_uint_eq(m.paper_bits, 64);
+    ec_msg_clear(&m);
 }
 END_TEST
 
@@ -992,6 +1030,7 @@ static Suite *compress_suite(void)
     tcase_add_test(tc, test_topk_nan_and_inf_first);
     tcase_add_test(tc, test_topk_contraction);
     tcase_add_loop_test(tc, test_bit_counts, 0, COUNT(bit_cases));
+    tcase_add_test(tc, test_count_bits_hand_built);
     tcase_add_test(tc, test_randk_seed_rebuilds_indices);
     tcase_add_test(tc, test_randk_values_and_uniformity);
     tcase_add_loop_test(tc, test_random_in_expectation, 0, COUNT(stat_specs));

@@ -5,6 +5,7 @@
  * EC_EPROTO, never reading past the bytes they are given (each decode gets
  * a malloc'd copy of exactly its input, so AddressSanitizer sees over-reads).
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -278,6 +279,21 @@ static int make_frames(frame *f)
     }
     ec_up_clear(&up);
 
+    /* The init exchange: an empty q as ec_up_init left it, a dense extra. */
+    ck_assert_int_eq(ec_up_init(&up, d), 0);
+    {
+        ec_compressor *c = make_comp(EC_COMP_NONE, 0, 0, d);
+
+        fill(x, d, &r);
+        ec_compress(c, x, &r, &up.extra);
+        ec_compressor_free(c);
+    }
+    up.has_extra = 1;
+    f[n].name = "UP init exchange";
+    f[n].len = ec_wire_encode_up(f[n].buf, sizeof f[n].buf, 0, &up);
+    n++;
+    ec_up_clear(&up);
+
     for (int i = 0; i < n; i++)
         ck_assert_msg(f[i].len > 0, "%s: %ld", f[i].name, f[i].len);
     ck_assert_int_le(n, FRAME_MAX);
@@ -375,15 +391,109 @@ START_TEST(test_up_init_exchange)
     ec_compress(c, x, &r, &up.extra);
     up.has_extra = 1;
     buf = encode_up(&up, 0, &size);
-    ck_assert_int_eq(size, EC_WIRE_HEADER_SIZE + 4 + 32 + 32 + 8 * d);
+    /* flags, q's fixed part alone, extra's fixed part and d values. */
+    ck_assert_int_eq(size, EC_WIRE_HEADER_SIZE + 4 + 8 + 8 + 8 * d);
     ck_assert_msg(decode_frame(buf, (size_t)size, &s, &h, &e) == 0, "%s",
                   e.msg);
     assert_same_msg(&s.up.q, &up.q);
     assert_same_msg(&s.up.extra, &up.extra);
+    ck_assert_uint_eq(s.up.q.value_bits + s.up.q.paper_bits, 0);
+    ck_assert_uint_eq(ec_up_bits(&s.up), 64 * d);
     free(buf);
     sink_clear(&s);
     ec_up_clear(&up);
     ec_compressor_free(c);
+}
+END_TEST
+
+/*
+ * The bit counters are not on the wire: the decoder derives them. For
+ * every compressor type, at dimensions on both sides of powers of two (the
+ * index width) and level counts on both sides of them (the level width),
+ * with vectors that give dither no levels at all (zero, NaN), the decoded
+ * counters are the encoder's. The process backend's metric rows are sums
+ * of these counters, so this is what keeps them bitwise equal to the
+ * in-process run's.
+ */
+START_TEST(test_up_bits_every_type)
+{
+    const ec_comp_type type = all_types[_i];
+    static const uint32_t dims[] = {1, 2, 3, 64, 65, 1024, 1025, 4097};
+    static const uint32_t levels[] = {1, 2, 3, 4, 7, 8, 255, 256, 65535};
+    enum { GAUSS, ZERO, NOT_FINITE, VECTORS };
+    ec_rng r;
+
+    ec_rng_seed(&r, 600 + (uint64_t)_i, 0);
+    for (int di = 0; di < COUNT(dims); di++) {
+        const uint32_t d = dims[di];
+        const uint32_t ks[] = {1, (d + 1) / 2, d};
+        double *x = malloc(d * sizeof *x);
+        ec_up up;
+        sink s;
+
+        ck_assert_ptr_nonnull(x);
+        ck_assert_int_eq(ec_up_init(&up, d), 0);
+        sink_init(&s, d);
+        for (int pi = 0; pi < COUNT(levels); pi++) {
+            for (int vi = 0; vi < VECTORS; vi++) {
+                /* The message as q alone, then as extra beside an init
+                 * exchange's empty q. */
+                for (int as_extra = 0; as_extra < 2; as_extra++) {
+                    ec_compressor *c =
+                        make_comp(type, ks[pi % 3], levels[pi], d);
+                    ec_msg *m = as_extra ? &up.extra : &up.q;
+                    const ec_msg *got = as_extra ? &s.up.extra : &s.up.q;
+                    ec_wire_header h;
+                    ec_err e = {0};
+                    long size;
+                    uint8_t *buf;
+
+                    if (vi == GAUSS)
+                        fill(x, d, &r);
+                    for (uint32_t j = 0; vi != GAUSS && j < d; j++)
+                        x[j] = vi == ZERO ? 0.0 : j == d / 2 ? NAN : 1.0;
+                    ec_compress(c, x, &r, m);
+                    if (as_extra) {
+                        ec_msg_clear(&up.q);
+                        ck_assert_int_eq(ec_msg_init(&up.q, d), 0);
+                    }
+                    up.has_extra = as_extra;
+                    /* Leftovers in the sink must not survive. */
+                    s.up.q.value_bits = s.up.extra.value_bits = 12345;
+                    buf = encode_up(&up, 3, &size);
+                    ck_assert_msg(
+                        decode_frame(buf, (size_t)size, &s, &h, &e) == 0,
+                        "%s d=%u: %s", ec_comp_name(type), d, e.msg);
+                    ck_assert_uint_eq(got->nnz, m->nnz);
+                    ck_assert_msg(got->value_bits == m->value_bits &&
+                                      got->index_bits == m->index_bits &&
+                                      got->paper_bits == m->paper_bits,
+                                  "%s d=%u nnz=%u s=%u: decoded %llu/%llu/"
+                                  "%llu bits, sent %llu/%llu/%llu",
+                                  ec_comp_name(type), d, m->nnz, m->s,
+                                  (unsigned long long)got->value_bits,
+                                  (unsigned long long)got->index_bits,
+                                  (unsigned long long)got->paper_bits,
+                                  (unsigned long long)m->value_bits,
+                                  (unsigned long long)m->index_bits,
+                                  (unsigned long long)m->paper_bits);
+                    if (as_extra)
+                        ck_assert_uint_eq(s.up.q.value_bits +
+                                              s.up.q.index_bits +
+                                              s.up.q.paper_bits,
+                                          0);
+                    ck_assert_uint_eq(ec_up_bits(&s.up), ec_up_bits(&up));
+                    ck_assert_uint_eq(ec_up_paper_bits(&s.up),
+                                      ec_up_paper_bits(&up));
+                    free(buf);
+                    ec_compressor_free(c);
+                }
+            }
+        }
+        sink_clear(&s);
+        ec_up_clear(&up);
+        free(x);
+    }
 }
 END_TEST
 
@@ -640,19 +750,29 @@ START_TEST(test_documented_sizes)
     fill(x, d, &r);
     ck_assert_int_eq(ec_up_init(&up, d), 0);
 
+    /* header 24 + UP flags 4 + message type/nnz 8, then the body: */
     c = make_comp(EC_COMP_TOPK, 1, 0, d);
-    ec_compress(c, x, &r, &up.q);
-    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 96);
+    ec_compress(c, x, &r, &up.q);           /* one index, one value */
+    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 36 + 12);
     ec_compressor_free(c);
 
     c = make_comp(EC_COMP_RANDK, 1, 0, d);
-    ec_compress(c, x, &r, &up.q);
-    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 76);
+    ec_compress(c, x, &r, &up.q);           /* the seed, one value */
+    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 36 + 16);
     ec_compressor_free(c);
 
     c = make_comp(EC_COMP_NONE, 0, 0, d);
+    ec_compress(c, x, &r, &up.q);           /* d values */
+    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 36 + 984);
+    ec_compressor_free(c);
+
+    /* norm, scale, s; then an index and a value per nonzero level (this
+     * vector leaves 30 of them). */
+    c = make_comp(EC_COMP_DITHER, 0, 4, d);
     ec_compress(c, x, &r, &up.q);
-    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up), 1044);
+    ck_assert_uint_eq(up.q.nnz, 30);
+    ck_assert_int_eq(ec_wire_encode_up(buf, sizeof buf, 1, &up),
+                     36 + 20 + 12 * 30);
     ec_compressor_free(c);
 
     for (uint32_t i = 0; i < 20; i++)
@@ -664,12 +784,15 @@ END_TEST
 
 START_TEST(test_max_payload)
 {
-    /* Two topk messages with k = d are the largest UP; the header accepts
-     * exactly that much and no more. */
+    /* Two dither messages with every level nonzero are the largest UP
+     * (two topk with k = d come 40 bytes short); the header accepts exactly
+     * that much and no more. */
     const uint32_t d = 123;
     const size_t max = ec_wire_max_payload(d);
     double x[123];
-    ec_compressor *c = make_comp(EC_COMP_TOPK, d, 0, d);
+    ec_compressor *c = make_comp(EC_COMP_DITHER, 0, 65535, d);
+    ec_compressor *cu = make_comp(EC_COMP_DITHER_UNBIASED, 0, 65535, d);
+    ec_compressor *ct = make_comp(EC_COMP_TOPK, d, 0, d);
     uint8_t hb[EC_WIRE_HEADER_SIZE];
     ec_wire_header h = {EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_UP, 0, 0, 0};
     ec_err e = {0};
@@ -678,17 +801,26 @@ START_TEST(test_max_payload)
     long size;
     uint8_t *buf;
 
-    ck_assert_uint_eq(max, 4 + 2 * (32 + 24 + 12 * d));
+    ck_assert_uint_eq(max, 4 + 2 * (8 + 20 + 12 * d));
     ck_assert_uint_eq(ec_wire_max_payload(1), 1024);
     ck_assert_uint_eq(ec_wire_max_payload(UINT32_MAX), EC_WIRE_MAX_PAYLOAD);
     ck_assert_uint_le(ec_wire_max_payload(1000000), EC_WIRE_MAX_PAYLOAD);
 
     ec_rng_seed(&r, 2, 0);
     ck_assert_int_eq(ec_up_init(&up, d), 0);
-    fill(x, d, &r);
-    ec_compress(c, x, &r, &up.q);
-    ec_compress(c, x, &r, &up.extra);
+    /* Equal magnitudes put every |x_j| s / ||x|| far above one level. */
+    for (uint32_t j = 0; j < d; j++)
+        x[j] = j % 2 ? 1.0 : -1.0;
+    ec_compress(ct, x, &r, &up.q);
+    ec_compress(ct, x, &r, &up.extra);
     up.has_extra = 1;
+    buf = encode_up(&up, 0, &size);
+    ck_assert_uint_eq((size_t)size, EC_WIRE_HEADER_SIZE + max - 40);
+    free(buf);
+    ec_compress(c, x, &r, &up.q);
+    ec_compress(cu, x, &r, &up.extra);
+    ck_assert_uint_eq(up.q.nnz, d);
+    ck_assert_uint_eq(up.extra.nnz, d);
     buf = encode_up(&up, 0, &size);
     ck_assert_uint_eq((size_t)size, EC_WIRE_HEADER_SIZE + max);
 
@@ -707,6 +839,8 @@ START_TEST(test_max_payload)
     free(buf);
     ec_up_clear(&up);
     ec_compressor_free(c);
+    ec_compressor_free(cu);
+    ec_compressor_free(ct);
 }
 END_TEST
 
@@ -739,41 +873,47 @@ static const struct header_case {
     uint32_t flags, length;
     size_t max;
     const char *sentence;   /* a substring of e.msg */
+    uint64_t round;         /* HELLO and WELCOME must say 0 */
 } header_cases[] = {
     {"bad magic", 0x12345678, 1, EC_WIRE_UP, 0, 10, 4000,
-     "bad magic 0x12345678"},
+     "bad magic 0x12345678", 5},
     {"bad version", EC_WIRE_MAGIC, 7, EC_WIRE_UP, 0, 10, 4000,
-     "unsupported version 7"},
+     "unsupported version 7", 5},
     {"version 0", EC_WIRE_MAGIC, 0, EC_WIRE_UP, 0, 10, 4000,
-     "unsupported version 0"},
+     "unsupported version 0", 5},
     {"unknown type", EC_WIRE_MAGIC, 1, 99, 0, 10, 4000,
-     "unknown frame type 99"},
-    {"type 0", EC_WIRE_MAGIC, 1, 0, 0, 10, 4000, "unknown frame type 0"},
-    {"type 7", EC_WIRE_MAGIC, 1, 7, 0, 10, 4000, "unknown frame type 7"},
+     "unknown frame type 99", 5},
+    {"type 0", EC_WIRE_MAGIC, 1, 0, 0, 10, 4000, "unknown frame type 0", 5},
+    {"type 7", EC_WIRE_MAGIC, 1, 7, 0, 10, 4000, "unknown frame type 7", 5},
     {"oversize", EC_WIRE_MAGIC, 1, EC_WIRE_UP, 0, 1000000, 4000,
-     "payload length 1000000 over the limit 4000"},
+     "payload length 1000000 over the limit 4000", 5},
     {"oversize u32", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 1, UINT32_MAX, 4000,
-     "over the limit"},
+     "over the limit", 5},
     {"flags on UP", EC_WIRE_MAGIC, 1, EC_WIRE_UP, 1, 10, 4000,
-     "unknown flags 0x1"},
+     "unknown flags 0x1", 5},
     {"flags on STEP", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 3, 10, 4000,
-     "unknown flags 0x2"},
+     "unknown flags 0x2", 5},
     {"HELLO short", EC_WIRE_MAGIC, 1, EC_WIRE_HELLO, 0, 11, 4000,
-     "HELLO payload length 11"},
+     "HELLO payload length 11", 0},
     {"WELCOME long", EC_WIRE_MAGIC, 1, EC_WIRE_WELCOME, 0, 9, 4000,
-     "WELCOME payload length 9"},
+     "WELCOME payload length 9", 0},
     {"STOP payload", EC_WIRE_MAGIC, 1, EC_WIRE_STOP, 0, 1, 4000,
-     "STOP payload length 1"},
+     "STOP payload length 1", 5},
     {"STEP empty payload", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 0, 8, 4000,
-     "STEP payload length 8"},
+     "STEP payload length 8", 5},
     {"ERROR too long", EC_WIRE_MAGIC, 1, EC_WIRE_ERROR, 0, 1025, 4000,
-     "ERROR text length 1025"},
+     "ERROR text length 1025", 5},
+    {"HELLO round", EC_WIRE_MAGIC, 1, EC_WIRE_HELLO, 0, 12, 4000,
+     "HELLO frame with round 5 (must be 0)", 5},
+    {"WELCOME round", EC_WIRE_MAGIC, 1, EC_WIRE_WELCOME, 0, 8, 4000,
+     "WELCOME frame with round 1 (must be 0)", 1},
 };
 
 START_TEST(test_header_rejects)
 {
     const struct header_case *c = &header_cases[_i];
-    ec_wire_header h = {c->magic, c->version, c->type, c->flags, c->length, 5};
+    ec_wire_header h = {c->magic,  c->version, c->type,
+                        c->flags,  c->length,  c->round};
     ec_wire_header out;
     uint8_t raw[EC_WIRE_HEADER_SIZE], *hb;
     ec_err e = {0};
@@ -854,9 +994,9 @@ END_TEST
 /* ---- hostile input: inconsistent payloads ---------------------------- */
 
 /*
- * Edits of a valid payload. Offsets: UP flags at 0, q's header at 4 (type
- * 4, reserved 5..7, nnz 8), topk params at 36 (s at 52, reserved 56),
- * indices at 60.
+ * Edits of a valid payload. Offsets: UP flags at 0, q's fixed part at 4
+ * (type 4, reserved 5..7, nnz 8), then q's body at 12: topk indices at 12;
+ * randk's seed at 12; dither's norm at 12, scale 20, s 28, indices at 32.
  */
 typedef struct payload_case {
     const char *name;
@@ -869,7 +1009,14 @@ typedef struct payload_case {
     const char *sentence;
 } payload_case;
 
-#define IDX(n) (60 + 4 * (n))
+#define IDX(n) (12 + 4 * (n))          /* topk */
+#define DITHER_S 28
+#define DITHER_IDX(n) (32 + 4 * (n))
+
+static size_t index_at(ec_comp_type type, int n)
+{
+    return type == EC_COMP_TOPK ? IDX(n) : DITHER_IDX(n);
+}
 
 static const payload_case up_cases[] = {
     {"nnz > d", EC_COMP_TOPK, 5, 8, 4, 124, -1, "nnz 124 over d = 123"},
@@ -877,6 +1024,16 @@ static const payload_case up_cases[] = {
     {"randk nnz > d", EC_COMP_RANDK, 5, 8, 4, 200, -1, "nnz 200 over d"},
     {"none nnz != d", EC_COMP_NONE, 0, 8, 4, 122, -1, "must be 0 or d = 123"},
     {"none nnz short", EC_COMP_NONE, 0, 8, 4, 1, -1, "must be 0 or d"},
+    {"topk nnz 0", EC_COMP_TOPK, 5, 8, 4, 0, -1,
+     "UP q of type topk: compressor.k must be in 1..123 (got 0)"},
+    {"randk nnz 0", EC_COMP_RANDK, 5, 8, 4, 0, -1,
+     "UP q of type randk: compressor.k must be in 1..123 (got 0)"},
+    {"dither s 0", EC_COMP_DITHER, 0, DITHER_S, 4, 0, -1,
+     "UP q of type dither: compressor.s must be in 1..65535 (got 0)"},
+    {"dither s too large", EC_COMP_DITHER, 0, DITHER_S, 4, 65536, -1,
+     "compressor.s must be in 1..65535 (got 65536)"},
+    {"dither s huge", EC_COMP_DITHER, 0, DITHER_S, 4, UINT32_MAX, -1,
+     "compressor.s must be in 1..65535"},
     {"idx >= d", EC_COMP_TOPK, 5, IDX(4), 4, 123, -1,
      "out of range for d = 123"},
     {"idx huge", EC_COMP_TOPK, 5, IDX(0), 4, UINT32_MAX, -1, "out of range"},
@@ -884,21 +1041,27 @@ static const payload_case up_cases[] = {
      "is not above the previous"},
     {"idx out of order", EC_COMP_TOPK, 5, IDX(1), 4, 0, 3,
      "is not above the previous"},
-    {"dither idx repeated", EC_COMP_DITHER, 0, IDX(1), 4, 0, 0,
+    {"dither idx repeated", EC_COMP_DITHER, 0, DITHER_IDX(1), 4, 0, 0,
      "is not above the previous"},
+    {"dither idx >= d", EC_COMP_DITHER, 0, DITHER_IDX(0), 4, 123, -1,
+     "out of range for d = 123"},
     {"unknown msg type", EC_COMP_TOPK, 5, 4, 1, 6, -1,
      "unknown message type 6"},
     {"msg type 255", EC_COMP_NONE, 0, 4, 1, 255, -1,
      "unknown message type 255"},
     {"msg reserved u8", EC_COMP_TOPK, 5, 5, 1, 1, -1, "reserved"},
     {"msg reserved u16", EC_COMP_TOPK, 5, 6, 2, 0x100, -1, "reserved"},
-    {"params reserved", EC_COMP_TOPK, 5, 56, 4, 9, -1, "reserved"},
     {"unknown up flags", EC_COMP_TOPK, 5, 0, 4, 2, -1, "UP flags 0x2"},
     {"has_extra but none", EC_COMP_TOPK, 5, 0, 4, 1, -1, "truncated"},
     {"trailing byte", EC_COMP_TOPK, 5, 0, 0, 0, -1, "1 trailing bytes"},
     {"trailing after randk", EC_COMP_RANDK, 3, 0, 0, 0, -1, "trailing"},
+    {"trailing after dither", EC_COMP_DITHER, 0, 0, 0, 0, -1, "trailing"},
     {"type changes layout", EC_COMP_TOPK, 5, 4, 1, EC_COMP_RANDK, -1,
      "trailing"},
+    {"topk read as dither", EC_COMP_TOPK, 5, 4, 1, EC_COMP_DITHER, -1,
+     "truncated"},
+    {"randk read as none", EC_COMP_RANDK, 5, 4, 1, EC_COMP_NONE, -1,
+     "must be 0 or d"},
 };
 
 static void patch(uint8_t *p, const payload_case *c)
@@ -906,7 +1069,7 @@ static void patch(uint8_t *p, const payload_case *c)
     uint32_t v = c->value;
 
     if (c->copy >= 0) {
-        const uint8_t *q = p + IDX(c->copy);
+        const uint8_t *q = p + index_at(c->type, c->copy);
 
         v = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
             (uint32_t)q[3] << 24;
@@ -1214,6 +1377,7 @@ static Suite *wire_suite(void)
 
     tcase_add_loop_test(tc, test_up_round_trip, 0, COUNT(all_types));
     tcase_add_test(tc, test_up_init_exchange);
+    tcase_add_loop_test(tc, test_up_bits_every_type, 0, COUNT(all_types));
     tcase_add_test(tc, test_randk_indices_match_compress);
     tcase_add_test(tc, test_step_round_trip);
     tcase_add_test(tc, test_step_empty);

@@ -349,7 +349,9 @@ void ec_down_clear(ec_down *down)
     memset(down, 0, sizeof *down);
 }
 
-/* A dense message: all d coordinates of x, 64 bits each. */
+/* A dense message: all d coordinates of x, 64 bits each. The fields type
+ * none does not use are cleared, as ec_compress would, so the message is
+ * exactly what a wire decoder rebuilds from it. */
 static void msg_dense(ec_msg *out, const double *x, uint32_t d)
 {
     out->type = EC_COMP_NONE;
@@ -359,9 +361,10 @@ static void msg_dense(ec_msg *out, const double *x, uint32_t d)
         out->idx[j] = j;
         out->val[j] = x[j];
     }
-    out->value_bits = 64ull * d;
-    out->index_bits = 0;
-    out->paper_bits = 64ull * d;
+    out->seed = 0;
+    out->norm = out->scale = 0.0;
+    out->s = 0;
+    ec_msg_count_bits(out);
 }
 
 /* ---- workers ------------------------------------------------------------- */

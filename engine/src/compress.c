@@ -20,8 +20,6 @@
 struct ec_compressor {
     ec_comp_spec spec;
     uint32_t d;
-    uint32_t index_bits;    /* ceil(log2 d): one top-k index on the wire */
-    uint32_t level_bits;    /* ceil(log2(s + 1)): one dither level */
     double dither_scale;    /* 1/(1+omega), or 1 for dither-unbiased */
     double randk_factor;    /* 1 for randk, d/k for randk-unbiased */
     uint32_t *cand;         /* top-k: d candidate indices for the selection */
@@ -199,6 +197,41 @@ void ec_msg_to_dense(const ec_msg *m, double *out)
         out[m->idx[i]] = m->val[i];
 }
 
+/*
+ * The one formula for a message's size. It reads only what a wire decoder
+ * also holds (type, d, nnz, s), so a decoded message counts exactly the
+ * bits its sender counted. A type none message counts its nnz entries: d
+ * for a dense vector, 0 for the empty q of an init exchange.
+ */
+void ec_msg_count_bits(ec_msg *m)
+{
+    const uint64_t d = m->d, nnz = m->nnz;
+
+    m->value_bits = m->index_bits = m->paper_bits = 0;
+    switch (m->type) {
+    case EC_COMP_NONE:
+        m->value_bits = 64 * nnz;
+        m->paper_bits = 64 * nnz;
+        break;
+    case EC_COMP_TOPK:
+        m->value_bits = 64 * nnz;
+        m->index_bits = nnz * ceil_log2(d);
+        m->paper_bits = 64 * nnz;
+        break;
+    case EC_COMP_RANDK:
+    case EC_COMP_RANDK_UNBIASED:
+        m->value_bits = 64 * nnz;
+        m->index_bits = 64;
+        m->paper_bits = 64 * nnz;
+        break;
+    case EC_COMP_DITHER:
+    case EC_COMP_DITHER_UNBIASED:
+        m->value_bits = 64 + d * ceil_log2((uint64_t)m->s + 1) + nnz;
+        m->paper_bits = 64 * (1 + nnz);
+        break;
+    }
+}
+
 double ec_dither_unit(double norm, uint32_t s, double scale)
 {
     return norm * scale / (double)s;
@@ -219,8 +252,6 @@ ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
         goto nomem;
     c->spec = *spec;
     c->d = d;
-    c->index_bits = ceil_log2(d);
-    c->level_bits = uses_s(spec->type) ? ceil_log2((uint64_t)spec->s + 1) : 0;
     c->dither_scale = spec->type == EC_COMP_DITHER
                           ? 1.0 / (1.0 + ec_comp_omega(spec, d))
                           : 1.0;
@@ -263,8 +294,6 @@ static void compress_none(const ec_compressor *c, const double *x, ec_msg *out)
         out->val[j] = x[j];
     }
     out->nnz = c->d;
-    out->value_bits = 64 * (uint64_t)c->d;
-    out->paper_bits = 64 * (uint64_t)c->d;
 }
 
 /*
@@ -379,9 +408,6 @@ static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
     }
     assert(n == k);
     out->nnz = n;
-    out->value_bits = 64 * (uint64_t)k;
-    out->index_bits = (uint64_t)k * c->index_bits;
-    out->paper_bits = 64 * (uint64_t)k;
 }
 
 /*
@@ -432,9 +458,6 @@ static void compress_randk(ec_compressor *c, const double *x, ec_rng *rng,
     for (uint32_t i = 0; i < k; i++)
         out->val[i] = c->randk_factor * x[out->idx[i]];
     out->nnz = k;
-    out->value_bits = 64 * (uint64_t)k;
-    out->index_bits = 64;
-    out->paper_bits = 64 * (uint64_t)k;
 }
 
 /*
@@ -514,8 +537,6 @@ static void compress_dither(ec_compressor *c, const double *x, ec_rng *rng,
         }
     }
     out->nnz = n;
-    out->value_bits = 64 + (uint64_t)d * c->level_bits + n;
-    out->paper_bits = 64 * (1 + (uint64_t)n);
 }
 
 void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
@@ -525,7 +546,6 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
 
     out->type = c->spec.type;
     out->nnz = 0;
-    out->value_bits = out->index_bits = out->paper_bits = 0;
     out->seed = 0;
     out->norm = 0.0;
     out->scale = 0.0;
@@ -547,4 +567,5 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
         compress_dither(c, x, rng, out);
         break;
     }
+    ec_msg_count_bits(out);
 }

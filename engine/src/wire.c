@@ -1,38 +1,9 @@
 /*
- * The frames of wire.h, written and read one little-endian field at a time.
- * Decoders take their input as hostile: every read is preceded by a length
- * check, every count is checked against d before it sizes anything, and a
- * frame that does not match its declared layout exactly is EC_EPROTO.
- *
- * Payload layouts (sizes in bytes):
- *
- *   HELLO    u32 worker | u32 pid | u32 d                              (12)
- *   WELCOME  u32 n | u32 d                                             (8)
- *   STOP     empty
- *   ERROR    the text's bytes, no NUL, at most WIRE_MAX_TEXT
- *   UP       u32 flags (bit0 has_extra) | message q | [message extra]
- *   STEP     empty without a broadcast; with one (header flag
- *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a) |
- *            u64 bits | u64 paper_bits | vector v | [vector a]
- *
- *   message  u8 type | u8 0 | u16 0 | u32 nnz | u64 value_bits |
- *            u64 index_bits | u64 paper_bits                            (32)
- *            then by type:
- *              none:           f64 val[nnz], nnz = d (or 0: the empty q of
- *                              an init exchange); idx is 0..d-1 implied
- *              randk(-unb.):   u64 seed | f64 val[nnz]; idx rebuilt from
- *                              the seed with ec_randk_indices
- *              topk, dither(-unb.): f64 norm | f64 scale | u32 s | u32 0 |
- *                              u32 idx[nnz] | f64 val[nnz]
- *            Fields a type does not carry decode as 0, which is what
- *            ec_compress leaves in them.
- *
- *   vector   u8 kind | u8 0 | u16 0 | u32 nnz                           (8)
- *            kind 0 (dense):  nnz = d, f64 val[d]
- *            kind 1 (sparse): u32 idx[nnz] | f64 val[nnz], the entries
- *                             whose bit pattern is not zero (so -0.0 is
- *                             kept and decoding is bitwise exact); chosen
- *                             when 12 nnz < 8 d
+ * The frames of wire.h (which documents every layout), written and read one
+ * little-endian field at a time. Decoders take their input as hostile:
+ * every read is preceded by a length check, every count is checked against
+ * d before it sizes anything, and a frame that does not match its declared
+ * layout exactly is EC_EPROTO.
  */
 #include "ecopt/wire.h"
 
@@ -45,8 +16,9 @@
 /* The longest ERROR text; longer texts are cut at encode. */
 #define WIRE_MAX_TEXT 1024u
 
-#define WIRE_MSG_FIXED 32u     /* a message's fixed part */
-#define WIRE_MSG_PARAMS 24u    /* topk/dither: norm, scale, s, reserved */
+#define WIRE_MSG_FIXED 8u      /* a message's fixed part: type, nnz */
+#define WIRE_MSG_DITHER 20u    /* dither's parameters: norm, scale, s */
+#define WIRE_MSG_SEED 8u       /* randk's seed */
 #define WIRE_VEC_FIXED 8u      /* a vector's fixed part */
 #define WIRE_STEP_FIXED 20u    /* dflags, bits, paper_bits */
 
@@ -314,6 +286,11 @@ int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
                           "payload length %" PRIu32 " over the limit %zu",
                           h->length, max_payload);
 
+    if ((h->type == EC_WIRE_HELLO || h->type == EC_WIRE_WELCOME) &&
+        h->round != 0)
+        return ec_err_set(e, EC_EPROTO,
+                          "%s frame with round %" PRIu64 " (must be 0)", name,
+                          h->round);
     switch (h->type) {
     case EC_WIRE_HELLO:
         exact = 12;
@@ -354,10 +331,9 @@ static int msg_type_known(uint32_t t)
     return t <= EC_COMP_DITHER_UNBIASED;
 }
 
-static int msg_has_params(ec_comp_type t)
+static int msg_is_dither(ec_comp_type t)
 {
-    return t == EC_COMP_TOPK || t == EC_COMP_DITHER ||
-           t == EC_COMP_DITHER_UNBIASED;
+    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
 }
 
 static int msg_is_randk(ec_comp_type t)
@@ -365,14 +341,25 @@ static int msg_is_randk(ec_comp_type t)
     return t == EC_COMP_RANDK || t == EC_COMP_RANDK_UNBIASED;
 }
 
+/* Types whose indices travel explicitly: none implies them, randk has a
+ * seed instead. */
+static int msg_has_indices(ec_comp_type t)
+{
+    return t == EC_COMP_TOPK || msg_is_dither(t);
+}
+
 /* A message's encoded size; uint64_t so no count can wrap. */
 static uint64_t msg_size(ec_comp_type type, uint64_t nnz)
 {
+    uint64_t size = WIRE_MSG_FIXED + 8 * nnz;
+
     if (msg_is_randk(type))
-        return WIRE_MSG_FIXED + 8 + 8 * nnz;
-    if (msg_has_params(type))
-        return WIRE_MSG_FIXED + WIRE_MSG_PARAMS + 12 * nnz;
-    return WIRE_MSG_FIXED + 8 * nnz;
+        size += WIRE_MSG_SEED;
+    if (msg_is_dither(type))
+        size += WIRE_MSG_DITHER;
+    if (msg_has_indices(type))
+        size += 4 * nnz;
+    return size;
 }
 
 static int vec_sparse(uint64_t nnz, uint32_t d)
@@ -401,9 +388,10 @@ static uint32_t vec_count(const double *v, uint32_t d)
 
 size_t ec_wire_max_payload(uint32_t d)
 {
-    /* topk with k = d is the largest message (12 bytes an entry); two dense
-     * vectors the largest STEP; ERROR's text bounds the small frames. */
-    uint64_t up = 4 + 2 * msg_size(EC_COMP_TOPK, d);
+    /* dither with every level nonzero is the largest message (its
+     * parameters and 12 bytes an entry); two dense vectors the largest
+     * STEP; ERROR's text bounds the small frames. */
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d);
     uint64_t step = WIRE_STEP_FIXED + 2 * (WIRE_VEC_FIXED + 8 * (uint64_t)d);
     uint64_t max = up > step ? up : step;
 
@@ -492,33 +480,72 @@ static void write_msg(wr *w, const ec_msg *m)
     wr_u8(w, 0);
     wr_u16(w, 0);
     wr_u32(w, m->nnz);
-    wr_u64(w, m->value_bits);
-    wr_u64(w, m->index_bits);
-    wr_u64(w, m->paper_bits);
-    if (msg_is_randk(m->type)) {
+    if (msg_is_randk(m->type))
         wr_u64(w, m->seed);
-    } else if (msg_has_params(m->type)) {
+    if (msg_is_dither(m->type)) {
         wr_f64(w, m->norm);
         wr_f64(w, m->scale);
         wr_u32(w, m->s);
-        wr_u32(w, 0);
+    }
+    if (msg_has_indices(m->type))
         for (uint32_t i = 0; i < m->nnz; i++)
             wr_u32(w, m->idx[i]);
-    }
     for (uint32_t i = 0; i < m->nnz; i++)
         wr_f64(w, m->val[i]);
 }
 
-/* What the decoder will insist on; a message failing it is a caller bug. */
+static int is_plus_zero(double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof bits);
+    return bits == 0;
+}
+
+/* The k or s of a message as the compressor that made it would check them;
+ * NULL if they are in range. A type none message has neither. */
+static const char *msg_params_check(const ec_msg *m, char *buf,
+                                    unsigned buflen)
+{
+    ec_comp_spec spec = {.type = m->type};
+
+    if (m->type == EC_COMP_NONE)
+        return NULL;
+    if (msg_is_dither(m->type))
+        spec.s = m->s;
+    else
+        spec.k = m->nnz;
+    return ec_comp_check(&spec, m->d, buf, buflen);
+}
+
+/*
+ * What the decoder will insist on, and what it cannot see because it is
+ * not sent: the bit counters are the derived ones and the fields the type
+ * does not carry are zero. A message failing this is a caller bug.
+ */
 static int msg_consistent(const ec_msg *m)
 {
+    ec_msg derived = *m;
+
     if (!msg_type_known((uint32_t)m->type) || m->nnz > m->d)
         return 0;
     if (m->type == EC_COMP_NONE && m->nnz != 0 && m->nnz != m->d)
         return 0;
-    for (uint32_t i = 1; i < m->nnz && msg_has_params(m->type); i++)
+    if (msg_params_check(m, NULL, 0))
+        return 0;
+    for (uint32_t i = 1; i < m->nnz && msg_has_indices(m->type); i++)
         if (m->idx[i] <= m->idx[i - 1])
             return 0;
+    ec_msg_count_bits(&derived);
+    if (derived.value_bits != m->value_bits ||
+        derived.index_bits != m->index_bits ||
+        derived.paper_bits != m->paper_bits)
+        return 0;
+    if (!msg_is_randk(m->type) && m->seed != 0)
+        return 0;
+    if (!msg_is_dither(m->type) &&
+        (!is_plus_zero(m->norm) || !is_plus_zero(m->scale) || m->s != 0))
+        return 0;
     return 1;
 }
 
@@ -709,7 +736,8 @@ static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
                     ec_err *e)
 {
     uint32_t type, nnz, reserved;
-    uint64_t value_bits, index_bits, paper_bits, seed;
+    const char *bad;
+    char why[128];
     int rc;
 
     /* The whole fixed part is read before the body's length is checked
@@ -720,9 +748,6 @@ static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
     reserved = rd_u8(r);
     reserved |= rd_u16(r);
     nnz = rd_u32(r);
-    value_bits = rd_u64(r);
-    index_bits = rd_u64(r);
-    paper_bits = rd_u64(r);
     if (!msg_type_known(type))
         return ec_err_set(e, EC_EPROTO, "%s %s has unknown message type %u",
                           r->what, which, (unsigned)type);
@@ -745,26 +770,26 @@ static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
     out->type = (ec_comp_type)type;
     out->d = d;
     out->nnz = nnz;
-    out->value_bits = value_bits;
-    out->index_bits = index_bits;
-    out->paper_bits = paper_bits;
     out->seed = 0;
     out->norm = 0.0;
     out->scale = 0.0;
     out->s = 0;
-
-    if (msg_is_randk(out->type)) {
-        seed = rd_u64(r);
-        out->seed = seed;
-        rebuild_randk(out, seed, d, nnz);
-    } else if (msg_has_params(out->type)) {
+    if (msg_is_randk(out->type))
+        out->seed = rd_u64(r);
+    if (msg_is_dither(out->type)) {
         out->norm = rd_f64(r);
         out->scale = rd_f64(r);
         out->s = rd_u32(r);
-        if (rd_u32(r) != 0)
-            return ec_err_set(e, EC_EPROTO,
-                              "%s %s has nonzero reserved bytes", r->what,
-                              which);
+    }
+    /* k (= nnz) and s within what a compressor accepts, which also keeps
+     * the derived bit counts meaningful. */
+    if ((bad = msg_params_check(out, why, sizeof why)))
+        return ec_err_set(e, EC_EPROTO, "%s %s of type %s: %s", r->what,
+                          which, ec_comp_name(out->type), bad);
+
+    if (msg_is_randk(out->type)) {
+        rebuild_randk(out, out->seed, d, nnz);
+    } else if (msg_has_indices(out->type)) {
         if ((rc = read_indices(r, nnz, d, out->idx, which, e)) < 0)
             return rc;
     } else {
@@ -773,6 +798,7 @@ static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
     }
     for (uint32_t i = 0; i < nnz; i++)
         out->val[i] = rd_f64(r);
+    ec_msg_count_bits(out);
     return 0;
 }
 
@@ -782,10 +808,10 @@ static void msg_empty(ec_msg *m, uint32_t d)
     m->type = EC_COMP_NONE;
     m->d = d;
     m->nnz = 0;
-    m->value_bits = m->index_bits = m->paper_bits = 0;
     m->seed = 0;
     m->norm = m->scale = 0.0;
     m->s = 0;
+    ec_msg_count_bits(m);
 }
 
 int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,

@@ -48,20 +48,25 @@ double ec_comp_omega(const ec_comp_spec *spec, uint32_t d);
 /*
  * A compressed vector: nnz entries (idx ascending, val), plus its exact size.
  * idx and val have room for d entries. Coordinates not listed are zero. A
- * message of type none lists all d coordinates.
+ * message of type none lists all d coordinates, or none at all (the empty q
+ * of an init exchange).
  *
- * Sizes: value_bits and index_bits are what an explicit encoding sends:
- *   none:            64 d value bits, 0 index bits
+ * Sizes: value_bits and index_bits are what an explicit encoding sends, and
+ * depend on (type, d, nnz, s) alone (ec_msg_count_bits), so a receiver
+ * holding those rebuilds them:
+ *   none:            64 nnz value bits (nnz = d, or 0), 0 index bits
  *   topk:            64 k value bits, k * ceil(log2 d) index bits
  *   randk(-unbiased): 64 k value bits, 64 index bits (the shared seed)
  *   dither(-unb.):   64 (the norm) + d * ceil(log2(s+1)) (levels) + nnz (signs)
  *                    value bits, 0 index bits
- * paper_bits counts 64 per value sent, as the literature does: 64 d for
- * none, 64 k for topk and randk, 64 (1 + nnz) for dither.
+ * with k = nnz. paper_bits counts 64 per value sent, as the literature does:
+ * 64 nnz for none, 64 k for topk and randk, 64 (1 + nnz) for dither.
  *
  * For randk, seed is the draw the indices came from. For dither, every
  * val[i] equals +-level * unit exactly, unit = ec_dither_unit(norm, s, scale),
  * so a decoder holding (norm, levels, signs) rebuilds the same doubles.
+ * Fields a type does not use (seed but for randk; norm, scale and s but for
+ * dither) are 0.
  */
 typedef struct ec_msg {
     ec_comp_type type;
@@ -84,6 +89,9 @@ void ec_msg_clear(ec_msg *m);             /* NULL or zeroed is a no-op */
 void ec_msg_axpy(const ec_msg *m, double alpha, double *dense);
 /* out[j] = m[j], zeros elsewhere (out has d entries). */
 void ec_msg_to_dense(const ec_msg *m, double *out);
+/* Sets value_bits, index_bits and paper_bits from type, d, nnz and s as
+ * listed above; ec_compress counts with it, and so does a wire decoder. */
+void ec_msg_count_bits(ec_msg *m);
 
 double ec_dither_unit(double norm, uint32_t s, double scale);
 

@@ -4,15 +4,52 @@
  * Encoders and decoders are pure functions over buffers; decoders treat
  * their input as hostile and check every length before using it.
  *
+ * A job: worker HELLO -> coordinator WELCOME; then per exchange the
+ * coordinator sends STEP (carrying the previous broadcast, if any) and each
+ * worker answers UP with the STEP's round; STOP ends it. A worker that
+ * fails sends ERROR. HELLO and WELCOME carry round 0.
+ *
  * Frame = 24-byte header + payload:
  *   u32 magic "ECOP" | u16 version | u16 type | u32 flags | u32 length |
  *   u64 round
  * length is the payload's size and is checked against a maximum before
  * anything is allocated or read.
  *
- * A job: worker HELLO -> coordinator WELCOME; then per exchange the
- * coordinator sends STEP (carrying the previous broadcast, if any) and each
- * worker answers UP; STOP ends it. A worker that fails sends ERROR.
+ * Payload layouts (sizes in bytes; every reserved field is 0):
+ *
+ *   HELLO    u32 worker | u32 pid | u32 d                              (12)
+ *   WELCOME  u32 n | u32 d                                             (8)
+ *   STOP     empty
+ *   ERROR    the text's bytes, no NUL, at most 1024
+ *   UP       u32 flags (bit0: has_extra) | message q | [message extra]
+ *   STEP     empty without a broadcast; with one (header flag
+ *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a) |
+ *            u64 bits | u64 paper_bits | vector v | [vector a]
+ *
+ *   message  u8 type | u8 reserved | u16 reserved | u32 nnz             (8)
+ *            then by type (an ec_comp_type):
+ *              none:            f64 val[nnz]; nnz = d, or 0 for the empty
+ *                               q of an init exchange; idx is 0..nnz-1
+ *              topk:            u32 idx[nnz] | f64 val[nnz]
+ *              randk(-unb.):    u64 seed | f64 val[nnz]; idx is rebuilt
+ *                               from the seed with ec_randk_indices
+ *              dither(-unb.):   f64 norm | f64 scale | u32 s |
+ *                               u32 idx[nnz] | f64 val[nnz]
+ *            nnz is k for topk and randk (1..d) and s is 1..65535. idx is
+ *            strictly ascending and below d. The bit counters are not sent:
+ *            the decoder derives them with ec_msg_count_bits from (type, d,
+ *            nnz, s), as ec_compress did. Fields a type does not carry
+ *            decode as 0, which is what ec_compress leaves in them.
+ *
+ *   vector   u8 kind | u8 reserved | u16 reserved | u32 nnz             (8)
+ *            kind 0 (dense):  nnz = d, f64 val[d]
+ *            kind 1 (sparse): u32 idx[nnz] | f64 val[nnz], the entries
+ *                             whose bit pattern is not zero (so -0.0 is
+ *                             kept and decoding is bitwise exact); chosen
+ *                             when 12 nnz < 8 d
+ *
+ * So at d = 123 an UP frame is 48 bytes for topk with k = 1, 52 for randk
+ * with k = 1, 1020 for none, and 56 + 12 nnz for dither.
  */
 #ifndef ECOPT_WIRE_H
 #define ECOPT_WIRE_H
@@ -50,8 +87,10 @@ typedef struct ec_wire_header {
 } ec_wire_header;
 
 void ec_wire_header_encode(uint8_t *buf, const ec_wire_header *h);
-/* Decodes and validates 24 bytes: magic, version, a known type, and
- * length <= max_payload. EC_EPROTO with a sentence otherwise. */
+/* Decodes and validates 24 bytes: magic, version, a known type,
+ * length <= max_payload (held to EC_WIRE_MAX_PAYLOAD), the flags the type
+ * allows, the exact length of fixed-size payloads, and round 0 on HELLO and
+ * WELCOME. EC_EPROTO with a sentence otherwise. */
 int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
                           ec_wire_header *h, ec_err *e);
 
@@ -61,8 +100,14 @@ size_t ec_wire_max_payload(uint32_t d);
 
 /*
  * Whole frames (header included) into buf of capacity cap. Each returns
- * the frame's size in bytes, or EC_ELIMIT if cap is too small (nothing
- * useful is left in buf then).
+ * the frame's size in bytes, or EC_ELIMIT if cap is too small or if the
+ * payload would exceed EC_WIRE_MAX_PAYLOAD whatever cap is (a job whose d
+ * makes its messages that large cannot run over the wire). buf is left
+ * untouched on EC_ELIMIT. A buffer of EC_WIRE_HEADER_SIZE +
+ * ec_wire_max_payload(d) bytes holds any frame of a job with dimension d.
+ * An UP's messages must be as ec_compress (or a decoder) leaves them: the
+ * encoder does not send their bit counters, so it asserts they are the
+ * ones ec_msg_count_bits derives.
  */
 long ec_wire_encode_hello(uint8_t *buf, size_t cap, uint32_t worker,
                           uint32_t pid, uint32_t d);
@@ -78,11 +123,14 @@ long ec_wire_encode_error(uint8_t *buf, size_t cap, uint64_t round,
 
 /*
  * Payload decoders (the header already decoded and its length read).
- * Outputs are preallocated for dimension d (ec_up_init, ec_down_init) and
- * filled exactly as the sender's were: a decoded message compares equal,
- * bit for bit, to the one encoded. Any inconsistency (a length that does
- * not match, nnz > d, an index >= d or out of order, an unknown message
- * type, trailing bytes) is EC_EPROTO with a sentence.
+ * Outputs must be made with ec_up_init(out, d) or ec_down_init(out, d) for
+ * the same d (the decoders write up to d entries without checking room).
+ * They are filled exactly as the sender's were: a decoded message compares
+ * equal, field by field and bit for bit, to the one encoded, its bit
+ * counters included. Any inconsistency (a length that does not match,
+ * nnz > d, an index >= d or out of order, an unknown message type, a k or s
+ * out of range, nonzero reserved bytes, trailing bytes) is EC_EPROTO with a
+ * sentence; the outputs may then be partly written.
  */
 int ec_wire_decode_hello(const uint8_t *p, size_t len, uint32_t *worker,
                          uint32_t *pid, uint32_t *d, ec_err *e);
