@@ -113,8 +113,14 @@ int main(int argc, char **argv)
     }
     t_in = s_in.last.seconds / rounds;
     t_proc = s_proc.last.seconds / rounds;
-    t_pp1 = pingpong_round(1, 20000);
-    t_ppn = pingpong_round(n, rounds);
+    /* The raw costs are the best of five batches each: scheduling noise
+     * from other processes only ever adds time. */
+    t_pp1 = t_ppn = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double a = pingpong_round(1, 4000), b = pingpong_round(n, rounds / 5);
+        t_pp1 = a < t_pp1 ? a : t_pp1;
+        t_ppn = b < t_ppn ? b : t_ppn;
+    }
 
     if (!(out = fopen(out_path, "w"))) {
         perror(out_path);
@@ -130,10 +136,10 @@ int main(int argc, char **argv)
         fprintf(f, "| what | per round | rounds/s |\n|---|---|---|\n");
         fprintf(f, "| in process (workers simulated) | %.1f us | %.0f |\n", t_in * 1e6, 1 / t_in);
         fprintf(f, "| forked workers over socketpairs | %.1f us | %.0f |\n", t_proc * 1e6, 1 / t_proc);
-        fprintf(f, "| raw ping-pong, 1 peer | %.1f us | %.0f |\n", t_pp1 * 1e6, 1 / t_pp1);
+        fprintf(f, "| raw ping-pong, 1 peer (best of 5) | %.1f us | %.0f |\n", t_pp1 * 1e6, 1 / t_pp1);
         fprintf(f, "| raw ping-pong x %u (1 peer's time times n) | %.1f us | %.0f |\n", n,
                 t_pp1 * n * 1e6, 1 / (t_pp1 * n));
-        fprintf(f, "| raw broadcast + gather over %u peers | %.1f us | %.0f |\n", n,
+        fprintf(f, "| raw broadcast + gather over %u peers (best of 5) | %.1f us | %.0f |\n", n,
                 t_ppn * 1e6, 1 / t_ppn);
         fprintf(f, "\nRuntime overhead per round (processes minus in-process): %.1f us = "
                    "%.2fx the n raw round trips (%.1f us), %.2fx the raw broadcast + gather.\n",
