@@ -1,0 +1,272 @@
+/*
+ * Coordinator processes for the service: posix_spawn into a new process
+ * group with the report pipe on descriptor 3, line-framed JSON records,
+ * and a cancel that reaches every process of the job.
+ */
+#define _GNU_SOURCE
+#include "runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct runner_job {
+    pid_t pid;
+    int fd;
+    int reaped;
+    char *buf;           /* bytes of an incomplete line */
+    size_t len, cap;
+};
+
+static double mono_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The environment of the child: ours, with ECOPT_DATA_DIR replaced. */
+static char **child_env(const char *data_dir, char **owned)
+{
+    size_t n = 0, k = 0;
+    char **env;
+
+    while (environ[n])
+        n++;
+    if (!(env = calloc(n + 2, sizeof *env)))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!data_dir || strncmp(environ[i], "ECOPT_DATA_DIR=", 15) != 0)
+            env[k++] = environ[i];
+    *owned = NULL;
+    if (data_dir && asprintf(owned, "ECOPT_DATA_DIR=%s", data_dir) >= 0)
+        env[k++] = *owned;
+    env[k] = NULL;
+    return env;
+}
+
+int runner_spawn(const struct runner_opts *o, struct runner_job **out,
+                 char *err, size_t errlen)
+{
+    struct runner_job *j = calloc(1, sizeof *j);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none, all;
+    char *argv_buf[12], **env = NULL, *env_owned = NULL;
+    char *const *argv = o->argv;
+    int p[2] = {-1, -1}, rc;
+
+    *out = NULL;
+    if (!j) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        free(j);
+        return -1;
+    }
+    if (!argv) {
+        int a = 0;
+        argv_buf[a++] = (char *)o->exe;
+        argv_buf[a++] = "run";
+        argv_buf[a++] = (char *)o->spec_path;
+        argv_buf[a++] = "--report-fd";
+        argv_buf[a++] = "3";
+        argv_buf[a++] = "--quiet";
+        if (o->backend) {
+            argv_buf[a++] = "--backend";
+            argv_buf[a++] = (char *)o->backend;
+        }
+        argv_buf[a] = NULL;
+        argv = argv_buf;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    /* The write end becomes fd 3 (dup2 clears close-on-exec on the copy). */
+    posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (o->log_path) {
+        posix_spawn_file_actions_addopen(&fa, 1, o->log_path,
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0640);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    }
+    /* Its own process group, so one signal reaches every worker; default
+     * signal handling and an empty mask, whatever the server set. */
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
+    env = child_env(o->data_dir, &env_owned);
+    rc = env ? posix_spawn(&j->pid, argv[0], &fa, &attr, argv, env) : ENOMEM;
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    free(env);
+    free(env_owned);
+    close(p[1]);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start %s: %s", argv[0], strerror(rc));
+        close(p[0]);
+        free(j);
+        return -1;
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    j->fd = p[0];
+    *out = j;
+    return 0;
+}
+
+pid_t runner_pid(const struct runner_job *j)
+{
+    return j->pid;
+}
+
+int runner_fd(const struct runner_job *j)
+{
+    return j->fd;
+}
+
+/* Delivers every complete line in the buffer; keeps the incomplete tail. */
+static int deliver(struct runner_job *j, void (*cb)(void *, json_t *),
+                   void *ctx, char *err, size_t errlen)
+{
+    size_t start = 0;
+
+    for (size_t i = 0; i < j->len; i++) {
+        json_t *rec;
+        json_error_t jerr;
+
+        if (j->buf[i] != '\n')
+            continue;
+        rec = json_loadb(j->buf + start, i - start, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(rec)) {
+            snprintf(err, errlen, "report channel: a record is not a JSON object (%s)",
+                     rec ? "another JSON value" : jerr.text);
+            json_decref(rec);
+            return -1;
+        }
+        cb(ctx, rec);
+        json_decref(rec);
+        start = i + 1;
+    }
+    memmove(j->buf, j->buf + start, j->len - start);
+    j->len -= start;
+    return 0;
+}
+
+int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
+                void *ctx, char *err, size_t errlen)
+{
+    for (;;) {
+        ssize_t r;
+
+        if (j->cap - j->len < 4096) {
+            size_t ncap = j->cap ? j->cap * 2 : 8192;
+            char *nb;
+            if (ncap > RUNNER_MAX_LINE + 8192)
+                ncap = RUNNER_MAX_LINE + 8192;
+            if (ncap - j->len < 1) {
+                snprintf(err, errlen, "report channel: a record is longer than %u bytes",
+                         RUNNER_MAX_LINE);
+                return -1;
+            }
+            if (!(nb = realloc(j->buf, ncap))) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            j->buf = nb;
+            j->cap = ncap;
+        }
+        r = read(j->fd, j->buf + j->len, j->cap - j->len);
+        if (r > 0) {
+            j->len += (size_t)r;
+            if (deliver(j, cb, ctx, err, errlen) < 0)
+                return -1;
+            if (j->len > RUNNER_MAX_LINE) {
+                snprintf(err, errlen, "report channel: a record is longer than %u bytes",
+                         RUNNER_MAX_LINE);
+                return -1;
+            }
+            continue;
+        }
+        if (r == 0)
+            return 0;       /* a trailing partial line is dropped: no newline, no record */
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 1;
+        snprintf(err, errlen, "report channel: %s", strerror(errno));
+        return -1;
+    }
+}
+
+void runner_cancel(struct runner_job *j)
+{
+    if (!j->reaped)
+        kill(-j->pid, SIGTERM);
+}
+
+int runner_reap(struct runner_job *j, double grace, int *status)
+{
+    double until = mono_now() + grace;
+    int st = 0, killed = 0;
+
+    if (j->reaped)
+        return 0;
+    /* Wait for the exit without reaping (WNOWAIT): while the coordinator
+     * is a zombie its pid, and so its process group id, cannot be reused,
+     * which makes the group kill below safe. */
+    for (;;) {
+        siginfo_t si;
+
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+            errno != EINTR)
+            break;
+        if (si.si_pid == j->pid)
+            break;
+        if (mono_now() >= until) {
+            kill(-j->pid, SIGKILL);
+            killed = 1;
+            waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOWAIT);
+            break;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    /* Workers normally die with their coordinator (parent-death signal);
+     * this reaches any that did not. */
+    kill(-j->pid, SIGKILL);
+    while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    j->reaped = 1;
+    if (status)
+        *status = st;
+    return killed;
+}
+
+void runner_free(struct runner_job *j)
+{
+    if (!j)
+        return;
+    if (j->fd >= 0)
+        close(j->fd);
+    free(j->buf);
+    free(j);
+}

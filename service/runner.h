@@ -1,0 +1,55 @@
+/*
+ * Running one job's coordinator from the (multi-threaded) service: a
+ * posix_spawn of `ecopt run SPEC --report-fd 3` in its own process group,
+ * the report pipe read as JSON-line records, cancel by signalling the
+ * group, and reaping. No fork() in the threaded server: posix_spawn only.
+ */
+#ifndef ECOPT_RUNNER_H
+#define ECOPT_RUNNER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define RUNNER_MAX_LINE (1u << 20)   /* a longer record is a broken channel */
+
+struct runner_opts {
+    const char *exe;          /* the ecopt binary */
+    const char *spec_path;    /* the job spec file */
+    const char *data_dir;     /* ECOPT_DATA_DIR for the coordinator, or NULL */
+    const char *log_path;     /* the coordinator's stdout+stderr, or NULL */
+    const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
+    /* Tests may replace the whole command; argv[0] is the program. */
+    char *const *argv;
+};
+
+struct runner_job;
+
+/* Starts the coordinator. Returns 0, or < 0 with a sentence in err. */
+int runner_spawn(const struct runner_opts *o, struct runner_job **out,
+                 char *err, size_t errlen);
+pid_t runner_pid(const struct runner_job *j);
+/* The report pipe's read end (non-blocking), for poll(). */
+int runner_fd(const struct runner_job *j);
+
+/*
+ * Reads what the pipe has and calls cb once per complete record, in order;
+ * cb does not own rec. Returns 1 while the pipe is open, 0 at its end
+ * (after delivering every complete line), < 0 if the channel broke (a
+ * line over RUNNER_MAX_LINE or not a JSON object), with err filled.
+ */
+int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
+                void *ctx, char *err, size_t errlen);
+
+/* SIGTERM to the job's process group (the coordinator and its workers). */
+void runner_cancel(struct runner_job *j);
+/*
+ * Waits up to grace seconds for the coordinator to exit, then SIGKILLs the
+ * whole group and reaps it. *status is the wait status. Returns 0, or 1 if
+ * it had to be killed.
+ */
+int runner_reap(struct runner_job *j, double grace, int *status);
+/* Closes the pipe and frees; the process must have been reaped. */
+void runner_free(struct runner_job *j);
+
+#endif
