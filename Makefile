@@ -14,7 +14,7 @@ XCFLAGS  := -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
 SAN      ?=
 CC_ALL    = $(CC) $(XCFLAGS) $(CFLAGS) $(SAN)
 LDLIBS_ENGINE := -lz -lm
-LDLIBS_APP    := -ljansson $(LDLIBS_ENGINE)
+LDLIBS_APP    := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lpthread $(LDLIBS_ENGINE)
 CHECK_LIBS    := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(sort $(wildcard engine/src/*.c))
@@ -26,8 +26,11 @@ BENCH_SRC  := $(sort $(wildcard bench/*.c))
 ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 SERVICE_OBJ := $(SERVICE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# The schema, embedded: migrations/NNNN_slug.sql become a generated C file.
+MIGRATIONS  := $(sort $(wildcard migrations/*.sql))
+MIGRATIONS_OBJ := $(BUILD)/gen/migrations.o
 # Everything of the binary but its main(), so tests can link the same code.
-APP_OBJ     := $(SERVICE_OBJ) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ))
+APP_OBJ     := $(SERVICE_OBJ) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ)) $(MIGRATIONS_OBJ)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -50,6 +53,13 @@ all: $(BUILD)/ecopt $(MPI_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC_ALL) -c $< -o $@
+
+$(BUILD)/gen/migrations.c: tools/embed-migrations.sh $(MIGRATIONS)
+	@mkdir -p $(dir $@)
+	sh tools/embed-migrations.sh $@ $(MIGRATIONS)
+
+$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c service/store_migrations.h
 	$(CC_ALL) -c $< -o $@
 
 $(ENGINE_LIB): $(ENGINE_OBJ)

@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
-      libopenmpi-dev openmpi-bin"
+      libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
+      libcurl4-openssl-dev"
 
 missing=""
 for p in $PKGS; do

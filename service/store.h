@@ -1,0 +1,410 @@
+/*
+ * The service's storage: jobs, their metric rows, experiments, datasets and
+ * the P* cache in one SQLite file, behind a typed API. No SQL leaves
+ * store.c; the schema is migrations/NNNN_slug.sql, embedded at build time.
+ */
+#ifndef ECOPT_STORE_H
+#define ECOPT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ecopt/run.h"
+
+/*
+ * 0 is success and negative is failure; codes are append-only. A few calls
+ * say more with a positive value on success: STORE_EXISTING, the count of
+ * store_recover, the 1 ("found") of store_metrics_last.
+ */
+#define STORE_ERRORS(X)                                                     \
+    X(STORE_EINVAL, -1, "invalid argument")                                 \
+    X(STORE_ENOMEM, -2, "out of memory")                                    \
+    X(STORE_ENOTFOUND, -3, "not found")                                     \
+    X(STORE_ECONFLICT, -4, "idempotency key reused with another request")   \
+    X(STORE_ESTATE, -5, "not allowed in the job's current state")           \
+    X(STORE_EBUSY, -6, "database busy")                                     \
+    X(STORE_EFULL, -7, "database or disk full")                             \
+    X(STORE_EIO, -8, "database input/output error")                         \
+    X(STORE_ECORRUPT, -9, "database file corrupt or not a database")        \
+    X(STORE_EVERSION, -10, "database schema version not this program's")    \
+    X(STORE_EREADONLY, -11, "write through a read-only connection")         \
+    X(STORE_ESQL, -12, "unexpected SQLite failure")
+
+enum {
+#define STORE_ERR_ENUM(name, value, text) name = value,
+    STORE_ERRORS(STORE_ERR_ENUM)
+#undef STORE_ERR_ENUM
+};
+
+#define STORE_EXISTING 1 /* store_job_create: the idempotent replay */
+
+/* The name ("STORE_ENOTFOUND") and sentence of a code; "unknown error". */
+const char *store_err_name(int code);
+const char *store_strerror(int code);
+
+/*
+ * What went wrong, as a sentence naming the call, the object and SQLite's
+ * own message ("append metrics to j_0123456789abcdef: database or disk is
+ * full"). sqlite_code is SQLite's extended result code, 0 when the failure
+ * is not SQLite's. Callers own it, usually on the stack; may be NULL.
+ */
+struct store_err {
+    int code;
+    int sqlite_code;
+    char msg[384];
+};
+
+/*
+ * Connections. A struct store is one SQLite connection opened without
+ * SQLite's per-connection mutex, so each is used by one thread at a time.
+ * The service opens one writer with store_open (its writer thread makes
+ * every change) and one reader per request thread with store_open_reader;
+ * WAL lets readers run while the writer commits, each on a snapshot.
+ *
+ * store_open creates the file if needed, sets WAL mode, synchronous=NORMAL,
+ * foreign keys and a 5 s busy timeout, and applies the embedded migrations
+ * newer than the file's PRAGMA user_version, each in its own transaction.
+ * A file whose version is newer than the newest migration is refused with
+ * STORE_EVERSION and a message naming both versions.
+ *
+ * store_open_reader needs a database store_open has brought up to date
+ * (STORE_EVERSION otherwise) and refuses every write (STORE_EREADONLY).
+ *
+ * Both return NULL with err filled on failure. Never carry a store across
+ * fork(): open another in the child.
+ */
+struct store;
+
+struct store *store_open(const char *path, struct store_err *err);
+struct store *store_open_reader(const char *path, struct store_err *err);
+void store_close(struct store *st); /* NULL is a no-op */
+
+/* The schema version the program carries (the newest migration). */
+int store_schema_version(void);
+
+/* A cheap read of the database, for /readyz. 0 or < 0. */
+int store_ping(struct store *st, struct store_err *err);
+
+/* ---- Jobs ------------------------------------------------------------ */
+
+/*
+ * Job ids are "j_" followed by 16 lowercase hex digits from a generator
+ * seeded from /dev/urandom, so they tell neither how many jobs exist nor
+ * in which order they came. They are not secrets: every call that takes
+ * an owner checks it. Experiment ids are "x_" and 16 hex digits.
+ */
+#define STORE_ID_LEN 18
+
+enum store_job_state {
+    STORE_JOB_QUEUED = 0,
+    STORE_JOB_RUNNING,
+    STORE_JOB_SUCCEEDED,
+    STORE_JOB_FAILED,
+    STORE_JOB_CANCELLED,
+    STORE_JOB_INTERRUPTED, /* the service stopped while the job ran */
+    STORE_JOB_STATE_COUNT
+};
+
+/* "queued", ...; NULL when out of range. from_name: 0 or STORE_EINVAL. */
+const char *store_job_state_name(enum store_job_state s);
+int store_job_state_from_name(const char *name, enum store_job_state *out);
+/* Whether s is one a job never leaves (succeeded .. interrupted). */
+int store_job_state_is_final(enum store_job_state s);
+
+/*
+ * A new job. Strings are borrowed for the call. JSON documents are stored
+ * as the caller's text: spec is the canonical form (jobspec_to_json),
+ * labels an object of string values (NULL: {}). owner is the token's name.
+ *
+ * With idempotency_key, request_hash is required: any text that differs
+ * when the request differs (e.g. hex SHA-256 of the body). The store keeps
+ * both, unique per owner and key.
+ */
+struct store_job_new {
+    const char *owner;
+    const char *spec;
+    const char *name;            /* NULL or "": none */
+    const char *labels;          /* JSON object, NULL: {} */
+    const char *algorithm;       /* "eclk", ...: the list filters by it */
+    const char *compressor;      /* "topk", ... */
+    const char *dataset;         /* as given in the spec */
+    const char *backend;         /* "process", ... */
+    uint32_t workers;            /* >= 1; counted against the limits */
+    const char *idempotency_key; /* NULL: none */
+    const char *request_hash;    /* required with idempotency_key */
+};
+
+/*
+ * A stored job. Strings are owned (store_job_clear frees them); those that
+ * may be SQL NULL are NULL. Times are unix milliseconds, 0 when not yet.
+ */
+struct store_job {
+    char id[STORE_ID_LEN + 1];
+    char *owner;
+    enum store_job_state state;
+    char *reason;          /* why it ended; NULL while queued or running */
+    char *spec;
+    char *name;            /* "" when none */
+    char *labels;          /* JSON object */
+    char *algorithm;
+    char *compressor;
+    char *dataset;
+    char *backend;
+    uint32_t workers;
+    int64_t created_at, started_at, finished_at;
+    int64_t pid;           /* the coordinator's process id, 0 before */
+    char *problem;         /* JSON of the start record, NULL before */
+    char *params;          /* JSON of the start record, NULL before */
+    int64_t round;         /* progress: last round reported, -1 before */
+    double rel_gap;        /* NAN when unknown or not finite */
+    double bits_up;        /* NAN when unknown */
+    int64_t updated_at;    /* when the progress last moved, 0 before */
+    char *idempotency_key; /* NULL when none */
+    char experiment_id[STORE_ID_LEN + 1]; /* "" when none */
+};
+
+void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
+void store_jobs_free(struct store_job *jobs, size_t n); /* NULL is a no-op */
+
+/*
+ * Inserts a queued job and returns it in *out (which the caller clears).
+ * Returns 0 for a new job; STORE_EXISTING with the stored job when the same
+ * owner already used idempotency_key with the same request_hash;
+ * STORE_ECONFLICT when the key was used with another hash.
+ */
+int store_job_create(struct store *st, const struct store_job_new *in,
+                     struct store_job *out, struct store_err *err);
+
+/*
+ * owner NULL means an administrator who sees every job; otherwise another
+ * owner's job is STORE_ENOTFOUND, exactly like a job that does not exist.
+ */
+int store_job_get(struct store *st, const char *id, const char *owner,
+                  struct store_job *out, struct store_err *err);
+
+/* Filters of store_job_list; NULL (or -1 for state) matches everything. */
+struct store_job_filter {
+    const char *owner;       /* NULL: every owner (admin) */
+    int state;               /* an enum store_job_state, or -1 */
+    const char *algorithm;
+    const char *dataset;
+    const char *label_key;   /* jobs with this label ... */
+    const char *label_value; /* ... with this value; NULL: any value */
+};
+
+#define STORE_CURSOR_SIZE 24
+
+/*
+ * One page of jobs, newest first. cursor is NULL or "" for the first page,
+ * then the next_cursor of the previous page: it is opaque text and a
+ * position in the list, not an offset, so jobs created between pages never
+ * shift it and every job that existed at the first page is seen once.
+ * next_cursor is "" after the last page. Returns 0 with *out an array of
+ * *n <= limit jobs (store_jobs_free), STORE_EINVAL for a cursor the store
+ * did not issue or limit 0. The caller caps limit.
+ */
+int store_job_list(struct store *st, const struct store_job_filter *filter,
+                   const char *cursor, size_t limit, struct store_job **out,
+                   size_t *n, char next_cursor[STORE_CURSOR_SIZE],
+                   struct store_err *err);
+
+/*
+ * queued -> running, when the scheduler has spawned the coordinator: pid,
+ * started_at now. problem and params (the start record's JSON) may be NULL
+ * then and given by a second call when the record arrives; a running job
+ * accepts that call again, keeping what is not given. STORE_ESTATE when the
+ * job has finished (e.g. it was cancelled meanwhile).
+ */
+int store_job_set_running(struct store *st, const char *id, int64_t pid,
+                          const char *problem_json, const char *params_json,
+                          struct store_err *err);
+
+/* Progress of a running job (store_metrics_append also moves it). */
+int store_job_progress(struct store *st, const char *id, uint64_t round,
+                       double rel_gap, double bits_up, struct store_err *err);
+
+/*
+ * queued or running -> a final state, with a sentence saying why. The
+ * first finish wins: a finished job gives STORE_ESTATE, which is how a
+ * cancel that races the job's own end learns it came second.
+ */
+int store_job_finish(struct store *st, const char *id,
+                     enum store_job_state state, const char *reason,
+                     struct store_err *err);
+
+/*
+ * Deletes a finished job with its metrics and labels. STORE_ENOTFOUND as
+ * for store_job_get (owner NULL: admin); STORE_ESTATE when not finished.
+ */
+int store_job_delete(struct store *st, const char *id, const char *owner,
+                     struct store_err *err);
+
+/* For the scheduler: up to limit queued jobs, oldest first. */
+int store_jobs_next_queued(struct store *st, size_t limit,
+                           struct store_job **out, size_t *n,
+                           struct store_err *err);
+
+/* What the limits count. The per-owner fields are 0 when owner is NULL. */
+struct store_counts {
+    int64_t running;          /* jobs running, all owners */
+    int64_t running_workers;  /* their workers, summed */
+    int64_t queued;           /* jobs queued, all owners */
+    int64_t owner_running;
+    int64_t owner_queued;
+};
+
+int store_counts(struct store *st, const char *owner,
+                 struct store_counts *out, struct store_err *err);
+
+/*
+ * At startup, before the scheduler runs: every running job becomes
+ * interrupted with reason (its coordinator died with the old service).
+ * Queued jobs stay queued. Returns how many jobs changed, or < 0.
+ */
+int store_recover(struct store *st, const char *reason,
+                  struct store_err *err);
+
+/* ---- Metrics --------------------------------------------------------- */
+
+/*
+ * Appends n rows of a job in one transaction (BEGIN IMMEDIATE), so the
+ * writer's batch costs one commit. A round already stored is replaced,
+ * which makes a retried batch harmless. Non-finite numbers are stored as
+ * NULL. The job's progress moves to the last row in the same transaction,
+ * so readers never see progress ahead of or behind the rows.
+ *
+ * Durability: when this returns 0 the rows are in the WAL file. With
+ * synchronous=NORMAL that survives the process being killed (SIGKILL,
+ * a crash); only a power loss or OS crash may lose the last commits, and
+ * even then the database stays consistent.
+ */
+int store_metrics_append(struct store *st, const char *id,
+                         const ec_metric *rows, size_t n,
+                         struct store_err *err);
+
+/* Where a page of metric rows ended. */
+struct store_metrics_page {
+    size_t count;       /* rows written to the caller's array */
+    int64_t next_after; /* the after of the next page */
+    int more;           /* rows after next_after existed when read */
+};
+
+/*
+ * Rows with round > after (-1: from the first), in round order, at most
+ * limit of them into rows[limit]. every >= 1 keeps one row in every: the
+ * 1st, (every+1)th, ... counted from the first row of the job's rows after
+ * `after`, plus the job's last row, so a downsampled curve has its both
+ * ends. Pages chained by next_after give the same rows as one long page.
+ * next_after is greater than after whenever a row was found; with no row
+ * it is after itself (poll again later). STORE_ENOTFOUND for an unknown
+ * job, STORE_EINVAL for limit or every 0. Stored NULLs read back as NAN.
+ */
+int store_metrics_query(struct store *st, const char *id, int64_t after,
+                        size_t limit, size_t every, ec_metric *rows,
+                        struct store_metrics_page *page,
+                        struct store_err *err);
+
+/* How many rows have round > after, to choose every for a max_points. */
+int store_metrics_count(struct store *st, const char *id, int64_t after,
+                        int64_t *count, struct store_err *err);
+
+/* The job's latest row: 1 when found, 0 when it has none yet, or < 0. */
+int store_metrics_last(struct store *st, const char *id, ec_metric *row,
+                       struct store_err *err);
+
+/* ---- The P* cache ---------------------------------------------------- */
+
+/*
+ * P* depends on the data and the objective only, so it is keyed by the
+ * dataset's SHA-256 and the loss and the lambdas. The lambdas are stored as
+ * their "%.17g" text, which is exact: equal doubles give equal keys (0 and
+ * -0 alike) and different doubles different keys.
+ */
+struct store_pstar_key {
+    const char *dataset_sha256; /* 64 hex digits */
+    const char *loss;           /* "logistic", ... */
+    double lambda1, lambda2;    /* finite */
+};
+
+#define STORE_METHOD_SIZE 64
+
+struct store_pstar {
+    double p_star;                  /* finite */
+    char method[STORE_METHOD_SIZE]; /* how it was found, e.g. "fista" */
+    double bound;                   /* a bound on P* - p_star; NAN: none */
+    int64_t computed_at;            /* set by put */
+};
+
+int store_pstar_get(struct store *st, const struct store_pstar_key *key,
+                    struct store_pstar *out, struct store_err *err);
+/* Inserts or replaces. */
+int store_pstar_put(struct store *st, const struct store_pstar_key *key,
+                    const struct store_pstar *val, struct store_err *err);
+
+/* ---- Experiments ----------------------------------------------------- */
+
+struct store_experiment_new {
+    const char *owner;
+    const char *name; /* NULL or "": none */
+    const char *spec; /* the experiment's JSON as the caller stores it */
+};
+
+struct store_experiment {
+    char id[STORE_ID_LEN + 1];
+    char *owner;
+    char *name;
+    char *spec;
+    int64_t created_at;
+};
+
+void store_experiment_clear(struct store_experiment *x);
+
+/*
+ * Creates an experiment and its njobs jobs in one transaction: all or
+ * nothing. The jobs belong to the experiment's owner (their owner field is
+ * ignored) and take no idempotency key (STORE_EINVAL). jobs_out, when not
+ * NULL, receives the njobs jobs created (store_job_clear each).
+ */
+int store_experiment_create(struct store *st,
+                            const struct store_experiment_new *in,
+                            const struct store_job_new *jobs, size_t njobs,
+                            struct store_experiment *out,
+                            struct store_job *jobs_out,
+                            struct store_err *err);
+
+/* Ownership as for store_job_get. */
+int store_experiment_get(struct store *st, const char *id, const char *owner,
+                         struct store_experiment *out, struct store_err *err);
+
+/* The experiment's jobs in creation order (store_jobs_free). */
+int store_experiment_list_jobs(struct store *st, const char *id,
+                               const char *owner, struct store_job **out,
+                               size_t *n, struct store_err *err);
+
+/* ---- Datasets -------------------------------------------------------- */
+
+/* The stats of a dataset file in the data directory. */
+struct store_dataset {
+    char *name;
+    char sha256[65];
+    int64_t rows, d, nnz;
+    char *labels;        /* JSON array [neg, pos] */
+    int64_t bytes;       /* file size */
+    int64_t uploaded_at; /* 0 on put: now */
+};
+
+void store_dataset_clear(struct store_dataset *ds);
+void store_datasets_free(struct store_dataset *ds, size_t n);
+
+/* Inserts or replaces by name. */
+int store_dataset_put(struct store *st, const struct store_dataset *ds,
+                      struct store_err *err);
+int store_dataset_get(struct store *st, const char *name,
+                      struct store_dataset *out, struct store_err *err);
+/* Every dataset, by name. */
+int store_dataset_list(struct store *st, struct store_dataset **out,
+                       size_t *n, struct store_err *err);
+int store_dataset_delete(struct store *st, const char *name,
+                         struct store_err *err);
+
+#endif
