@@ -1,7 +1,7 @@
 # ecopt: one non-recursive Makefile.
 #   make            build build/ecopt
 #   make check      install missing Debian packages (as root), build, run every test
-#   make run        install, build, and run the example job
+#   make run        install, build, and serve on 127.0.0.1:8080
 #   make bench      benchmarks (results in bench/results/)
 #   make asan-check the test suite under AddressSanitizer + UBSan
 
@@ -28,7 +28,7 @@ SERVICE_OBJ := $(SERVICE_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/%.o)
 # The schema, embedded: migrations/NNNN_slug.sql become a generated C file.
 MIGRATIONS  := $(sort $(wildcard migrations/*.sql))
-MIGRATIONS_OBJ := $(BUILD)/gen/migrations.o
+MIGRATIONS_OBJ := $(BUILD)/gen/migrations.o $(BUILD)/gen/openapi.o
 # Everything of the binary but its main(), so tests can link the same code.
 APP_OBJ     := $(SERVICE_OBJ) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ)) $(MIGRATIONS_OBJ)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -60,6 +60,14 @@ $(BUILD)/gen/migrations.c: tools/embed-migrations.sh $(MIGRATIONS)
 	sh tools/embed-migrations.sh $@ $(MIGRATIONS)
 
 $(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c service/store_migrations.h
+	$(CC_ALL) -c $< -o $@
+
+# The API contract, served at /openapi.yaml.
+$(BUILD)/gen/openapi.c: tools/embed-text.sh api/openapi.yaml
+	@mkdir -p $(dir $@)
+	sh tools/embed-text.sh openapi_yaml api/openapi.yaml $@
+
+$(BUILD)/gen/openapi.o: $(BUILD)/gen/openapi.c
 	$(CC_ALL) -c $< -o $@
 
 $(ENGINE_LIB): $(ENGINE_OBJ)
@@ -110,8 +118,11 @@ asan-check: deps
 	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \
 	    sh tests/run-suites.sh $(TEST_SRC:tests/%.c=build-asan/tests/%)
 
+# The service on 127.0.0.1:8080 with an SQLite file here and the shared
+# datasets; authentication is off, explicitly, for this local quick start.
 run: deps all
-	./$(BUILD)/ecopt run examples/eclk-mushrooms.json
+	./$(BUILD)/ecopt serve --listen 127.0.0.1:8080 --db ecopt.db \
+	    --data-dir $(ECOPT_DATA_DIR) --auth off
 
 # Each benchmark writes its table to bench/results/ as well as stdout.
 bench: all $(BENCH_BIN)

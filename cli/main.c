@@ -12,7 +12,8 @@ static const char usage[] =
     "usage: ecopt COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  run JOB.json   run a job in this process and print its progress\n"
+    "  run JOB.json   run a job and print its progress\n"
+    "  serve          serve the REST API (see api/openapi.yaml)\n"
     "\n"
     "ecopt COMMAND --help shows a command's options; ecopt --version.\n";
 
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "ecopt: unknown command '%s'\n%s", argv[1], usage);
     return EXIT_USAGE;
 }

@@ -1,0 +1,99 @@
+/*
+ * The service as one object: its configuration, the database connections,
+ * the tokens, the scheduler of coordinator processes and the HTTP server.
+ * `ecopt serve` makes one, runs it until SIGTERM, and frees it.
+ */
+#ifndef ECOPT_APP_H
+#define ECOPT_APP_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http.h"
+#include "store.h"
+
+struct config {
+    char host[64];
+    unsigned port;
+    char db[PATH_MAX];
+    char data_dir[PATH_MAX];
+    char tokens_file[PATH_MAX];
+    int auth_off;                 /* only when asked for explicitly */
+    char exe[PATH_MAX];           /* the ecopt binary coordinators run */
+    char state_dir[PATH_MAX];     /* job specs and coordinator logs */
+    unsigned max_running;         /* jobs running at once */
+    unsigned max_total_workers;   /* workers of all running jobs */
+    unsigned max_workers_per_job;
+    unsigned max_queued_per_token;
+    uint64_t max_rounds;          /* per job */
+    double max_seconds;           /* per job */
+    size_t max_body;
+    unsigned threads;
+    int access_log_off;
+};
+
+/* Defaults, then the environment (ECOPT_*), then argv; a sentence naming
+ * the flag or variable and what it accepts on error. */
+int config_load(struct config *cfg, int argc, char **argv, char *err,
+                size_t errlen);
+
+struct token {
+    char name[64];
+    char secret[128];
+    int admin;
+};
+
+struct auth {
+    struct token *tokens;
+    size_t n;
+    int off;
+};
+
+/* Lines "name:secret" or "name:secret:admin"; '#' starts a comment. */
+int auth_load(struct auth *a, const char *path, char *err, size_t errlen);
+void auth_free(struct auth *a);
+/*
+ * The token presented, compared in constant time against every known one
+ * (the time does not depend on which, or whether, one matches). NULL when
+ * none matches. With auth off, a fixed admin identity.
+ */
+const struct token *auth_check(const struct auth *a, const char *presented);
+
+struct sched;
+
+struct app {
+    struct config cfg;
+    struct auth auth;
+    struct store *writer;         /* every write goes through it ... */
+    pthread_mutex_t wlock;        /* ... one at a time */
+    struct store **readers;       /* a pool for the request threads */
+    int *reader_busy;
+    size_t nreaders;
+    pthread_mutex_t rlock;
+    pthread_cond_t rcond;
+    struct sched *sched;
+    struct http_server *http;
+};
+
+/* Borrow a reader connection; give it back. Never NULL once started. */
+struct store *app_reader(struct app *app);
+void app_reader_done(struct app *app, struct store *st);
+
+/* The route table (handlers.c) and its size. */
+extern const struct http_route app_routes[];
+extern const size_t app_nroutes;
+
+/* The scheduler (sched.c): starts queued jobs within the limits, reads
+ * their progress into the store, and ends them. */
+int sched_start(struct app *app, char *err, size_t errlen);
+void sched_wake(struct sched *s);
+/* SIGTERM to a running job's coordinator group; 0, or < 0 if not running
+ * here (the caller then finishes a queued job itself). */
+int sched_cancel(struct sched *s, const char *id);
+/* Stops starting jobs, ends the running ones (marked interrupted), joins. */
+void sched_stop(struct sched *s);
+unsigned sched_running(struct sched *s);
+
+#endif

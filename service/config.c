@@ -1,0 +1,244 @@
+/* The service's configuration: defaults, ECOPT_* variables, then flags. */
+#include "app.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int parse_listen(const char *s, struct config *c, char *err,
+                        size_t errlen, const char *what)
+{
+    const char *colon = strrchr(s, ':');
+    char *end;
+    unsigned long port;
+    size_t hl;
+
+    if (!colon || colon == s) {
+        snprintf(err, errlen, "%s must be HOST:PORT, e.g. 127.0.0.1:8080 (got '%s')",
+                 what, s);
+        return -1;
+    }
+    hl = (size_t)(colon - s);
+    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {    /* [::1]:8080 */
+        s++;
+        hl -= 2;
+    }
+    if (hl >= sizeof c->host) {
+        snprintf(err, errlen, "%s: host too long", what);
+        return -1;
+    }
+    errno = 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || port > 65535) {
+        snprintf(err, errlen, "%s: port must be in 0..65535 (got '%s')", what,
+                 colon + 1);
+        return -1;
+    }
+    memcpy(c->host, s, hl);
+    c->host[hl] = '\0';
+    c->port = (unsigned)port;
+    return 0;
+}
+
+static int parse_uint(const char *s, unsigned long long lo,
+                      unsigned long long hi, unsigned long long *out,
+                      char *err, size_t errlen, const char *what)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi) {
+        snprintf(err, errlen, "%s must be an integer in %llu..%llu (got '%s')",
+                 what, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int copy_path(char *dst, size_t len, const char *src, char *err,
+                     size_t errlen, const char *what)
+{
+    if (!*src || strlen(src) >= len) {
+        snprintf(err, errlen, "%s must be a path of 1..%zu bytes", what, len - 1);
+        return -1;
+    }
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+/* One setting from either source; `what` names it in messages. */
+static int apply(struct config *c, int key, const char *v, const char *what,
+                 char *err, size_t errlen)
+{
+    unsigned long long u;
+
+    switch (key) {
+    case 'l':
+        return parse_listen(v, c, err, errlen, what);
+    case 'b':
+        return copy_path(c->db, sizeof c->db, v, err, errlen, what);
+    case 'd':
+        return copy_path(c->data_dir, sizeof c->data_dir, v, err, errlen, what);
+    case 't':
+        return copy_path(c->tokens_file, sizeof c->tokens_file, v, err, errlen, what);
+    case 'a':
+        if (strcmp(v, "off") == 0)
+            c->auth_off = 1;
+        else if (strcmp(v, "on") == 0)
+            c->auth_off = 0;
+        else {
+            snprintf(err, errlen, "%s must be on or off (got '%s')", what, v);
+            return -1;
+        }
+        return 0;
+    case 'r':
+        if (parse_uint(v, 1, 1024, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_running = (unsigned)u;
+        return 0;
+    case 'w':
+        if (parse_uint(v, 1, 1u << 20, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_total_workers = (unsigned)u;
+        return 0;
+    case 'W':
+        if (parse_uint(v, 1, 4096, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_workers_per_job = (unsigned)u;
+        return 0;
+    case 'q':
+        if (parse_uint(v, 1, 1000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_queued_per_token = (unsigned)u;
+        return 0;
+    case 'R':
+        if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_rounds = u;
+        return 0;
+    case 'S':
+        if (parse_uint(v, 1, 30ull * 24 * 3600, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_seconds = (double)u;
+        return 0;
+    case 'B':
+        if (parse_uint(v, 1024, 1ull << 30, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_body = (size_t)u;
+        return 0;
+    case 'T':
+        if (parse_uint(v, 1, 256, &u, err, errlen, what) < 0)
+            return -1;
+        c->threads = (unsigned)u;
+        return 0;
+    case 's':
+        return copy_path(c->state_dir, sizeof c->state_dir, v, err, errlen, what);
+    }
+    return 0;
+}
+
+static const struct {
+    int key;
+    const char *flag, *env;
+} settings[] = {
+    {'l', "listen", "ECOPT_LISTEN"},
+    {'b', "db", "ECOPT_DB"},
+    {'d', "data-dir", "ECOPT_DATA_DIR"},
+    {'t', "tokens-file", "ECOPT_TOKENS_FILE"},
+    {'a', "auth", "ECOPT_AUTH"},
+    {'r', "max-running", "ECOPT_MAX_RUNNING"},
+    {'w', "max-total-workers", "ECOPT_MAX_TOTAL_WORKERS"},
+    {'W', "max-workers-per-job", "ECOPT_MAX_WORKERS_PER_JOB"},
+    {'q', "max-queued-per-token", "ECOPT_MAX_QUEUED_PER_TOKEN"},
+    {'R', "max-rounds", "ECOPT_MAX_ROUNDS"},
+    {'S', "max-seconds", "ECOPT_MAX_SECONDS"},
+    {'B', "max-body", "ECOPT_MAX_BODY"},
+    {'T', "threads", "ECOPT_THREADS"},
+    {'s', "state-dir", "ECOPT_STATE_DIR"},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+int config_load(struct config *c, int argc, char **argv, char *err,
+                size_t errlen)
+{
+    struct option opts[NSETTINGS + 2];
+    char what[96];
+    ssize_t len;
+    int ch;
+
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = 8080;
+    snprintf(c->db, sizeof c->db, "ecopt.db");
+    snprintf(c->data_dir, sizeof c->data_dir, "datasets");
+    c->max_running = 2;
+    c->max_total_workers = 64;
+    c->max_workers_per_job = 64;
+    c->max_queued_per_token = 100;
+    c->max_rounds = 10000000;
+    c->max_seconds = 24 * 3600;
+    c->max_body = 1 << 20;
+    c->threads = 4;
+    len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
+    c->exe[len > 0 ? len : 0] = '\0';
+
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *v = getenv(settings[i].env);
+        if (v && *v && apply(c, settings[i].key, v, settings[i].env, err, errlen) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        opts[i].name = settings[i].flag;
+        opts[i].has_arg = required_argument;
+        opts[i].flag = NULL;
+        opts[i].val = settings[i].key;
+    }
+    opts[NSETTINGS] = (struct option){"quiet", no_argument, NULL, 'Q'};
+    opts[NSETTINGS + 1] = (struct option){NULL, 0, NULL, 0};
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (ch == 'Q') {
+            c->access_log_off = 1;
+            continue;
+        }
+        if (ch == '?') {
+            snprintf(err, errlen, "unknown option (see ecopt serve --help)");
+            return -1;
+        }
+        for (size_t i = 0; i < NSETTINGS; i++)
+            if (settings[i].key == ch)
+                snprintf(what, sizeof what, "--%s", settings[i].flag);
+        if (apply(c, ch, optarg, what, err, errlen) < 0)
+            return -1;
+    }
+    if (optind != argc) {
+        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    if (!c->auth_off && !c->tokens_file[0]) {
+        snprintf(err, errlen, "no tokens: set ECOPT_TOKENS_FILE (or --tokens-file), "
+                 "or ECOPT_AUTH=off (--auth off) to serve without authentication");
+        return -1;
+    }
+    if (!c->state_dir[0]) {
+        size_t dl = strlen(c->db);
+        if (dl + sizeof ".jobs" > sizeof c->state_dir) {
+            snprintf(err, errlen, "--db path too long to derive the state directory");
+            return -1;
+        }
+        memcpy(c->state_dir, c->db, dl);
+        memcpy(c->state_dir + dl, ".jobs", sizeof ".jobs");
+    }
+    if (access(c->data_dir, R_OK | X_OK) != 0) {
+        snprintf(err, errlen, "data directory %s: %s (ECOPT_DATA_DIR or --data-dir)",
+                 c->data_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,606 @@
+/*
+ * The REST handlers: decode -> check -> call -> encode, all alike. The
+ * route table at the bottom is the service's whole surface; the test
+ * checks it against api/openapi.yaml.
+ */
+#define _GNU_SOURCE
+#include "app.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "describe.h"
+#include "jobspec.h"
+
+extern const char openapi_yaml[];
+extern const size_t openapi_yaml_len;
+
+#define LIST_DEFAULT 50
+#define LIST_MAX 500
+#define METRICS_DEFAULT 1000
+#define METRICS_MAX 10000
+
+/* Who is asking: the token, or a 401 already replied. */
+static const struct token *authn(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = auth_check(&a->auth, rq->token);
+
+    if (!t) {
+        http_reply_header(rs, "WWW-Authenticate", "Bearer");
+        http_reply_problem(rs, 401, NULL,
+                           rq->token ? "the bearer token is not known"
+                                     : "an Authorization: Bearer token is required",
+                           NULL);
+    }
+    return t;
+}
+
+/* Jobs an admin may see are everyone's: owner NULL. */
+static const char *owner_of(const struct token *t)
+{
+    return t->admin ? NULL : t->name;
+}
+
+static json_t *parsed_or_null(const char *text)
+{
+    json_t *v = text ? json_loads(text, 0, NULL) : NULL;
+    return v ? v : json_null();
+}
+
+static json_t *ms_or_null(int64_t ms)
+{
+    return ms > 0 ? json_integer(ms) : json_null();
+}
+
+static json_t *job_json(const struct store_job *j)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "state", json_string(store_job_state_name(j->state)));
+    json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
+    json_object_set_new(o, "owner", json_string(j->owner));
+    json_object_set_new(o, "name", json_string(j->name ? j->name : ""));
+    json_object_set_new(o, "labels", parsed_or_null(j->labels));
+    json_object_set_new(o, "algorithm", json_string(j->algorithm));
+    json_object_set_new(o, "compressor", json_string(j->compressor));
+    json_object_set_new(o, "dataset", json_string(j->dataset));
+    json_object_set_new(o, "backend", json_string(j->backend));
+    json_object_set_new(o, "workers", json_integer(j->workers));
+    json_object_set_new(o, "created_at", ms_or_null(j->created_at));
+    json_object_set_new(o, "started_at", ms_or_null(j->started_at));
+    json_object_set_new(o, "finished_at", ms_or_null(j->finished_at));
+    json_object_set_new(o, "progress",
+                        json_pack("{s:o, s:o, s:o, s:o}", "round",
+                                  j->round >= 0 ? json_integer(j->round) : json_null(),
+                                  "rel_gap", describe_real(j->rel_gap), "bits_up",
+                                  describe_real(j->bits_up), "updated_at",
+                                  ms_or_null(j->updated_at)));
+    json_object_set_new(o, "spec", parsed_or_null(j->spec));
+    json_object_set_new(o, "problem", parsed_or_null(j->problem));
+    json_object_set_new(o, "params", parsed_or_null(j->params));
+    return o;
+}
+
+/* Store failures as problems: 404, 409, 503 for a full disk, else 500. */
+static int store_problem(struct http_resp *rs, const struct store_err *e,
+                         const char *what)
+{
+    switch (e->code) {
+    case STORE_ENOTFOUND:
+        return http_reply_problem(rs, 404, NULL, what, NULL);
+    case STORE_ESTATE:
+        return http_reply_problem(rs, 409, NULL, e->msg, NULL);
+    case STORE_EFULL:
+    case STORE_EBUSY:
+        http_reply_header(rs, "Retry-After", "5");
+        return http_reply_problem(rs, 503, NULL, e->msg, NULL);
+    default:
+        return http_reply_problem(rs, 500, NULL, e->msg, NULL);
+    }
+}
+
+/* A non-negative integer query parameter within lo..hi, or a 400. */
+static int query_uint(struct http_req *rq, struct http_resp *rs,
+                      const char *name, long long lo, long long hi,
+                      long long dflt, long long *out)
+{
+    const char *v = http_query(rq, name);
+    char *end, detail[160];
+    long long x;
+
+    *out = dflt;
+    if (!v)
+        return 0;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        snprintf(detail, sizeof detail, "%s must be an integer in %lld..%lld (got '%.40s')",
+                 name, lo, hi, v);
+        http_reply_problem(rs, 400, NULL, detail,
+                           json_pack("{s:s, s:I, s:I}", "parameter", name, "min",
+                                     (json_int_t)lo, "max", (json_int_t)hi));
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* ---- health and operations ----------------------------------------------- */
+
+static int h_livez(struct http_req *rq, struct http_resp *rs)
+{
+    (void)rq;
+    return http_reply_json(rs, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int h_readyz(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    struct store *st = app_reader(a);
+    struct store_err e = {0};
+    int db_ok = store_ping(st, &e) == 0;
+    int exe_ok = access(a->cfg.exe, X_OK) == 0;
+
+    app_reader_done(a, st);
+    if (!db_ok || !exe_ok) {
+        http_reply_header(rs, "Retry-After", "5");
+        return http_reply_problem(rs, 503, NULL,
+                                  !db_ok ? e.msg : "the coordinator binary is not executable",
+                                  json_pack("{s:b, s:b}", "database", db_ok, "spawn", exe_ok));
+    }
+    return http_reply_json(rs, 200, json_pack("{s:s, s:b, s:b}", "status", "ready",
+                                              "database", 1, "spawn", 1));
+}
+
+static int h_openapi(struct http_req *rq, struct http_resp *rs)
+{
+    (void)rq;
+    return http_reply_text(rs, 200, "application/yaml", openapi_yaml, openapi_yaml_len);
+}
+
+static int h_prometheus(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    char *http_text = http_metrics_text(a->http);
+    struct store *st = app_reader(a);
+    struct store_counts c = {0};
+    struct store_err e = {0};
+    char *out = NULL;
+    int rc;
+
+    store_counts(st, NULL, &c, &e);
+    app_reader_done(a, st);
+    if (asprintf(&out,
+                 "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n"
+                 "ecopt_jobs{state=\"queued\"} %lld\necopt_jobs{state=\"running\"} %lld\n"
+                 "# HELP ecopt_running_workers Workers of running jobs.\n"
+                 "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n%s",
+                 (long long)c.queued, (long long)c.running,
+                 (long long)c.running_workers, http_text ? http_text : "") < 0)
+        out = NULL;
+    free(http_text);
+    if (!out)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    rc = http_reply_text(rs, 200, "text/plain; version=0.0.4", out, strlen(out));
+    free(out);
+    return rc;
+}
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+/* A dataset a job may name: a file directly inside the data directory. */
+static int dataset_ok(const struct app *a, const char *name, char *detail,
+                      size_t len)
+{
+    char path[PATH_MAX + 1100];
+    struct stat stt;
+
+    if (!*name || strchr(name, '/') || name[0] == '.') {
+        snprintf(detail, len, "must be the name of a file in the data directory "
+                 "(no '/', not starting with '.')");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, name);
+    if (stat(path, &stt) != 0 || !S_ISREG(stt.st_mode)) {
+        snprintf(detail, len, "no dataset '%.100s' (GET /v1/datasets lists them)", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* A 422 naming one field and, for limits, the limit and its value. */
+static int reject_field(struct http_resp *rs, const char *field,
+                        const char *detail, const char *limit, double value)
+{
+    json_t *errors = json_pack("[{s:s, s:s}]", "field", field, "detail", detail);
+    json_t *extra = json_pack("{s:o}", "errors", errors);
+
+    if (limit) {
+        json_object_set_new(extra, "limit", json_string(limit));
+        json_object_set_new(extra, "value", json_real(value));
+    }
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s: %s", field, detail);
+    return http_reply_problem(rs, 422, "Invalid job", msg, extra);
+}
+
+static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct jobspec spec;
+    struct jobspec_errors errs = {0};
+    struct store_job_new in = {0};
+    struct store_job job = {0};
+    struct store_counts c = {0};
+    struct store_err e = {0};
+    char detail[400], *spec_text = NULL, *labels_text = NULL, location[64];
+    json_t *canon = NULL, *labels = NULL;
+    int rc;
+
+    if (!t)
+        return 0;
+    rc = jobspec_parse(rq->body, rq->body_len, &spec, &errs);
+    if (rc == EC_EPARSE || rc == EC_ENOMEM) {
+        jobspec_errors_format(&errs, detail, sizeof detail);
+        return http_reply_problem(rs, rc == EC_ENOMEM ? 500 : 400, NULL, detail, NULL);
+    }
+    if (rc < 0) {
+        json_t *list = json_array();
+        for (unsigned i = 0; i < errs.count; i++)
+            json_array_append_new(list, json_pack("{s:s, s:s}", "field", errs.item[i].field,
+                                                  "detail", errs.item[i].detail));
+        jobspec_errors_format(&errs, detail, sizeof detail);
+        return http_reply_problem(rs, 422, "Invalid job", detail,
+                                  json_pack("{s:o}", "errors", list));
+    }
+    if (spec.backend == JOBSPEC_BACKEND_MPI)
+        return reject_field(rs, "backend", "mpi is not available through the service "
+                            "yet; use process or inproc", NULL, 0);
+    if (dataset_ok(a, spec.job.dataset, detail, sizeof detail) < 0)
+        return reject_field(rs, "dataset", detail, NULL, 0);
+    if (spec.job.workers > a->cfg.max_workers_per_job) {
+        snprintf(detail, sizeof detail, "at most %u workers per job on this server (got %u)",
+                 a->cfg.max_workers_per_job, spec.job.workers);
+        return reject_field(rs, "workers", detail, "max_workers_per_job",
+                            a->cfg.max_workers_per_job);
+    }
+    if (spec.job.max_rounds > a->cfg.max_rounds) {
+        snprintf(detail, sizeof detail, "at most %llu rounds per job on this server (got %llu)",
+                 (unsigned long long)a->cfg.max_rounds,
+                 (unsigned long long)spec.job.max_rounds);
+        return reject_field(rs, "max_rounds", detail, "max_rounds", (double)a->cfg.max_rounds);
+    }
+    if (spec.job.max_seconds > a->cfg.max_seconds) {
+        snprintf(detail, sizeof detail, "at most %.0f seconds per job on this server (got %g)",
+                 a->cfg.max_seconds, spec.job.max_seconds);
+        return reject_field(rs, "max_seconds", detail, "max_seconds", a->cfg.max_seconds);
+    }
+
+    canon = jobspec_to_json(&spec);
+    spec_text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    labels = canon ? json_object_get(canon, "labels") : NULL;
+    labels_text = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
+                                         : strdup("{}");
+    if (!spec_text || !labels_text) {
+        rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+        goto out;
+    }
+    in.owner = t->name;
+    in.spec = spec_text;
+    in.name = spec.name;
+    in.labels = labels_text;
+    in.algorithm = ec_algo_name(spec.job.algorithm);
+    in.compressor = ec_comp_name(spec.job.compressor.type);
+    in.dataset = spec.job.dataset;
+    in.backend = jobspec_backend_name(spec.backend);
+    in.workers = spec.job.workers;
+    in.idempotency_key = http_header(rq, "Idempotency-Key");
+    in.request_hash = in.idempotency_key ? spec_text : NULL;
+
+    pthread_mutex_lock(&a->wlock);
+    rc = store_counts(a->writer, t->name, &c, &e);
+    if (rc == 0 && !in.idempotency_key && c.owner_queued >= a->cfg.max_queued_per_token) {
+        pthread_mutex_unlock(&a->wlock);
+        snprintf(detail, sizeof detail,
+                 "max_queued_per_token: at most %u queued jobs per token (you have %lld)",
+                 a->cfg.max_queued_per_token, (long long)c.owner_queued);
+        http_reply_header(rs, "Retry-After", "10");
+        rc = http_reply_problem(rs, 429, NULL, detail,
+                                json_pack("{s:s, s:I}", "limit", "max_queued_per_token",
+                                          "value", (json_int_t)a->cfg.max_queued_per_token));
+        goto out;
+    }
+    if (rc == 0)
+        rc = store_job_create(a->writer, &in, &job, &e);
+    pthread_mutex_unlock(&a->wlock);
+    if (rc == STORE_ECONFLICT) {
+        rc = http_reply_problem(rs, 422, NULL,
+                                "Idempotency-Key was already used with a different request body",
+                                json_pack("{s:s}", "field", "Idempotency-Key"));
+        goto out;
+    }
+    if (rc < 0) {
+        rc = store_problem(rs, &e, "job not created");
+        goto out;
+    }
+    sched_wake(a->sched);
+    snprintf(location, sizeof location, "/v1/jobs/%s", job.id);
+    http_reply_header(rs, "Location", location);
+    rc = http_reply_json(rs, rc == STORE_EXISTING ? 200 : 201, job_json(&job));
+out:
+    store_job_clear(&job);
+    json_decref(canon);
+    free(spec_text);
+    free(labels_text);
+    return rc;
+}
+
+static int h_jobs_list(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job_filter f = {0};
+    struct store_job *jobs = NULL;
+    struct store_err e = {0};
+    char next[STORE_CURSOR_SIZE] = "", key[80] = "";
+    const char *state = http_query(rq, "state"), *label = http_query(rq, "label");
+    long long limit;
+    size_t n = 0;
+    struct store *st;
+    int rc;
+
+    if (!t || query_uint(rq, rs, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit) < 0)
+        return 0;
+    f.owner = owner_of(t);
+    f.state = -1;
+    if (state) {
+        enum store_job_state s;
+        if (store_job_state_from_name(state, &s) < 0)
+            return http_reply_problem(rs, 400, NULL,
+                                      "state must be one of queued, running, succeeded, "
+                                      "failed, cancelled, interrupted",
+                                      json_pack("{s:s}", "parameter", "state"));
+        f.state = (int)s;
+    }
+    f.algorithm = http_query(rq, "algorithm");
+    f.dataset = http_query(rq, "dataset");
+    if (label) {
+        const char *eq = strchr(label, '=');
+        size_t kl = eq ? (size_t)(eq - label) : strlen(label);
+        if (kl == 0 || kl >= sizeof key)
+            return http_reply_problem(rs, 400, NULL, "label must be KEY or KEY=VALUE",
+                                      json_pack("{s:s}", "parameter", "label"));
+        memcpy(key, label, kl);
+        key[kl] = '\0';
+        f.label_key = key;
+        f.label_value = eq ? eq + 1 : NULL;
+    }
+    st = app_reader(a);
+    rc = store_job_list(st, &f, http_query(rq, "cursor"), (size_t)limit, &jobs, &n, next, &e);
+    app_reader_done(a, st);
+    if (rc == STORE_EINVAL)
+        return http_reply_problem(rs, 400, NULL, "cursor is not one this server issued",
+                                  json_pack("{s:s}", "parameter", "cursor"));
+    if (rc < 0)
+        return store_problem(rs, &e, "no jobs");
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, job_json(&jobs[i]));
+    store_jobs_free(jobs, n);
+    return http_reply_json(rs, 200, json_pack("{s:o, s:o}", "jobs", list, "next_cursor",
+                                              next[0] ? json_string(next) : json_null()));
+}
+
+/* Loads the job of the {id} parameter the caller may see, or replies 404. */
+static int load_job(struct http_req *rq, struct http_resp *rs,
+                    const struct token *t, struct store_job *job)
+{
+    struct app *a = rq->app;
+    struct store *st = app_reader(a);
+    struct store_err e = {0};
+    int rc = store_job_get(st, http_param(rq, "id"), owner_of(t), job, &e);
+
+    app_reader_done(a, st);
+    if (rc < 0) {
+        store_problem(rs, &e, "no such job");
+        return -1;
+    }
+    return 0;
+}
+
+static int h_job_get(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    ec_metric last;
+    json_t *o;
+    struct store *st;
+
+    if (!t || load_job(rq, rs, t, &job) < 0)
+        return 0;
+    o = job_json(&job);
+    st = app_reader(a);
+    if (store_metrics_last(st, job.id, &last, &e) == 1)
+        json_object_set_new(o, "latest", describe_metric(&last));
+    else
+        json_object_set_new(o, "latest", json_null());
+    app_reader_done(a, st);
+    store_job_clear(&job);
+    return http_reply_json(rs, 200, o);
+}
+
+static int h_job_cancel(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    char reason[160];
+    int rc;
+
+    if (!t || load_job(rq, rs, t, &job) < 0)
+        return 0;
+    if (store_job_state_is_final(job.state)) {
+        snprintf(reason, sizeof reason, "job %s already ended (%s)", job.id,
+                 store_job_state_name(job.state));
+        store_job_clear(&job);
+        return http_reply_problem(rs, 409, NULL, reason, NULL);
+    }
+    if (sched_cancel(a->sched, job.id) == 0) {
+        json_t *o = job_json(&job);
+        json_object_set_new(o, "cancel_requested", json_true());
+        store_job_clear(&job);
+        return http_reply_json(rs, 202, o);
+    }
+    /* Not running here: still queued, so it ends now. */
+    snprintf(reason, sizeof reason, "cancelled by %s before it started", t->name);
+    pthread_mutex_lock(&a->wlock);
+    rc = store_job_finish(a->writer, job.id, STORE_JOB_CANCELLED, reason, &e);
+    if (rc == 0) {
+        store_job_clear(&job);
+        rc = store_job_get(a->writer, http_param(rq, "id"), NULL, &job, &e);
+    }
+    pthread_mutex_unlock(&a->wlock);
+    if (rc < 0 && e.code == STORE_ESTATE && sched_cancel(a->sched, job.id) == 0) {
+        /* It started between our two looks. */
+        json_t *o = job_json(&job);
+        json_object_set_new(o, "cancel_requested", json_true());
+        store_job_clear(&job);
+        return http_reply_json(rs, 202, o);
+    }
+    if (rc < 0) {
+        store_job_clear(&job);
+        return store_problem(rs, &e, "no such job");
+    }
+    rc = http_reply_json(rs, 200, job_json(&job));
+    store_job_clear(&job);
+    return rc;
+}
+
+static int h_job_delete(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_err e = {0};
+    const char *id = http_param(rq, "id");
+    char path[PATH_MAX + 64];
+    int rc;
+
+    if (!t)
+        return 0;
+    pthread_mutex_lock(&a->wlock);
+    rc = store_job_delete(a->writer, id, owner_of(t), &e);
+    pthread_mutex_unlock(&a->wlock);
+    if (rc < 0)
+        return store_problem(rs, &e, "no such job");
+    snprintf(path, sizeof path, "%s/%s.json", a->cfg.state_dir, id);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s.log", a->cfg.state_dir, id);
+    unlink(path);
+    return http_reply_text(rs, 204, "text/plain", "", 0);
+}
+
+static int wants_csv(struct http_req *rq)
+{
+    const char *accept = http_header(rq, "Accept");
+    const char *format = http_query(rq, "format");
+
+    return (format && strcmp(format, "csv") == 0) ||
+           (accept && strstr(accept, "text/csv"));
+}
+
+static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    struct store_metrics_page page = {0};
+    long long after, limit, every, max_points;
+    ec_metric *rows = NULL;
+    struct store *st;
+    int rc;
+
+    if (!t || query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0 ||
+        query_uint(rq, rs, "limit", 1, METRICS_MAX, METRICS_DEFAULT, &limit) < 0 ||
+        query_uint(rq, rs, "every", 1, 1000000000, 1, &every) < 0 ||
+        query_uint(rq, rs, "max_points", 2, METRICS_MAX, 0, &max_points) < 0)
+        return 0;
+    if (load_job(rq, rs, t, &job) < 0)
+        return 0;
+    st = app_reader(a);
+    if (max_points > 0) {
+        /* Downsample so that the whole remaining curve fits in max_points. */
+        int64_t count = 0;
+        if (store_metrics_count(st, job.id, after, &count, &e) == 0 && count > max_points)
+            every = (count + max_points - 2) / (max_points - 1);
+        if (limit > max_points)
+            limit = max_points;
+    }
+    rows = malloc((size_t)limit * sizeof *rows);
+    rc = rows ? store_metrics_query(st, job.id, after, (size_t)limit, (size_t)every, rows,
+                                    &page, &e)
+              : STORE_ENOMEM;
+    app_reader_done(a, st);
+    store_job_clear(&job);
+    if (rc < 0) {
+        free(rows);
+        return store_problem(rs, &e, "no such job");
+    }
+    if (wants_csv(rq)) {
+        size_t cap = 128 + page.count * 400, len = 0;
+        char *csv = malloc(cap), line[512];
+        if (!csv) {
+            free(rows);
+            return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+        }
+        len = (size_t)snprintf(csv, cap, "%s\n", describe_csv_header);
+        for (size_t i = 0; i < page.count; i++) {
+            int n = describe_csv_row(&rows[i], line, sizeof line);
+            if (n > 0 && len + (size_t)n + 2 < cap) {
+                memcpy(csv + len, line, (size_t)n);
+                len += (size_t)n;
+                csv[len++] = '\n';
+            }
+        }
+        char next[32];
+        snprintf(next, sizeof next, "%lld", (long long)page.next_after);
+        http_reply_header(rs, "X-Next-After", next);
+        rc = http_reply_text(rs, 200, "text/csv", csv, len);
+        free(csv);
+        free(rows);
+        return rc;
+    }
+    json_t *list = json_array();
+    for (size_t i = 0; i < page.count; i++)
+        json_array_append_new(list, describe_metric(&rows[i]));
+    free(rows);
+    return http_reply_json(rs, 200, json_pack("{s:o, s:I, s:b, s:I}", "rows", list,
+                                              "next_after", (json_int_t)page.next_after,
+                                              "more", page.more, "every",
+                                              (json_int_t)every));
+}
+
+const struct http_route app_routes[] = {
+    {"GET", "/livez", h_livez, 0},
+    {"GET", "/readyz", h_readyz, 0},
+    {"GET", "/metrics", h_prometheus, 0},
+    {"GET", "/openapi.yaml", h_openapi, 0},
+    {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY},
+    {"GET", "/v1/jobs", h_jobs_list, 0},
+    {"GET", "/v1/jobs/{id}", h_job_get, 0},
+    {"DELETE", "/v1/jobs/{id}", h_job_delete, 0},
+    {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0},
+    {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0},
+};
+const size_t app_nroutes = sizeof app_routes / sizeof app_routes[0];

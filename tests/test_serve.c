@@ -1,0 +1,549 @@
+/*
+ * `ecopt serve` as users meet it: the real server on a free port with a
+ * temporary database, driven with libcurl. Jobs through their whole life,
+ * validation, auth and ownership, idempotency, cancel, metrics as JSON and
+ * CSV, restart recovery after SIGKILL, and the route table against
+ * api/openapi.yaml.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "app.h"
+#include "testutil.h"
+
+struct server {
+    pid_t pid;
+    unsigned port;
+    char dir[64];
+    char db[128];
+};
+
+struct reply {
+    long status;
+    char *body;
+    size_t len;
+    char location[256];
+    char allow[128];
+    char content_type[128];
+};
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *tokens =
+    "alice:alice-secret-0123456789\n"
+    "bob:bob-secret-0123456789abc\n"
+    "root:root-secret-0123456789ab:admin\n";
+
+/* Starts ecopt serve on port 0 and reads the port it printed. */
+static void server_start(struct server *s, int reuse_dir)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    int out[2];
+    char line[512] = "", tok[128];
+    FILE *f;
+
+    if (!reuse_dir) {
+        snprintf(s->dir, sizeof s->dir, "/tmp/ecopt-serve-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(s->dir));
+        snprintf(s->db, sizeof s->db, "%s/ecopt.db", s->dir);
+        snprintf(tok, sizeof tok, "%s/tokens", s->dir);
+        f = fopen(tok, "w");
+        fputs(tokens, f);
+        fclose(f);
+    }
+    ck_assert_int_eq(pipe(out), 0);
+    s->pid = fork();
+    if (s->pid == 0) {
+        char listen[] = "127.0.0.1:0";
+        dup2(out[1], 1);
+        close(out[0]);
+        freopen("/dev/null", "w", stderr);
+        snprintf(tok, sizeof tok, "%s/tokens", s->dir);
+        execl(bin && *bin ? bin : "build/ecopt", "ecopt", "serve", "--listen", listen,
+              "--db", s->db, "--tokens-file", tok, "--max-rounds", "50000000",
+              "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    ck_assert_msg(sscanf(line, "ecopt: listening on http://127.0.0.1:%u", &s->port) == 1,
+                  "server said: %s", line);
+}
+
+static void server_stop(struct server *s, int sig)
+{
+    int st;
+
+    kill(s->pid, sig);
+    waitpid(s->pid, &st, 0);
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct reply *r = ctx;
+    size_t len = sz * n;
+
+    r->body = realloc(r->body, r->len + len + 1);
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct reply *r = ctx;
+    size_t len = sz * n;
+    char *dst = NULL;
+    size_t cap = 0, skip = 0;
+
+    if (len > 10 && strncasecmp(p, "Location: ", 10) == 0)
+        dst = r->location, cap = sizeof r->location, skip = 10;
+    else if (len > 7 && strncasecmp(p, "Allow: ", 7) == 0)
+        dst = r->allow, cap = sizeof r->allow, skip = 7;
+    else if (len > 14 && strncasecmp(p, "Content-Type: ", 14) == 0)
+        dst = r->content_type, cap = sizeof r->content_type, skip = 14;
+    if (dst) {
+        size_t l = len - skip;
+        while (l && (p[skip + l - 1] == '\r' || p[skip + l - 1] == '\n'))
+            l--;
+        if (l >= cap)
+            l = cap - 1;
+        memcpy(dst, p + skip, l);
+        dst[l] = '\0';
+    }
+    return len;
+}
+
+/* One request; token NULL for none; body NULL for none. */
+static struct reply req(const struct server *s, const char *method,
+                        const char *path, const char *token, const char *body,
+                        const char *extra_header)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct reply r = {0};
+    char url[512], auth[256];
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    if (body) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    if (extra_header)
+        h = curl_slist_append(h, extra_header);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (!r.body)
+        r.body = calloc(1, 1);
+    return r;
+}
+
+static json_t *json_of(const struct reply *r)
+{
+    json_error_t e;
+    json_t *doc = json_loads(r->body, 0, &e);
+
+    ck_assert_msg(doc != NULL, "not JSON (%s): %s", e.text, r->body);
+    return doc;
+}
+
+#define ALICE "alice-secret-0123456789"
+#define BOB "bob-secret-0123456789abc"
+#define ROOT "root-secret-0123456789ab"
+
+static const char small_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"eclk\","
+    " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 300}";
+static const char long_job[] =
+    "{\"dataset\": \"a9a\", \"workers\": 3, \"max_rounds\": 40000000, \"target\": 0}";
+
+/* Creates a job as token; returns its id (static buffer per call site). */
+static void create(const struct server *s, const char *token, const char *spec,
+                   char id[32])
+{
+    struct reply r = req(s, "POST", "/v1/jobs", token, spec, NULL);
+    json_t *doc;
+
+    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
+    char want[64];
+    snprintf(want, sizeof want, "/v1/jobs/%s", id);
+    ck_assert_str_eq(r.location, want);
+    json_decref(doc);
+    free(r.body);
+}
+
+/* Polls a job until its state is `state` (or the deadline). */
+static json_t *wait_state(const struct server *s, const char *token,
+                          const char *id, const char *state, double timeout)
+{
+    char path[96];
+    double t0 = now();
+
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (;;) {
+        struct reply r = req(s, "GET", path, token, NULL, NULL);
+        json_t *doc;
+        ck_assert_int_eq(r.status, 200);
+        doc = json_of(&r);
+        free(r.body);
+        if (strcmp(json_string_value(json_object_get(doc, "state")), state) == 0)
+            return doc;
+        ck_assert_msg(now() - t0 < timeout, "job %s still %s after %g s", id,
+                      json_string_value(json_object_get(doc, "state")), timeout);
+        json_decref(doc);
+        usleep(50000);
+    }
+}
+
+START_TEST(test_job_lifecycle)
+{
+    struct server s;
+    char id[32], path[128];
+    struct reply r;
+    json_t *doc, *rows;
+
+    server_start(&s, 0);
+    create(&s, ALICE, small_job, id);
+    doc = wait_state(&s, ALICE, id, "succeeded", 30);
+    ck_assert(json_is_object(json_object_get(doc, "problem")));
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "params"), "algorithm")),
+                     "eclk");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "latest"), "round")), 300);
+    json_decref(doc);
+
+    /* metrics: pages chained by next_after cover every row once */
+    long long after = -1, seen = 0, last_round = -1;
+    for (int page = 0; page < 100; page++) {
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=%lld&limit=7", id, after);
+        r = req(&s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_int_eq(r.status, 200);
+        doc = json_of(&r);
+        rows = json_object_get(doc, "rows");
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            long long round = json_integer_value(json_object_get(json_array_get(rows, i), "round"));
+            ck_assert_int_gt(round, last_round);
+            last_round = round;
+            seen++;
+        }
+        long long next = json_integer_value(json_object_get(doc, "next_after"));
+        int more = json_is_true(json_object_get(doc, "more"));
+        json_decref(doc);
+        free(r.body);
+        if (!more)
+            break;
+        ck_assert_int_gt(next, after);
+        after = next;
+    }
+    ck_assert_int_eq(seen, 31);         /* rounds 0, 10, ..., 300 */
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics", id);
+    r = req(&s, "GET", path, ALICE, NULL, "Accept: text/csv");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.content_type, "text/csv");
+    ck_assert_ptr_eq(strstr(r.body, "round,bits_up,"), r.body);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?max_points=5", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    doc = json_of(&r);
+    ck_assert_int_le(json_array_size(json_object_get(doc, "rows")), 5);
+    json_decref(doc);
+    free(r.body);
+
+    /* delete a finished job: then it is gone */
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    r = req(&s, "DELETE", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 204);
+    free(r.body);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_str_eq(r.content_type, "application/problem+json");
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+START_TEST(test_cancel_running)
+{
+    struct server s;
+    char id[32], path[128];
+    struct reply r;
+    json_t *doc;
+
+    server_start(&s, 0);
+    create(&s, ALICE, long_job, id);
+    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(&s, "POST", path, ALICE, "{}", NULL);
+    ck_assert_int_eq(r.status, 202);
+    free(r.body);
+    doc = wait_state(&s, ALICE, id, "cancelled", 5);
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(doc, "reason")), "cancelled"));
+    json_decref(doc);
+    r = req(&s, "POST", path, ALICE, "{}", NULL);
+    ck_assert_int_eq(r.status, 409);
+    free(r.body);
+    /* a running job cannot be deleted */
+    create(&s, ALICE, long_job, id);
+    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    r = req(&s, "DELETE", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 409);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+START_TEST(test_validation_and_routes)
+{
+    static const struct {
+        const char *method, *path, *body, *token;
+        long status;
+        const char *phrase;
+    } cases[] = {
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"workers\": 0, \"bogus\": 1}", ALICE,
+         422, "\"field\":\"workers\""},
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"workers\": 0, \"bogus\": 1}", ALICE,
+         422, "\"field\":\"bogus\""},
+        {"POST", "/v1/jobs", "{\"dataset\": \"../etc/passwd\"}", ALICE, 422, "\"field\":\"dataset\""},
+        {"POST", "/v1/jobs", "{\"dataset\": \"no-such\"}", ALICE, 422, "no dataset 'no-such'"},
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"workers\": 65}", ALICE, 422,
+         "\"limit\":\"max_workers_per_job\""},
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\"", ALICE, 400, "line 1"},
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"backend\": \"mpi\"}", ALICE, 422,
+         "\"field\":\"backend\""},
+        {"GET", "/v1/jobs?limit=501", NULL, ALICE, 400, "limit must be an integer in 1..500"},
+        {"GET", "/v1/jobs?state=odd", NULL, ALICE, 400, "state must be one of"},
+        {"GET", "/v1/jobs?cursor=zzz", NULL, ALICE, 400, "cursor"},
+        {"GET", "/v1/jobs", NULL, NULL, 401, "Authorization: Bearer"},
+        {"GET", "/v1/jobs", NULL, "wrong-token-0123456789", 401, "not known"},
+        {"GET", "/v1/nothing", NULL, ALICE, 404, "\"status\":404"},
+        {"PUT", "/v1/jobs", NULL, ALICE, 405, "\"status\":405"},
+        {"GET", "/livez", NULL, NULL, 200, "ok"},
+        {"GET", "/readyz", NULL, NULL, 200, "ready"},
+        {"GET", "/metrics", NULL, NULL, 200, "ecopt_jobs{state=\"queued\"}"},
+        {"GET", "/openapi.yaml", NULL, NULL, 200, "openapi: 3.0.3"},
+    };
+    struct server s;
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct reply r = req(&s, cases[i].method, cases[i].path, cases[i].token,
+                             cases[i].body, NULL);
+        ck_assert_msg(r.status == cases[i].status, "case %zu: %ld %s", i, r.status, r.body);
+        ck_assert_msg(strstr(r.body, cases[i].phrase), "case %zu: %s", i, r.body);
+        if (r.status >= 400)
+            ck_assert_str_eq(r.content_type, "application/problem+json");
+        if (r.status == 405)
+            ck_assert_msg(strstr(r.allow, "GET") && strstr(r.allow, "POST"), "Allow: %s", r.allow);
+        free(r.body);
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+START_TEST(test_ownership_and_idempotency)
+{
+    struct server s;
+    char id[32], path[128], id2[64];
+    struct reply r;
+    json_t *doc;
+
+    server_start(&s, 0);
+    create(&s, ALICE, small_job, id);
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    r = req(&s, "GET", path, BOB, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);            /* another user's job */
+    free(r.body);
+    r = req(&s, "GET", path, ROOT, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);            /* the admin sees all */
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", BOB, NULL, NULL);
+    doc = json_of(&r);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 0);
+    json_decref(doc);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(&s, "POST", path, BOB, "{}", NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+
+    r = req(&s, "POST", "/v1/jobs", BOB, small_job, "Idempotency-Key: k-1");
+    ck_assert_int_eq(r.status, 201);
+    doc = json_of(&r);
+    snprintf(id2, sizeof id2, "%s", json_string_value(json_object_get(doc, "id")));
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "POST", "/v1/jobs", BOB, small_job, "Idempotency-Key: k-1");
+    ck_assert_int_eq(r.status, 200);
+    doc = json_of(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "id")), id2);
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "POST", "/v1/jobs", BOB, long_job, "Idempotency-Key: k-1");
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "Idempotency-Key"));
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* SIGKILL the server while a job runs: after a restart the job is
+ * interrupted with a reason and every row stored before the kill is there. */
+START_TEST(test_restart_recovery)
+{
+    struct server s;
+    char id[32], path[128];
+    struct reply r;
+    json_t *doc;
+    long long rows_before = 0, rows_after = 0;
+
+    server_start(&s, 0);
+    create(&s, ALICE, long_job, id);
+    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10000", id);
+    for (double t0 = now(); rows_before < 5 && now() - t0 < 30;) {
+        r = req(&s, "GET", path, ALICE, NULL, NULL);
+        doc = json_of(&r);
+        rows_before = (long long)json_array_size(json_object_get(doc, "rows"));
+        json_decref(doc);
+        free(r.body);
+    }
+    ck_assert_int_ge(rows_before, 5);
+    server_stop(&s, SIGKILL);
+    server_start(&s, 1);
+    doc = wait_state(&s, ALICE, id, "interrupted", 5);
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(doc, "reason")),
+                                 "service stopped"));
+    json_decref(doc);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    doc = json_of(&r);
+    rows_after = (long long)json_array_size(json_object_get(doc, "rows"));
+    json_decref(doc);
+    free(r.body);
+    ck_assert_int_ge(rows_after, rows_before);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* The README's curl walk-through, run verbatim but for the port (the
+ * server here has auth on, so the test's server is started with it off). */
+START_TEST(test_readme_walkthrough)
+{
+    struct server s;
+    char cmd[1024], out[] = "/tmp/ecopt-walk-XXXXXX";
+    int st;
+    FILE *f;
+    char *text;
+    long n;
+
+    setenv("ECOPT_AUTH", "off", 1);
+    server_start(&s, 0);
+    unsetenv("ECOPT_AUTH");
+    close(mkstemp(out));
+    snprintf(cmd, sizeof cmd,
+             "awk '/^In another terminal/{f=1} f&&/^```sh/{g=1;next} g&&/^```/{exit} g' "
+             "README.md | sed 's/localhost:8080/localhost:%u/g' | sh > %s 2>&1",
+             s.port, out);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    f = fopen(out, "r");
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    text = calloc(1, (size_t)n + 1);
+    ck_assert_int_eq((long)fread(text, 1, (size_t)n, f), n);
+    fclose(f);
+    unlink(out);
+    ck_assert_msg(strstr(text, "{\"id\":\"j_"), "%s", text);
+    ck_assert_msg(strstr(text, "\"algorithm\":\"eclk\""), "%s", text);
+    ck_assert_msg(strstr(text, "round,bits_up,bits_down"), "%s", text);
+    free(text);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Every route in the code is in api/openapi.yaml and every path and
+ * method there is in the code. */
+START_TEST(test_openapi_matches_routes)
+{
+    FILE *f = fopen("api/openapi.yaml", "r");
+    char line[512], path[256] = "";
+    int in_paths = 0, documented = 0;
+
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f)) {
+        char method[16];
+        if (strncmp(line, "paths:", 6) == 0) {
+            in_paths = 1;
+            continue;
+        }
+        if (in_paths && line[0] != ' ' && line[0] != '\n')
+            break;
+        if (in_paths && strncmp(line, "  /", 3) == 0 &&
+            sscanf(line + 2, "%255[^:]:", path) == 1)
+            continue;
+        if (in_paths && sscanf(line, "    %15[a-z]:", method) == 1 &&
+            (strcmp(method, "get") == 0 || strcmp(method, "post") == 0 ||
+             strcmp(method, "delete") == 0 || strcmp(method, "put") == 0)) {
+            int found = 0;
+            for (size_t i = 0; i < app_nroutes; i++)
+                if (strcasecmp(app_routes[i].method, method) == 0 &&
+                    strcmp(app_routes[i].pattern, path) == 0)
+                    found = 1;
+            ck_assert_msg(found, "%s %s is documented but not routed", method, path);
+            documented++;
+        }
+    }
+    fclose(f);
+    ck_assert_int_eq(documented, (int)app_nroutes);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("serve");
+    TCase *tc = tcase_create("server");
+    int rc;
+
+    curl_global_init(CURL_GLOBAL_ALL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_openapi_matches_routes);
+    tcase_add_test(tc, test_validation_and_routes);
+    tcase_add_test(tc, test_job_lifecycle);
+    tcase_add_test(tc, test_cancel_running);
+    tcase_add_test(tc, test_ownership_and_idempotency);
+    tcase_add_test(tc, test_restart_recovery);
+    tcase_add_test(tc, test_readme_walkthrough);
+    suite_add_tcase(s, tc);
+    rc = tu_run(s);
+    curl_global_cleanup();
+    return rc;
+}
