@@ -14,14 +14,6 @@
 
 static char ecopt[1024];
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Runs a command, returns its exit status and stdout (malloc'd). */
 static int capture(const char *cmd, char **out)
 {
@@ -94,14 +86,15 @@ START_TEST(test_mpi_rows_equal_process)
 }
 END_TEST
 
-/* Processes whose command line mentions tag (the job's spec path). */
-static int count_procs(const char *tag)
+/* The pids of ecopt-mpi processes whose command line mentions tag (the
+ * job's spec path), up to max of them; returns how many. */
+static int mpi_pids(const char *tag, pid_t *pids, int max)
 {
     DIR *d = opendir("/proc");
     struct dirent *de;
     int n = 0;
 
-    while ((de = readdir(d))) {
+    while ((de = readdir(d)) && n < max) {
         char path[300], buf[4096];
         FILE *f;
         size_t len;
@@ -118,10 +111,17 @@ static int count_procs(const char *tag)
                 buf[i] = ' ';
         buf[len] = '\0';
         if (strstr(buf, tag) && strstr(buf, "ecopt-mpi"))
-            n++;
+            pids[n++] = (pid_t)atoi(de->d_name);
     }
     closedir(d);
     return n;
+}
+
+static int count_procs(const char *tag)
+{
+    pid_t pids[64];
+
+    return mpi_pids(tag, pids, 64);
 }
 
 /* Starts a long MPI job; returns the pid of mpirun (ecopt execs it). */
@@ -140,9 +140,9 @@ static pid_t start_long(char *spec, size_t len)
         _exit(127);
     }
     /* wait until the four ranks are up */
-    double t0 = now();
+    double t0 = tu_now();
     while (count_procs(spec) < 4) {
-        ck_assert_msg(now() - t0 < 30, "MPI ranks did not start");
+        ck_assert_msg(tu_now() - t0 < 30, "MPI ranks did not start");
         usleep(20000);
     }
     usleep(300000);
@@ -151,15 +151,15 @@ static pid_t start_long(char *spec, size_t len)
 
 static void wait_all_gone(pid_t pid, const char *spec, double limit)
 {
-    double t0 = now();
+    double t0 = tu_now();
     int st;
 
     while (waitpid(pid, &st, WNOHANG) != pid) {
-        ck_assert_msg(now() - t0 < limit, "mpirun still running after %g s", limit);
+        ck_assert_msg(tu_now() - t0 < limit, "mpirun still running after %g s", limit);
         usleep(10000);
     }
     while (count_procs(spec) > 0) {
-        ck_assert_msg(now() - t0 < limit, "ranks still running after %g s", limit);
+        ck_assert_msg(tu_now() - t0 < limit, "ranks still running after %g s", limit);
         usleep(10000);
     }
     ck_assert_msg(!WIFEXITED(st) || WEXITSTATUS(st) != 0,
@@ -180,31 +180,13 @@ END_TEST
 START_TEST(test_mpi_rank_killed)
 {
     char spec[64];
-    pid_t pid = start_long(spec, sizeof spec);
-    DIR *d = opendir("/proc");
-    struct dirent *de;
-    pid_t victim = 0;
+    pid_t pid = start_long(spec, sizeof spec), pids[64], victim = 0;
+    int n = mpi_pids(spec, pids, 64);
 
     /* any rank but rank 0: the youngest ecopt-mpi process will do */
-    while ((de = readdir(d))) {
-        char path[300], buf[4096];
-        FILE *f;
-        size_t len;
-        if (de->d_name[0] < '0' || de->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
-        if (!(f = fopen(path, "r")))
-            continue;
-        len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        for (size_t i = 0; i < len; i++)
-            if (buf[i] == '\0')
-                buf[i] = ' ';
-        buf[len] = '\0';
-        if (strstr(buf, spec) && strstr(buf, "ecopt-mpi") && atoi(de->d_name) > victim)
-            victim = atoi(de->d_name);
-    }
-    closedir(d);
+    for (int i = 0; i < n; i++)
+        if (pids[i] > victim)
+            victim = pids[i];
     ck_assert_int_gt(victim, 0);
     kill(victim, SIGKILL);
     wait_all_gone(pid, spec, 5.0);

@@ -20,14 +20,6 @@
 #include "ecopt/run.h"
 #include "testutil.h"
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- equivalence ------------------------------------------------------- */
 
 #define MAX_ROWS 256
@@ -162,10 +154,10 @@ static int wait_record(struct job_proc *jp, const char *type, double timeout)
 {
     static char buf[1 << 16];
     static size_t have;
-    double until = now() + timeout;
+    double until = tu_now() + timeout;
 
     have = 0;
-    while (now() < until) {
+    while (tu_now() < until) {
         struct pollfd p = {jp->report, POLLIN, 0};
         char *nl;
 
@@ -236,7 +228,7 @@ static int gone(pid_t pid)
 /* Waits for the coordinator to exit; returns seconds taken. */
 static double wait_job(struct job_proc *jp, double timeout)
 {
-    double t0 = now();
+    double t0 = tu_now();
     int st = 0, fd = jp->exit_status;
     ssize_t r;
     size_t have = 0;
@@ -245,7 +237,7 @@ static double wait_job(struct job_proc *jp, double timeout)
         pid_t w = waitpid(jp->pid, &st, WNOHANG);
         if (w == jp->pid)
             break;
-        ck_assert_msg(now() - t0 < timeout, "coordinator still running after %g s", timeout);
+        ck_assert_msg(tu_now() - t0 < timeout, "coordinator still running after %g s", timeout);
         usleep(5000);
     }
     wait_record(jp, "final", 1.0);
@@ -255,7 +247,7 @@ static double wait_job(struct job_proc *jp, double timeout)
     close(fd);
     close(jp->report);
     jp->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return now() - t0;
+    return tu_now() - t0;
 }
 
 static const char long_job[] =
@@ -326,10 +318,10 @@ START_TEST(test_sigkill_coordinator)
     ck_assert_int_eq(n, 6);
     kill(jp.pid, SIGKILL);
     wait_job(&jp, 10);
-    t0 = now();
+    t0 = tu_now();
     for (int i = 0; i < n; i++)
         while (!gone(kids[i])) {
-            ck_assert_msg(now() - t0 < 2.0, "worker %d outlived its coordinator", kids[i]);
+            ck_assert_msg(tu_now() - t0 < 2.0, "worker %d outlived its coordinator", kids[i]);
             usleep(5000);
         }
 }

@@ -42,22 +42,14 @@ static void on_record(void *ctx, json_t *rec)
     }
 }
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Reads until the channel ends (0) or breaks (< 0), or until stop_after
  * metric records have arrived (then returns 2). */
 static int pump(struct runner_job *j, struct seen *s, int stop_after,
                 double timeout, char *err, size_t errlen)
 {
-    double until = now() + timeout;
+    double until = tu_now() + timeout;
 
-    while (now() < until) {
+    while (tu_now() < until) {
         struct pollfd p = {runner_fd(j), POLLIN, 0};
         int r;
 
@@ -156,11 +148,11 @@ START_TEST(test_cancel_reaches_group)
     pid_t pgid = runner_pid(j);
 
     ck_assert_int_eq(pump(j, &s, 2, 30, err, sizeof err), 2);
-    t0 = now();
+    t0 = tu_now();
     runner_cancel(j);
     ck_assert_int_eq(pump(j, &s, 0, 10, err, sizeof err), 0);
     ck_assert_int_eq(runner_reap(j, 5, &st), 0);      /* no SIGKILL needed */
-    ck_assert_double_lt(now() - t0, 2.0);
+    ck_assert_double_lt(tu_now() - t0, 2.0);
     ck_assert_str_eq(s.status, "cancelled");
     ck_assert_msg(strstr(s.reason, "cancelled by signal 15"), "%s", s.reason);
     ck_assert(group_gone(pgid));
@@ -208,9 +200,9 @@ START_TEST(test_coordinator_killed)
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     ck_assert_int_eq(s.final, 0);
     {
-        double t0 = now();      /* the workers' parent-death signal */
+        double t0 = tu_now();      /* the workers' parent-death signal */
         while (!group_gone(pgid))
-            ck_assert_msg(now() - t0 < 2.0, "workers outlived the coordinator");
+            ck_assert_msg(tu_now() - t0 < 2.0, "workers outlived the coordinator");
     }
     runner_free(j);
     unlink(spec);

@@ -30,14 +30,6 @@ struct reply {
     char content_type[128];
 };
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static const char *tokens =
     "alice:alice-secret-0123456789\n"
     "bob:bob-secret-0123456789abc\n"
@@ -206,7 +198,7 @@ static json_t *wait_state(const struct server *s, const char *token,
                           const char *id, const char *state, double timeout)
 {
     char path[96];
-    double t0 = now();
+    double t0 = tu_now();
 
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     for (;;) {
@@ -217,7 +209,7 @@ static json_t *wait_state(const struct server *s, const char *token,
         free(r.body);
         if (strcmp(json_string_value(json_object_get(doc, "state")), state) == 0)
             return doc;
-        ck_assert_msg(now() - t0 < timeout, "job %s still %s after %g s", id,
+        ck_assert_msg(tu_now() - t0 < timeout, "job %s still %s after %g s", id,
                       json_string_value(json_object_get(doc, "state")), timeout);
         json_decref(doc);
         usleep(50000);
@@ -429,7 +421,7 @@ START_TEST(test_restart_recovery)
     create(&s, ALICE, long_job, id);
     json_decref(wait_state(&s, ALICE, id, "running", 30));
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10000", id);
-    for (double t0 = now(); rows_before < 5 && now() - t0 < 30;) {
+    for (double t0 = tu_now(); rows_before < 5 && tu_now() - t0 < 30;) {
         r = req(&s, "GET", path, ALICE, NULL, NULL);
         doc = json_of(&r);
         rows_before = (long long)json_array_size(json_object_get(doc, "rows"));

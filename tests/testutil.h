@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The shared LibSVM datasets; ECOPT_DATA_DIR overrides (the Makefile sets it). */
@@ -35,6 +36,15 @@ static inline const char *tu_write_temp_str(const char *s, char *buf,
                                             size_t buflen)
 {
     return tu_write_temp(s, strlen(s), buf, buflen);
+}
+
+/* Monotonic seconds, for deadlines in tests that wait for an event. */
+static inline double tu_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Runs one suite; the exit status says whether every test passed. */
