@@ -43,6 +43,7 @@ static void app_close(struct app *a)
 {
     http_stop(a->http);
     sched_stop(a->sched);
+    watch_free(a);
     for (size_t i = 0; i < a->nreaders; i++)
         store_close(a->readers[i]);
     free(a->readers);
@@ -132,7 +133,7 @@ int cmd_serve(int argc, char **argv)
             app_close(&a);
             return 1;
         }
-    if (sched_start(&a, err, sizeof err) < 0) {
+    if (watch_init(&a) < 0 || sched_start(&a, err, sizeof err) < 0) {
         fprintf(stderr, "ecopt serve: %s\n", err);
         app_close(&a);
         return 1;

@@ -62,6 +62,7 @@ void auth_free(struct auth *a);
 const struct token *auth_check(const struct auth *a, const char *presented);
 
 struct sched;
+struct watch;
 
 struct app {
     struct config cfg;
@@ -74,12 +75,36 @@ struct app {
     pthread_mutex_t rlock;
     pthread_cond_t rcond;
     struct sched *sched;
+    struct watch *watch;
     struct http_server *http;
 };
 
 /* Borrow a reader connection; give it back. Never NULL once started. */
 struct store *app_reader(struct app *app);
 void app_reader_done(struct app *app, struct store *st);
+
+/* Shared by the handlers (handlers.c). */
+int store_problem(struct http_resp *rs, const struct store_err *e,
+                  const char *what);
+json_t *app_job_json(const struct store_job *j);
+/* Replies with the job's rows after `after` (JSON, or CSV). */
+int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
+                      long long after, size_t limit, size_t every, int csv);
+
+/*
+ * Watching jobs (watch.c): long-polls and SSE streams wait on a job; the
+ * scheduler notifies after each batch of rows and when the job ends.
+ */
+int watch_init(struct app *a);
+void watch_free(struct app *a);
+void watch_notify(struct app *a, const char *id);
+/* Ends long-polls whose time is up; the scheduler calls it often. */
+void watch_sweep(struct app *a);
+int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
+                   long long after, size_t limit, size_t every, int csv,
+                   unsigned wait_ms);
+int watch_events(struct app *a, struct http_resp *rs, const char *id,
+                 long long after);
 
 /* The route table (handlers.c) and its size. */
 extern const struct http_route app_routes[];

@@ -24,6 +24,7 @@ extern const size_t openapi_yaml_len;
 #define LIST_MAX 500
 #define METRICS_DEFAULT 1000
 #define METRICS_MAX 10000
+#define WAIT_MAX 60             /* seconds a long-poll may wait */
 
 /* Who is asking: the token, or a 401 already replied. */
 static const struct token *authn(struct http_req *rq, struct http_resp *rs)
@@ -89,8 +90,8 @@ static json_t *job_json(const struct store_job *j)
 }
 
 /* Store failures as problems: 404, 409, 503 for a full disk, else 500. */
-static int store_problem(struct http_resp *rs, const struct store_err *e,
-                         const char *what)
+int store_problem(struct http_resp *rs, const struct store_err *e,
+                  const char *what)
 {
     switch (e->code) {
     case STORE_ENOTFOUND:
@@ -519,65 +520,44 @@ static int wants_csv(struct http_req *rq)
            (accept && strstr(accept, "text/csv"));
 }
 
-static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
+int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
+                      long long after, size_t limit, size_t every, int csv)
 {
-    struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
-    struct store_job job = {0};
     struct store_err e = {0};
     struct store_metrics_page page = {0};
-    long long after, limit, every, max_points;
-    ec_metric *rows = NULL;
+    ec_metric *rows = malloc(limit * sizeof *rows);
     struct store *st;
     int rc;
 
-    if (!t || query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0 ||
-        query_uint(rq, rs, "limit", 1, METRICS_MAX, METRICS_DEFAULT, &limit) < 0 ||
-        query_uint(rq, rs, "every", 1, 1000000000, 1, &every) < 0 ||
-        query_uint(rq, rs, "max_points", 2, METRICS_MAX, 0, &max_points) < 0)
-        return 0;
-    if (load_job(rq, rs, t, &job) < 0)
-        return 0;
+    if (!rows)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     st = app_reader(a);
-    if (max_points > 0) {
-        /* Downsample so that the whole remaining curve fits in max_points. */
-        int64_t count = 0;
-        if (store_metrics_count(st, job.id, after, &count, &e) == 0 && count > max_points)
-            every = (count + max_points - 2) / (max_points - 1);
-        if (limit > max_points)
-            limit = max_points;
-    }
-    rows = malloc((size_t)limit * sizeof *rows);
-    rc = rows ? store_metrics_query(st, job.id, after, (size_t)limit, (size_t)every, rows,
-                                    &page, &e)
-              : STORE_ENOMEM;
+    rc = store_metrics_query(st, id, after, limit, every, rows, &page, &e);
     app_reader_done(a, st);
-    store_job_clear(&job);
     if (rc < 0) {
         free(rows);
         return store_problem(rs, &e, "no such job");
     }
-    if (wants_csv(rq)) {
+    if (csv) {
         size_t cap = 128 + page.count * 400, len = 0;
-        char *csv = malloc(cap), line[512];
-        if (!csv) {
+        char *text = malloc(cap), line[512], next[32];
+        if (!text) {
             free(rows);
             return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
         }
-        len = (size_t)snprintf(csv, cap, "%s\n", describe_csv_header);
+        len = (size_t)snprintf(text, cap, "%s\n", describe_csv_header);
         for (size_t i = 0; i < page.count; i++) {
             int n = describe_csv_row(&rows[i], line, sizeof line);
             if (n > 0 && len + (size_t)n + 2 < cap) {
-                memcpy(csv + len, line, (size_t)n);
+                memcpy(text + len, line, (size_t)n);
                 len += (size_t)n;
-                csv[len++] = '\n';
+                text[len++] = '\n';
             }
         }
-        char next[32];
         snprintf(next, sizeof next, "%lld", (long long)page.next_after);
         http_reply_header(rs, "X-Next-After", next);
-        rc = http_reply_text(rs, 200, "text/csv", csv, len);
-        free(csv);
+        rc = http_reply_text(rs, 200, "text/csv", text, len);
+        free(text);
         free(rows);
         return rc;
     }
@@ -591,6 +571,69 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
                                               (json_int_t)every));
 }
 
+static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    long long after, limit, every, max_points, wait;
+    int finished, rc;
+
+    if (!t || query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0 ||
+        query_uint(rq, rs, "limit", 1, METRICS_MAX, METRICS_DEFAULT, &limit) < 0 ||
+        query_uint(rq, rs, "every", 1, 1000000000, 1, &every) < 0 ||
+        query_uint(rq, rs, "max_points", 2, METRICS_MAX, 0, &max_points) < 0 ||
+        query_uint(rq, rs, "wait", 0, WAIT_MAX, 0, &wait) < 0)
+        return 0;
+    if (load_job(rq, rs, t, &job) < 0)
+        return 0;
+    finished = store_job_state_is_final(job.state);
+    if (max_points > 0) {
+        /* Downsample so that the whole remaining curve fits in max_points. */
+        struct store *st = app_reader(a);
+        int64_t count = 0;
+        if (store_metrics_count(st, job.id, after, &count, &e) == 0 && count > max_points)
+            every = (count + max_points - 2) / (max_points - 1);
+        app_reader_done(a, st);
+        if (limit > max_points)
+            limit = max_points;
+    }
+    if (wait > 0 && !finished) {
+        /* Long-poll: answer when rows after `after` exist, or at the wait. */
+        rc = watch_longpoll(a, rs, job.id, after, (size_t)limit, (size_t)every,
+                            wants_csv(rq), (unsigned)(wait * 1000));
+        store_job_clear(&job);
+        return rc;
+    }
+    rc = app_reply_metrics(a, rs, job.id, after, (size_t)limit, (size_t)every,
+                           wants_csv(rq));
+    store_job_clear(&job);
+    return rc;
+}
+
+static int h_job_events(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = authn(rq, rs);
+    struct store_job job = {0};
+    long long after;
+    int rc;
+
+    if (!t || query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0)
+        return 0;
+    if (load_job(rq, rs, t, &job) < 0)
+        return 0;
+    rc = watch_events(a, rs, job.id, after);
+    store_job_clear(&job);
+    return rc;
+}
+
+json_t *app_job_json(const struct store_job *j)
+{
+    return job_json(j);
+}
+
 const struct http_route app_routes[] = {
     {"GET", "/livez", h_livez, 0},
     {"GET", "/readyz", h_readyz, 0},
@@ -602,5 +645,6 @@ const struct http_route app_routes[] = {
     {"DELETE", "/v1/jobs/{id}", h_job_delete, 0},
     {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0},
     {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0},
+    {"GET", "/v1/jobs/{id}/events", h_job_events, 0},
 };
 const size_t app_nroutes = sizeof app_routes / sizeof app_routes[0];

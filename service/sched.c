@@ -90,6 +90,7 @@ static void flush_batch(struct running *r)
         fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
     wunlock(r->app);
     r->nbatch = 0;
+    watch_notify(r->app, r->id);
 }
 
 /* One report record of a running job. */
@@ -182,6 +183,7 @@ static void finish(struct sched *s, struct running *r)
         e.code != STORE_ESTATE)
         fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
     wunlock(s->app);
+    watch_notify(s->app, r->id);
     runner_free(r->rj);
 }
 
@@ -284,6 +286,7 @@ static void *sched_main(void *arg)
         char drain[64];
 
         start_jobs(s);
+        watch_sweep(s->app);
         pthread_mutex_lock(&s->lock);
         pfd[np++] = (struct pollfd){s->wake[0], POLLIN, 0};
         for (size_t i = 0; i < s->nrun && np < 1025; i++)

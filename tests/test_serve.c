@@ -445,6 +445,64 @@ START_TEST(test_restart_recovery)
 }
 END_TEST
 
+/* Live progress: the event stream delivers the state, every row in order
+ * and the final state, then ends; a long-poll waits for rows and gives
+ * 204 when none come in time. */
+START_TEST(test_events_and_longpoll)
+{
+    struct server s;
+    char id[32], path[160];
+    struct reply r;
+    double t0;
+
+    server_start(&s, 0);
+    create(&s, ALICE, small_job, id);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);      /* returns when it ends */
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.content_type, "text/event-stream");
+    ck_assert_ptr_eq(strstr(r.body, "event: state\n"), r.body);
+    ck_assert_msg(strstr(r.body, "\"state\":\"succeeded\""), "%s", r.body);
+    {
+        long last = -1;
+        int metrics = 0;
+        for (char *p = r.body; (p = strstr(p, "event: metric\nid: ")); p++) {
+            long round = strtol(p + strlen("event: metric\nid: "), NULL, 10);
+            ck_assert_int_gt(round, last);
+            last = round;
+            metrics++;
+        }
+        ck_assert_int_eq(metrics, 31);
+        ck_assert_int_eq(last, 300);
+    }
+    free(r.body);
+
+    create(&s, ALICE, long_job, id);
+    /* rows come: the wait ends as soon as the first batch is stored */
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=-1&wait=20", id);
+    t0 = tu_now();
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"round\":0"));
+    ck_assert_double_lt(tu_now() - t0, 15.0);
+    free(r.body);
+    /* no rows that far ahead: 204 after the wait */
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=999999999&wait=1", id);
+    t0 = tu_now();
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 204);
+    ck_assert_double_ge(tu_now() - t0, 0.9);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?wait=61", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 400);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    free(req(&s, "POST", path, ALICE, "{}", NULL).body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* The README's curl walk-through, run verbatim but for the port (the
  * server here has auth on, so the test's server is started with it off). */
 START_TEST(test_readme_walkthrough)
@@ -534,6 +592,7 @@ int main(void)
     tcase_add_test(tc, test_ownership_and_idempotency);
     tcase_add_test(tc, test_restart_recovery);
     tcase_add_test(tc, test_readme_walkthrough);
+    tcase_add_test(tc, test_events_and_longpoll);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();

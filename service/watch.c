@@ -1,0 +1,367 @@
+/*
+ * Waiting on jobs without busy polling: long-polls (deferred replies) and
+ * Server-Sent Event streams register here, and the scheduler notifies a
+ * job's watchers after each batch of rows it stores and when the job ends.
+ */
+#define _GNU_SOURCE
+#include "app.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "describe.h"
+
+#define EVENTS_PER_WAKE 2000     /* rows one produce call may queue */
+
+struct waiter {
+    struct waiter *next;
+    struct app *app;
+    char id[STORE_ID_LEN + 1];
+    int stream;                  /* 0: a long-poll, 1: an SSE stream */
+    /* long-poll */
+    struct http_deferred *d;
+    double deadline;
+    long long after;
+    size_t limit, every;
+    int csv;
+    /* stream; refs and closed are guarded by the hub's lock */
+    struct http_stream *st;
+    long long last_round;
+    int last_state;
+    int refs;
+    int closed;
+};
+
+struct watch {
+    pthread_mutex_t lock;
+    struct waiter *head;
+};
+
+static double mono(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int watch_init(struct app *a)
+{
+    if (!(a->watch = calloc(1, sizeof *a->watch)))
+        return -1;
+    pthread_mutex_init(&a->watch->lock, NULL);
+    return 0;
+}
+
+/* Removes w from the list; the caller holds the lock. 1 if it was there. */
+static int unlink_waiter(struct watch *h, struct waiter *w)
+{
+    for (struct waiter **p = &h->head; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            w->next = NULL;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void stream_unref(struct watch *h, struct waiter *w)
+{
+    int last;
+
+    pthread_mutex_lock(&h->lock);
+    last = --w->refs == 0;
+    pthread_mutex_unlock(&h->lock);
+    if (last) {
+        http_stream_release(w->st);
+        free(w);
+    }
+}
+
+/* Fills a long-poll's reply once rows (or the job's end) are there. */
+static void longpoll_fill(struct http_resp *rs, void *arg)
+{
+    struct waiter *w = arg;
+
+    app_reply_metrics(w->app, rs, w->id, w->after, w->limit, w->every, w->csv);
+}
+
+/* Whether the job has rows after `after`, or has ended. */
+static int ready_now(struct app *a, const char *id, long long after)
+{
+    struct store *st = app_reader(a);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    int64_t count = 0;
+    int ready = 1;
+
+    if (store_metrics_count(st, id, after, &count, &e) == 0 && count == 0 &&
+        store_job_get(st, id, NULL, &job, &e) == 0 &&
+        !store_job_state_is_final(job.state))
+        ready = 0;
+    store_job_clear(&job);
+    app_reader_done(a, st);
+    return ready;
+}
+
+/* Answers a detached long-poll if its rows are there; otherwise lists it
+ * again, then looks once more, so a batch stored meanwhile is not missed. */
+static void settle(struct watch *h, struct waiter *w)
+{
+    int mine;
+
+    if (!ready_now(w->app, w->id, w->after)) {
+        pthread_mutex_lock(&h->lock);
+        w->next = h->head;
+        h->head = w;
+        pthread_mutex_unlock(&h->lock);
+        if (!ready_now(w->app, w->id, w->after))
+            return;
+        pthread_mutex_lock(&h->lock);
+        mine = unlink_waiter(h, w);
+        pthread_mutex_unlock(&h->lock);
+        if (!mine)
+            return;             /* someone else answered it */
+    }
+    http_deferred_finish(w->d, longpoll_fill, w);
+    free(w);
+}
+
+void watch_notify(struct app *a, const char *id)
+{
+    struct watch *h = a->watch;
+    struct waiter *ready = NULL, **wake = NULL;
+    size_t nwake = 0, cap = 0;
+
+    pthread_mutex_lock(&h->lock);
+    for (struct waiter **p = &h->head; *p;) {
+        struct waiter *w = *p;
+        if (strcmp(w->id, id) != 0) {
+            p = &w->next;
+        } else if (!w->stream) {
+            *p = w->next;          /* ours now: finished below */
+            w->next = ready;
+            ready = w;
+        } else {
+            if (nwake == cap) {
+                size_t ncap = cap ? cap * 2 : 8;
+                struct waiter **nw = realloc(wake, ncap * sizeof *nw);
+                if (nw) {
+                    wake = nw;
+                    cap = ncap;
+                }
+            }
+            if (nwake < cap) {
+                w->refs++;         /* kept alive while we wake it */
+                wake[nwake++] = w;
+            }
+            p = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    while (ready) {
+        struct waiter *w = ready;
+        ready = w->next;
+        w->next = NULL;
+        settle(h, w);
+    }
+    for (size_t i = 0; i < nwake; i++) {
+        http_stream_wake(wake[i]->st);
+        stream_unref(h, wake[i]);
+    }
+    free(wake);
+}
+
+void watch_sweep(struct app *a)
+{
+    struct watch *h = a->watch;
+    struct waiter *done = NULL;
+    double now = mono();
+
+    pthread_mutex_lock(&h->lock);
+    for (struct waiter **p = &h->head; *p;) {
+        struct waiter *w = *p;
+        /* Past its deadline the server has answered it (204); only the
+         * handle is left to give back. */
+        if (!w->stream && w->deadline + 0.5 < now) {
+            *p = w->next;
+            w->next = done;
+            done = w;
+        } else {
+            p = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    while (done) {
+        struct waiter *w = done;
+        done = w->next;
+        http_deferred_finish(w->d, NULL, NULL);
+        free(w);
+    }
+}
+
+void watch_free(struct app *a)
+{
+    struct watch *h = a->watch;
+
+    if (!h)
+        return;
+    /* The server has stopped: long-polls were answered 503 and streams
+     * closed (their on_close ran), so only long-poll handles remain. */
+    while (h->head) {
+        struct waiter *w = h->head;
+        h->head = w->next;
+        if (!w->stream) {
+            http_deferred_finish(w->d, NULL, NULL);
+            free(w);
+        }
+    }
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+    a->watch = NULL;
+}
+
+int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
+                   long long after, size_t limit, size_t every, int csv,
+                   unsigned wait_ms)
+{
+    struct watch *h = a->watch;
+    struct waiter *w = calloc(1, sizeof *w);
+    int mine;
+
+    if (!w)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    w->app = a;
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->after = after;
+    w->limit = limit;
+    w->every = every;
+    w->csv = csv;
+    w->deadline = mono() + wait_ms / 1000.0;
+    if (!(w->d = http_defer(rs, wait_ms, NULL, NULL))) {
+        free(w);
+        return 0;               /* http_defer has replied */
+    }
+    /* Register first, then look: a batch stored in between still finds
+     * the waiter, so no wake-up is lost. */
+    pthread_mutex_lock(&h->lock);
+    w->next = h->head;
+    h->head = w;
+    pthread_mutex_unlock(&h->lock);
+    if (!ready_now(a, id, after))
+        return 0;
+    pthread_mutex_lock(&h->lock);
+    mine = unlink_waiter(h, w);
+    pthread_mutex_unlock(&h->lock);
+    if (mine) {
+        http_deferred_finish(w->d, longpoll_fill, w);
+        free(w);
+    }
+    return 0;
+}
+
+/* Sends what is new: rows after last_round, and the state when it moved. */
+static int events_produce(void *arg, struct http_stream *st)
+{
+    struct waiter *w = arg;
+    struct app *a = w->app;
+    struct store *db = app_reader(a);
+    struct store_metrics_page page = {0};
+    struct store_job job = {0};
+    struct store_err e = {0};
+    ec_metric rows[100];
+    size_t sent = 0;
+    int final = 0, more = 0;
+    char idbuf[32];
+
+    while (sent < EVENTS_PER_WAKE &&
+           store_metrics_query(db, w->id, w->last_round, 100, 1, rows, &page, &e) == 0 &&
+           page.count > 0) {
+        for (size_t i = 0; i < page.count; i++) {
+            json_t *o = describe_metric(&rows[i]);
+            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)rows[i].round);
+            if (text)
+                http_sse_event(st, "metric", idbuf, text);
+            free(text);
+            json_decref(o);
+        }
+        w->last_round = page.next_after;
+        sent += page.count;
+        more = page.more;
+        if (!page.more)
+            break;
+    }
+    if (store_job_get(db, w->id, NULL, &job, &e) == 0) {
+        if ((int)job.state != w->last_state) {
+            json_t *o = json_pack("{s:s, s:s, s:o}", "id", job.id, "state",
+                                  store_job_state_name(job.state), "reason",
+                                  job.reason ? json_string(job.reason) : json_null());
+            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            if (text)
+                http_sse_event(st, "state", NULL, text);
+            free(text);
+            json_decref(o);
+            w->last_state = (int)job.state;
+        }
+        final = store_job_state_is_final(job.state);
+    } else {
+        final = 1;                /* deleted meanwhile */
+    }
+    store_job_clear(&job);
+    app_reader_done(a, db);
+    if (more) {
+        http_stream_wake(st);     /* the rest on the next call */
+        return HTTP_STREAM_MORE;
+    }
+    return final ? HTTP_STREAM_END : HTTP_STREAM_MORE;
+}
+
+static void events_close(void *arg)
+{
+    struct waiter *w = arg;
+    struct watch *h = w->app->watch;
+
+    pthread_mutex_lock(&h->lock);
+    unlink_waiter(h, w);
+    w->closed = 1;
+    pthread_mutex_unlock(&h->lock);
+    stream_unref(h, w);
+}
+
+int watch_events(struct app *a, struct http_resp *rs, const char *id,
+                 long long after)
+{
+    struct watch *h = a->watch;
+    struct waiter *w = calloc(1, sizeof *w);
+    struct http_stream *st;
+
+    if (!w)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    w->app = a;
+    w->stream = 1;
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->last_round = after;
+    w->last_state = -1;
+    w->refs = 2;                  /* ours while setting up, and on_close's */
+    http_reply_header(rs, "Cache-Control", "no-store");
+    st = http_reply_stream(rs, 200, "text/event-stream", 15000, events_produce,
+                           events_close, w);
+    if (!st) {
+        free(w);
+        return 0;                 /* replied 500; on_close will not run */
+    }
+    pthread_mutex_lock(&h->lock);
+    w->st = st;
+    if (!w->closed) {
+        w->next = h->head;
+        h->head = w;
+    }
+    pthread_mutex_unlock(&h->lock);
+    /* Anything stored before we were listed is sent now. */
+    http_stream_wake(st);
+    stream_unref(h, w);
+    return 0;
+}
