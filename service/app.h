@@ -84,6 +84,17 @@ struct store *app_reader(struct app *app);
 void app_reader_done(struct app *app, struct store *st);
 
 /* Shared by the handlers (handlers.c). */
+struct jobspec;
+/* What the server's own rules reject in a parsed spec: the field, a
+ * sentence, and for limits their name and value. */
+struct spec_problem {
+    char field[96];
+    char detail[320];
+    const char *limit;
+    double value;
+};
+int app_check_spec(const struct app *a, const struct jobspec *spec,
+                   struct spec_problem *sp);
 int store_problem(struct http_resp *rs, const struct store_err *e,
                   const char *what);
 json_t *app_job_json(const struct store_job *j);
@@ -105,6 +116,13 @@ int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
                    unsigned wait_ms);
 int watch_events(struct app *a, struct http_resp *rs, const char *id,
                  long long after);
+
+/* Experiments (experiments.c); the handlers in handlers.c authenticate. */
+int h_experiments_create(struct http_req *rq, struct http_resp *rs,
+                         const struct token *t);
+int h_experiment_reply(struct http_req *rq, struct http_resp *rs,
+                       struct app *a, const char *id, const char *owner,
+                       int status);
 
 /* The route table (handlers.c) and its size. */
 extern const struct http_route app_routes[];

@@ -227,9 +227,54 @@ static int reject_field(struct http_resp *rs, const char *field,
         json_object_set_new(extra, "limit", json_string(limit));
         json_object_set_new(extra, "value", json_real(value));
     }
-    char msg[400];
+    char msg[512];
     snprintf(msg, sizeof msg, "%s: %s", field, detail);
     return http_reply_problem(rs, 422, "Invalid job", msg, extra);
+}
+
+int app_check_spec(const struct app *a, const struct jobspec *spec,
+                   struct spec_problem *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    if (spec->backend == JOBSPEC_BACKEND_MPI) {
+        snprintf(sp->field, sizeof sp->field, "backend");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "mpi is not available through the service yet; use process or inproc");
+        return -1;
+    }
+    if (dataset_ok(a, spec->job.dataset, sp->detail, sizeof sp->detail) < 0) {
+        snprintf(sp->field, sizeof sp->field, "dataset");
+        return -1;
+    }
+    if (spec->job.workers > a->cfg.max_workers_per_job) {
+        snprintf(sp->field, sizeof sp->field, "workers");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "at most %u workers per job on this server (got %u)",
+                 a->cfg.max_workers_per_job, spec->job.workers);
+        sp->limit = "max_workers_per_job";
+        sp->value = a->cfg.max_workers_per_job;
+        return -1;
+    }
+    if (spec->job.max_rounds > a->cfg.max_rounds) {
+        snprintf(sp->field, sizeof sp->field, "max_rounds");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "at most %llu rounds per job on this server (got %llu)",
+                 (unsigned long long)a->cfg.max_rounds,
+                 (unsigned long long)spec->job.max_rounds);
+        sp->limit = "max_rounds";
+        sp->value = (double)a->cfg.max_rounds;
+        return -1;
+    }
+    if (spec->job.max_seconds > a->cfg.max_seconds) {
+        snprintf(sp->field, sizeof sp->field, "max_seconds");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "at most %.0f seconds per job on this server (got %g)",
+                 a->cfg.max_seconds, spec->job.max_seconds);
+        sp->limit = "max_seconds";
+        sp->value = a->cfg.max_seconds;
+        return -1;
+    }
+    return 0;
 }
 
 static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
@@ -262,27 +307,10 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
         return http_reply_problem(rs, 422, "Invalid job", detail,
                                   json_pack("{s:o}", "errors", list));
     }
-    if (spec.backend == JOBSPEC_BACKEND_MPI)
-        return reject_field(rs, "backend", "mpi is not available through the service "
-                            "yet; use process or inproc", NULL, 0);
-    if (dataset_ok(a, spec.job.dataset, detail, sizeof detail) < 0)
-        return reject_field(rs, "dataset", detail, NULL, 0);
-    if (spec.job.workers > a->cfg.max_workers_per_job) {
-        snprintf(detail, sizeof detail, "at most %u workers per job on this server (got %u)",
-                 a->cfg.max_workers_per_job, spec.job.workers);
-        return reject_field(rs, "workers", detail, "max_workers_per_job",
-                            a->cfg.max_workers_per_job);
-    }
-    if (spec.job.max_rounds > a->cfg.max_rounds) {
-        snprintf(detail, sizeof detail, "at most %llu rounds per job on this server (got %llu)",
-                 (unsigned long long)a->cfg.max_rounds,
-                 (unsigned long long)spec.job.max_rounds);
-        return reject_field(rs, "max_rounds", detail, "max_rounds", (double)a->cfg.max_rounds);
-    }
-    if (spec.job.max_seconds > a->cfg.max_seconds) {
-        snprintf(detail, sizeof detail, "at most %.0f seconds per job on this server (got %g)",
-                 a->cfg.max_seconds, spec.job.max_seconds);
-        return reject_field(rs, "max_seconds", detail, "max_seconds", a->cfg.max_seconds);
+    {
+        struct spec_problem sp;
+        if (app_check_spec(a, &spec, &sp) < 0)
+            return reject_field(rs, sp.field, sp.detail, sp.limit, sp.value);
     }
 
     canon = jobspec_to_json(&spec);
@@ -629,6 +657,22 @@ static int h_job_events(struct http_req *rq, struct http_resp *rs)
     return rc;
 }
 
+static int h_experiments_post(struct http_req *rq, struct http_resp *rs)
+{
+    const struct token *t = authn(rq, rs);
+
+    return t ? h_experiments_create(rq, rs, t) : 0;
+}
+
+static int h_experiment_get(struct http_req *rq, struct http_resp *rs)
+{
+    const struct token *t = authn(rq, rs);
+
+    return t ? h_experiment_reply(rq, rs, rq->app, http_param(rq, "id"),
+                                  owner_of(t), 200)
+             : 0;
+}
+
 json_t *app_job_json(const struct store_job *j)
 {
     return job_json(j);
@@ -646,5 +690,7 @@ const struct http_route app_routes[] = {
     {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0},
     {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0},
     {"GET", "/v1/jobs/{id}/events", h_job_events, 0},
+    {"POST", "/v1/experiments", h_experiments_post, HTTP_JSON_BODY},
+    {"GET", "/v1/experiments/{id}", h_experiment_get, 0},
 };
 const size_t app_nroutes = sizeof app_routes / sizeof app_routes[0];

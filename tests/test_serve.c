@@ -503,6 +503,71 @@ START_TEST(test_events_and_longpoll)
 }
 END_TEST
 
+/* An experiment: variants of one problem, compared in one table. */
+START_TEST(test_experiment)
+{
+    static const char body[] =
+        "{\"name\": \"cmp\", \"base\": {\"dataset\": \"heart_scale\", \"workers\": 3,"
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 3000, \"target\": 1e-6,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}},"
+        " \"variants\": [{\"algorithm\": \"eclk\"}, {\"algorithm\": \"ec-gd\"}]}";
+    struct server s;
+    struct reply r;
+    json_t *doc = NULL, *table;
+    char path[256];
+    double t0;
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    ck_assert_ptr_eq(strstr(r.location, "/v1/experiments/x_"), r.location);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    for (t0 = tu_now();; usleep(100000)) {
+        int done = 1;
+        json_decref(doc);
+        r = req(&s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_int_eq(r.status, 200);
+        doc = json_of(&r);
+        free(r.body);
+        table = json_object_get(doc, "comparison");
+        ck_assert_int_eq(json_array_size(table), 2);
+        for (size_t i = 0; i < 2; i++) {
+            const char *st = json_string_value(json_object_get(json_array_get(table, i), "state"));
+            done &= strcmp(st, "queued") != 0 && strcmp(st, "running") != 0;
+        }
+        if (done)
+            break;
+        ck_assert_msg(tu_now() - t0 < 60, "experiment still running");
+    }
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(table, 0), "algorithm")),
+                     "eclk");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(table, 1), "algorithm")),
+                     "ec-gd");
+    /* ECLK reaches the target; the table gives its rounds and bits */
+    json_t *eclk = json_array_get(table, 0);
+    ck_assert(json_is_true(json_object_get(eclk, "reached")));
+    ck_assert_int_gt(json_integer_value(json_object_get(eclk, "rounds_to_target")), 0);
+    ck_assert(json_is_real(json_object_get(eclk, "bits_up_to_target")));
+    json_decref(doc);
+    r = req(&s, "GET", path, BOB, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": "
+            "[{\"algorithm\": \"eclk\"}, {\"dataset\": \"a9a\"}]}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "variants[1].dataset"));
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": "
+            "[{\"compressor\": {\"type\": \"topk\", \"k\": 99}}]}", NULL);
+    ck_assert_int_eq(r.status, 201);     /* k is checked against d when it runs */
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* The README's curl walk-through, run verbatim but for the port (the
  * server here has auth on, so the test's server is started with it off). */
 START_TEST(test_readme_walkthrough)
@@ -593,6 +658,7 @@ int main(void)
     tcase_add_test(tc, test_restart_recovery);
     tcase_add_test(tc, test_readme_walkthrough);
     tcase_add_test(tc, test_events_and_longpoll);
+    tcase_add_test(tc, test_experiment);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();
