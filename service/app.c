@@ -95,6 +95,7 @@ int cmd_serve(int argc, char **argv)
     memset(&a, 0, sizeof a);
     pthread_mutex_init(&a.wlock, NULL);
     pthread_mutex_init(&a.rlock, NULL);
+    pthread_mutex_init(&a.auth.fail_lock, NULL);
     pthread_cond_init(&a.rcond, NULL);
     if (config_load(&a.cfg, argc, argv, err, sizeof err) < 0) {
         fprintf(stderr, "ecopt serve: %s\n", err);

@@ -45,10 +45,25 @@ struct token {
     int admin;
 };
 
+/* Failed authentications are counted per client address; past
+ * AUTH_FAIL_MAX within AUTH_FAIL_WINDOW seconds the address is refused
+ * (429) until the window has passed, which makes guessing tokens slow. */
+#define AUTH_FAIL_SLOTS 256
+#define AUTH_FAIL_MAX 20
+#define AUTH_FAIL_WINDOW 60.0
+
+struct auth_fail {
+    char addr[64];
+    double first;            /* monotonic seconds of the window's start */
+    unsigned count;
+};
+
 struct auth {
     struct token *tokens;
     size_t n;
     int off;
+    pthread_mutex_t fail_lock;
+    struct auth_fail fails[AUTH_FAIL_SLOTS];
 };
 
 /* Lines "name:secret" or "name:secret:admin"; '#' starts a comment. */
@@ -60,6 +75,9 @@ void auth_free(struct auth *a);
  * none matches. With auth off, a fixed admin identity.
  */
 const struct token *auth_check(const struct auth *a, const char *presented);
+/* Seconds until addr may try again, or 0 when it is not blocked. */
+double auth_blocked(struct auth *a, const char *addr);
+void auth_failed(struct auth *a, const char *addr);
 
 struct sched;
 struct watch;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int auth_load(struct auth *a, const char *path, char *err, size_t errlen)
 {
@@ -12,7 +13,9 @@ int auth_load(struct auth *a, const char *path, char *err, size_t errlen)
     char line[512];
     unsigned lineno = 0;
 
-    memset(a, 0, sizeof *a);
+    free(a->tokens);
+    a->tokens = NULL;
+    a->n = 0;
     if (!(f = fopen(path, "r"))) {
         snprintf(err, errlen, "tokens file %s: %s", path, strerror(errno));
         return -1;
@@ -69,7 +72,71 @@ fail:
 void auth_free(struct auth *a)
 {
     free(a->tokens);
-    memset(a, 0, sizeof *a);
+    a->tokens = NULL;
+    a->n = 0;
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The slot of addr, or NULL; the caller holds fail_lock. */
+static struct auth_fail *find_slot(struct auth *a, const char *addr)
+{
+    for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++)
+        if (a->fails[i].count && strcmp(a->fails[i].addr, addr) == 0)
+            return &a->fails[i];
+    return NULL;
+}
+
+double auth_blocked(struct auth *a, const char *addr)
+{
+    double wait = 0, now = mono();
+    struct auth_fail *f;
+
+    if (a->off || !addr)
+        return 0;
+    pthread_mutex_lock(&a->fail_lock);
+    if ((f = find_slot(a, addr)) && now - f->first < AUTH_FAIL_WINDOW &&
+        f->count >= AUTH_FAIL_MAX)
+        wait = AUTH_FAIL_WINDOW - (now - f->first);
+    pthread_mutex_unlock(&a->fail_lock);
+    return wait;
+}
+
+void auth_failed(struct auth *a, const char *addr)
+{
+    double now = mono();
+    struct auth_fail *f;
+
+    if (!addr)
+        return;
+    pthread_mutex_lock(&a->fail_lock);
+    if (!(f = find_slot(a, addr))) {
+        /* A free slot, or the one whose window started longest ago. */
+        f = &a->fails[0];
+        for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++) {
+            if (!a->fails[i].count) {
+                f = &a->fails[i];
+                break;
+            }
+            if (a->fails[i].first < f->first)
+                f = &a->fails[i];
+        }
+        snprintf(f->addr, sizeof f->addr, "%s", addr);
+        f->count = 0;
+        f->first = now;
+    }
+    if (now - f->first >= AUTH_FAIL_WINDOW) {
+        f->first = now;
+        f->count = 0;
+    }
+    f->count++;
+    pthread_mutex_unlock(&a->fail_lock);
 }
 
 /* Equal in time that depends only on the buffers' fixed size. */

@@ -30,9 +30,25 @@ extern const size_t openapi_yaml_len;
 static const struct token *authn(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = auth_check(&a->auth, rq->token);
+    const struct token *t;
+    double wait = auth_blocked(&a->auth, rq->client);
+    char detail[160], retry[32];
 
+    if (wait > 0) {
+        /* Refused before any comparison, so guessing gains nothing. */
+        snprintf(retry, sizeof retry, "%.0f", wait + 1);
+        snprintf(detail, sizeof detail,
+                 "too many failed authentications from %s: at most %d per %.0f s",
+                 rq->client, AUTH_FAIL_MAX, AUTH_FAIL_WINDOW);
+        http_reply_header(rs, "Retry-After", retry);
+        http_reply_problem(rs, 429, NULL, detail,
+                           json_pack("{s:s, s:i}", "limit", "failed_auth_per_minute",
+                                     "value", AUTH_FAIL_MAX));
+        return NULL;
+    }
+    t = auth_check(&a->auth, rq->token);
     if (!t) {
+        auth_failed(&a->auth, rq->client);
         http_reply_header(rs, "WWW-Authenticate", "Bearer");
         http_reply_problem(rs, 401, NULL,
                            rq->token ? "the bearer token is not known"

@@ -568,6 +568,33 @@ START_TEST(test_experiment)
 }
 END_TEST
 
+/* Guessing tokens: past 20 failures a minute the address gets 429 with
+ * Retry-After, even for a good token, so a right guess is not told apart. */
+START_TEST(test_failed_auth_rate_limit)
+{
+    struct server s;
+    struct reply r;
+
+    server_start(&s, 0);
+    for (int i = 0; i < 20; i++) {
+        r = req(&s, "GET", "/v1/jobs", "guess-guess-guess-0123", NULL, NULL);
+        ck_assert_int_eq(r.status, 401);
+        free(r.body);
+    }
+    r = req(&s, "GET", "/v1/jobs", "guess-guess-guess-0123", NULL, NULL);
+    ck_assert_int_eq(r.status, 429);
+    ck_assert_ptr_nonnull(strstr(r.body, "at most 20 per 60 s"));
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 429);
+    free(r.body);
+    r = req(&s, "GET", "/livez", NULL, NULL, NULL);   /* no auth: unaffected */
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* The README's curl walk-through, run verbatim but for the port (the
  * server here has auth on, so the test's server is started with it off). */
 START_TEST(test_readme_walkthrough)
@@ -659,6 +686,7 @@ int main(void)
     tcase_add_test(tc, test_readme_walkthrough);
     tcase_add_test(tc, test_events_and_longpoll);
     tcase_add_test(tc, test_experiment);
+    tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();
