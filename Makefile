@@ -93,7 +93,7 @@ engine-linkcheck: $(BUILD)/engine-linkcheck
 	    echo "engine depends on a service library" >&2; exit 1; fi
 	$(BUILD)/engine-linkcheck
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(APP_OBJ) $(ENGINE_LIB)
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/serverutil.h $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC_ALL) -Itests $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP) $(CHECK_LIBS)
 

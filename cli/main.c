@@ -19,12 +19,25 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    const char *url = NULL, *token = NULL;
+    int rc;
+
+    /* Client options may come before the command. */
+    while (argc >= 3 && (strcmp(argv[1], "--url") == 0 || strcmp(argv[1], "--token") == 0)) {
+        if (strcmp(argv[1], "--url") == 0)
+            url = argv[2];
+        else
+            token = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 2) {
         fputs(usage, stderr);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(usage, stdout);
+        fputs(cmd_client_usage(), stdout);
         return EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
@@ -35,6 +48,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if ((rc = cmd_client(argv[1], argc - 1, argv + 1, url, token)) >= 0)
+        return rc;
     fprintf(stderr, "ecopt: unknown command '%s'\n%s", argv[1], usage);
     return EXIT_USAGE;
 }

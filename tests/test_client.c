@@ -1,0 +1,164 @@
+/*
+ * The ecopt client against a real server, as a user types it: submit and
+ * watch to the end, list, show, metrics as CSV, cancel, delete, an
+ * experiment, and the exit codes of errors and unreachable servers.
+ */
+#include <sys/wait.h>
+
+#include "serverutil.h"
+#include "testutil.h"
+
+struct out {
+    int status;
+    char text[65536];
+};
+
+/* Runs the client with ECOPT_URL and ECOPT_TOKEN set for this server. */
+static struct out client(const struct server *s, const char *token, const char *args)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char cmd[2048];
+    struct out o = {0};
+    FILE *p;
+    size_t n = 0, r;
+    int st;
+
+    snprintf(cmd, sizeof cmd,
+             "ECOPT_URL=http://127.0.0.1:%u ECOPT_TOKEN=%s %s %s 2>&1", s->port,
+             token ? token : "", bin && *bin ? bin : "build/ecopt", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    while ((r = fread(o.text + n, 1, sizeof o.text - 1 - n, p)) > 0)
+        n += r;
+    o.text[n] = '\0';
+    st = pclose(p);
+    o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return o;
+}
+
+START_TEST(test_submit_watch_metrics)
+{
+    struct server s;
+    struct out o;
+    char id[32] = "", args[256];
+
+    server_start(&s, 0);
+    o = client(&s, ALICE, "submit --dataset heart_scale --workers 3 --compressor topk --k 2 "
+                          "--max-rounds 400 --watch");
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    ck_assert_int_eq(sscanf(o.text, "%31s queued", id), 1);
+    ck_assert_msg(strstr(o.text, " succeeded: "), "%s", o.text);
+    o = client(&s, ALICE, "list");
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_ptr_nonnull(strstr(o.text, id));
+    snprintf(args, sizeof args, "metrics %s --format csv", id);
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_ptr_eq(strstr(o.text, "round,bits_up,bits_down"), o.text);
+    ck_assert_ptr_nonnull(strstr(o.text, "\n400,"));
+    snprintf(args, sizeof args, "show %s", id);
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_ptr_nonnull(strstr(o.text, "\"state\": \"succeeded\""));
+    snprintf(args, sizeof args, "show %s", id);
+    o = client(&s, BOB, args);                  /* not Bob's job */
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.text, "(HTTP 404)"));
+    snprintf(args, sizeof args, "delete %s", id);
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_ptr_nonnull(strstr(o.text, "deleted"));
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+START_TEST(test_cancel_and_failures)
+{
+    struct server s;
+    struct out o;
+    char id[32] = "", args[256], spec[64];
+
+    server_start(&s, 0);
+    tu_write_temp_str("{\"dataset\": \"a9a\", \"workers\": 3, \"max_rounds\": 40000000,"
+                      " \"target\": 0}", spec, sizeof spec);
+    snprintf(args, sizeof args, "submit %s", spec);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%s", o.text);
+    sscanf(o.text, "%31s", id);
+    snprintf(args, sizeof args, "cancel %s", id);
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 0);
+    /* watch on a cancelled job ends with its state and exit status 3 */
+    snprintf(args, sizeof args, "watch %s", id);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 3, "%d: %s", o.status, o.text);
+    ck_assert_ptr_nonnull(strstr(o.text, "cancelled"));
+    unlink(spec);
+
+    o = client(&s, ALICE, "submit --dataset heart_scale --workers 0 --set bogus=1");
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_msg(strstr(o.text, "workers: must be an integer in 1..4096"), "%s", o.text);
+    ck_assert_ptr_nonnull(strstr(o.text, "bogus: unknown key"));
+    o = client(&s, "wrong-token-0123456789", "list");
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_ptr_nonnull(strstr(o.text, "not known"));
+    o = client(&s, ALICE, "frobnicate");
+    ck_assert_int_eq(o.status, 2);
+    o = client(&s, ALICE, "watch");
+    ck_assert_int_eq(o.status, 2);
+    o = client(&s, ALICE, "metrics --help");
+    ck_assert_int_eq(o.status, 0);
+    server_stop(&s, SIGTERM);
+    /* the server is gone: the client says what it tried */
+    o = client(&s, ALICE, "list");
+    ck_assert_int_eq(o.status, 4);
+    ck_assert_msg(strstr(o.text, "cannot reach http://127.0.0.1:"), "%s", o.text);
+}
+END_TEST
+
+START_TEST(test_experiment_table)
+{
+    struct server s;
+    struct out o;
+    char file[64], xid[32] = "", args[128];
+    double t0 = tu_now();
+
+    server_start(&s, 0);
+    tu_write_temp_str("{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3, "
+                      "\"lambda2_rel\": 1e-2, \"target\": 1e-6, \"max_rounds\": 3000, "
+                      "\"compressor\": {\"type\": \"topk\", \"k\": 2}}, \"variants\": "
+                      "[{\"algorithm\": \"eclk\"}, {\"algorithm\": \"ec-gd-diana\"}]}",
+                      file, sizeof file);
+    snprintf(args, sizeof args, "experiment submit %s", file);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%s", o.text);
+    ck_assert_int_eq(sscanf(o.text, "experiment %31s", xid), 1);
+    snprintf(args, sizeof args, "experiment show %s", xid);
+    for (;;) {
+        o = client(&s, ALICE, args);
+        ck_assert_int_eq(o.status, 0);
+        if (!strstr(o.text, " queued ") && !strstr(o.text, " running "))
+            break;
+        ck_assert_msg(tu_now() - t0 < 60, "%s", o.text);
+        usleep(200000);
+    }
+    ck_assert_ptr_nonnull(strstr(o.text, "eclk"));
+    ck_assert_ptr_nonnull(strstr(o.text, "ec-gd-diana"));
+    ck_assert_ptr_nonnull(strstr(o.text, "TO TARGET"));
+    unlink(file);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("client");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_submit_watch_metrics);
+    tcase_add_test(tc, test_cancel_and_failures);
+    tcase_add_test(tc, test_experiment_table);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
