@@ -48,7 +48,8 @@ endif
 ECOPT_DATA_DIR ?= $(abspath ../shared/datasets)
 export ECOPT_DATA_DIR
 
-.PHONY: all check run bench deps clean asan-check engine-linkcheck tests
+.PHONY: all check run bench deps clean asan-check engine-linkcheck tests install
+PREFIX ?= /usr/local
 all: $(BUILD)/ecopt $(MPI_BIN)
 
 $(BUILD)/%.o: %.c
@@ -132,6 +133,15 @@ bench: all $(BENCH_BIN)
 	$(BUILD)/bench/bench_curves bench/results/eclk-vs-ecgd.md
 	$(BUILD)/bench/bench_runtime bench/results/runtime.md
 	$(BUILD)/bench/bench_accel bench/results/accel.md
+
+# The binaries (migrations and openapi.yaml are embedded in them), the
+# API contract, the report format and an example systemd unit.
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ecopt
+	install -m 755 $(BUILD)/ecopt $(DESTDIR)$(PREFIX)/bin/ecopt
+	if [ -x $(BUILD)/ecopt-mpi ]; then install -m 755 $(BUILD)/ecopt-mpi $(DESTDIR)$(PREFIX)/bin/; fi
+	install -m 644 api/openapi.yaml api/report-format.md docker/ecopt.service \
+	    $(DESTDIR)$(PREFIX)/share/ecopt/
 
 clean:
 	rm -rf build build-asan
