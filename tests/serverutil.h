@@ -6,7 +6,10 @@
 #ifndef ECOPT_SERVERUTIL_H
 #define ECOPT_SERVERUTIL_H
 
+#include <curl/curl.h>
+#include <jansson.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -68,6 +71,101 @@ static inline void server_stop(struct server *s, int sig)
     kill(s->pid, sig);
     waitpid(s->pid, &st, 0);
 }
+
+/* One HTTP exchange with the server, as libcurl sees it. */
+struct reply {
+    long status;
+    char *body;
+    size_t len;
+    char location[256];
+    char allow[128];
+    char content_type[128];
+};
+
+static inline size_t on_body(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct reply *r = ctx;
+    size_t len = sz * n;
+
+    r->body = realloc(r->body, r->len + len + 1);
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static inline size_t on_header(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct reply *r = ctx;
+    size_t len = sz * n;
+    char *dst = NULL;
+    size_t cap = 0, skip = 0;
+
+    if (len > 10 && strncasecmp(p, "Location: ", 10) == 0)
+        dst = r->location, cap = sizeof r->location, skip = 10;
+    else if (len > 7 && strncasecmp(p, "Allow: ", 7) == 0)
+        dst = r->allow, cap = sizeof r->allow, skip = 7;
+    else if (len > 14 && strncasecmp(p, "Content-Type: ", 14) == 0)
+        dst = r->content_type, cap = sizeof r->content_type, skip = 14;
+    if (dst) {
+        size_t l = len - skip;
+        while (l && (p[skip + l - 1] == '\r' || p[skip + l - 1] == '\n'))
+            l--;
+        if (l >= cap)
+            l = cap - 1;
+        memcpy(dst, p + skip, l);
+        dst[l] = '\0';
+    }
+    return len;
+}
+
+/* One request; token NULL for none; body NULL for none. */
+static inline struct reply req(const struct server *s, const char *method,
+                        const char *path, const char *token, const char *body,
+                        const char *extra_header)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct reply r = {0};
+    char url[512], auth[256];
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    if (body) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    if (extra_header)
+        h = curl_slist_append(h, extra_header);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (!r.body)
+        r.body = calloc(1, 1);
+    return r;
+}
+
+static inline json_t *json_of(const struct reply *r)
+{
+    json_error_t e;
+    json_t *doc = json_loads(r->body, 0, &e);
+
+    ck_assert_msg(doc != NULL, "not JSON (%s): %s", e.text, r->body);
+    return doc;
+}
+
 
 #define ALICE "alice-secret-0123456789"
 #define BOB "bob-secret-0123456789abc"
