@@ -133,6 +133,7 @@ bench: all $(BENCH_BIN)
 	$(BUILD)/bench/bench_curves bench/results/eclk-vs-ecgd.md
 	$(BUILD)/bench/bench_runtime bench/results/runtime.md
 	$(BUILD)/bench/bench_accel bench/results/accel.md
+	ECOPT=$(abspath $(BUILD)/ecopt) sh bench/bench_service.sh bench/results/service.md
 
 # The binaries (migrations and openapi.yaml are embedded in them), the
 # API contract, the report format and an example systemd unit.
