@@ -1,9 +1,10 @@
 /*
- * HTTP plumbing over libmicrohttpd (MHD): routing, bounded bodies, query
- * parsing, problem+json errors, long-poll and SSE, counters and the access
- * log. MHD runs a pool of epoll threads; waiting replies are parked with
- * MHD_suspend_connection so that they hold no thread, and a timer thread of
- * ours wakes them for timeouts and keep-alives.
+ * HTTP plumbing over libmicrohttpd (MHD): routing, bounded bodies (or
+ * bodies streamed to a route's sink), query parsing, problem+json errors,
+ * long-poll and SSE, counters and the access log. MHD runs a pool of epoll
+ * threads; waiting replies are parked with MHD_suspend_connection so that
+ * they hold no thread, and a timer thread of ours wakes them for timeouts
+ * and keep-alives, and notices streaming clients that left.
  */
 #include "http.h"
 
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -43,6 +46,8 @@
 #define PATTERN_MAX 256
 #define STREAM_BLOCK 4096
 #define STOP_DRAIN_MS 2000          /* for last replies to go out at stop */
+#define PEER_CHECK_MS 250           /* how often streamed bodies' clients
+                                       are checked for having left */
 /*
  * A body we will not use (its request already has its answer, often 413)
  * is read and dropped rather than left in the socket, up to this many
@@ -157,6 +162,7 @@ struct http_server {
     int stopping;
     struct http_deferred *deferreds;
     struct http_stream *streams;
+    struct http_exchange *sinks;            /* bodies being streamed */
 };
 
 enum resp_kind { RESP_NONE, RESP_BUFFER, RESP_STREAM };
@@ -210,6 +216,19 @@ struct http_exchange {
     struct http_req rq;
     struct http_resp rs;
     struct http_deferred *deferred;
+    /* A streamed body (HTTP_STREAM_BODY): what the handler accepted it with. */
+    int at_headers;                         /* the handler runs on headers */
+    int sink_on;                            /* end or abort is still owed */
+    int sink_failed;                        /* write refused: drop the rest */
+    struct http_body_ops sink;
+    void *sink_ctx;
+    size_t sink_limit, sink_len;
+    char sink_limit_name[48];
+    struct http_exchange *sink_prev, *sink_next;    /* srv->sinks */
+    int sink_linked;
+    int sink_fd;                            /* the connection's socket */
+    uint64_t sink_hup_ns;                   /* when the timer saw the client
+                                               gone; srv->lock */
     int status;                             /* 0 until a response is queued */
     size_t bytes;
     int handler_rc;
@@ -1108,7 +1127,7 @@ struct http_deferred *http_defer(struct http_resp *rs, unsigned timeout_ms,
     struct http_server *srv = x->srv;
     struct http_deferred *d;
 
-    if (x->phase != PH_HANDLER || x->deferred) {
+    if (x->phase != PH_HANDLER || x->deferred || x->at_headers) {
         problem(rs, 500, NULL, "a reply was deferred outside its handler");
         return NULL;
     }
@@ -1447,7 +1466,8 @@ struct http_stream *http_reply_stream(struct http_resp *rs, int status,
     struct http_stream *st;
 
     if (!status_valid(status) || !content_type ||
-        !ctype_valid(content_type) || !produce || rs->x->deferred) {
+        !ctype_valid(content_type) || !produce || rs->x->deferred ||
+        rs->x->at_headers) {
         problem(rs, 500, NULL, "a handler started an invalid stream");
         return NULL;
     }
@@ -1474,7 +1494,80 @@ struct http_stream *http_reply_stream(struct http_resp *rs, int status,
 }
 
 /* ------------------------------------------------------------------ */
-/* The timer thread: deferred timeouts and stream keep-alives           */
+/* Streamed bodies: noticing a client that left                         */
+
+/*
+ * MHD (0.9.75, epoll) can miss a client's close that arrives while it is
+ * still reading the body: its edge is spent, the last read was short, and
+ * it waits for the connection timeout. An upload would then hold its
+ * temporary file that long. So the timer looks at every connection whose
+ * body streams: when the client has hung up and left nothing unread for
+ * PEER_CHECK_MS, the body can never complete, and shutting the socket down
+ * makes MHD see the end, close, and abort the sink. The fd stays valid
+ * under srv->lock: MHD calls on_completed, which unlinks the exchange under
+ * that lock, before it closes the socket.
+ */
+static void sink_link(struct http_exchange *x)
+{
+    struct http_server *srv = x->srv;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(x->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    if (!ci)
+        return;                 /* then only the connection timeout */
+    x->sink_fd = ci->connect_fd;
+    pthread_mutex_lock(&srv->lock);
+    x->sink_prev = NULL;
+    x->sink_next = srv->sinks;
+    if (x->sink_next)
+        x->sink_next->sink_prev = x;
+    srv->sinks = x;
+    x->sink_linked = 1;
+    pthread_cond_signal(&srv->tick);
+    pthread_mutex_unlock(&srv->lock);
+}
+
+static void sink_unlink(struct http_exchange *x)
+{
+    struct http_server *srv = x->srv;
+
+    if (!x->sink_linked)
+        return;
+    pthread_mutex_lock(&srv->lock);
+    if (x->sink_prev)
+        x->sink_prev->sink_next = x->sink_next;
+    else
+        srv->sinks = x->sink_next;
+    if (x->sink_next)
+        x->sink_next->sink_prev = x->sink_prev;
+    x->sink_prev = x->sink_next = NULL;
+    x->sink_linked = 0;
+    pthread_mutex_unlock(&srv->lock);
+}
+
+/* srv->lock held. */
+static void sink_check_peer(struct http_exchange *x, uint64_t now)
+{
+    struct pollfd p;
+    int unread = 0;
+
+    p.fd = x->sink_fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    /* Readable with nothing to read: the end of the stream, or an error. */
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) &&
+        ioctl(p.fd, FIONREAD, &unread) == 0 && unread == 0) {
+        if (!x->sink_hup_ns)
+            x->sink_hup_ns = now;
+        else if (now - x->sink_hup_ns >= PEER_CHECK_MS * 1000000ull)
+            shutdown(p.fd, SHUT_RDWR);
+    } else {
+        x->sink_hup_ns = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The timer thread: timeouts, keep-alives, streaming clients gone     */
 
 static void *timer_main(void *arg)
 {
@@ -1506,6 +1599,10 @@ static void *timer_main(void *arg)
             }
             pthread_mutex_unlock(&st->mu);
         }
+        for (struct http_exchange *x = srv->sinks; x; x = x->sink_next)
+            sink_check_peer(x, now);
+        if (srv->sinks && now + PEER_CHECK_MS * 1000000ull < next)
+            next = now + PEER_CHECK_MS * 1000000ull;
         if (expired) {
             /* Fill functions are the app's code: call them unlocked. */
             pthread_mutex_unlock(&srv->lock);
@@ -1676,6 +1773,24 @@ static enum MHD_Result early_reply(struct http_exchange *x)
     return MHD_YES;
 }
 
+/*
+ * An HTTP_STREAM_BODY route: its handler runs now, on the headers. It
+ * either replies, and the answer goes as any early one, or takes the body
+ * with http_body_stream, and the body comes next.
+ */
+static enum MHD_Result begin_stream(struct http_exchange *x)
+{
+    x->phase = PH_HANDLER;
+    x->at_headers = 1;
+    x->handler_rc = x->srv->routes[x->route].handler(&x->rq, &x->rs);
+    x->at_headers = 0;
+    if (x->sink_on) {
+        x->phase = PH_BODY;
+        return MHD_YES;
+    }
+    return early_reply(x);
+}
+
 /* Routing, the query, the content type and the declared length: every
    check that needs no body, decided before the body is read. */
 static enum MHD_Result begin(struct http_exchange *x, const char *method)
@@ -1781,6 +1896,8 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
         }
         return early_reply(x);
     }
+    if (srv->routes[x->route].flags & HTTP_STREAM_BODY)
+        return begin_stream(x);
     /* A declared length over the limit is refused before a byte of the
        body is read (and before MHD would send 100 Continue). */
     if (cl) {
@@ -1805,6 +1922,95 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
     return MHD_YES;
 }
 
+/* The streamed body's sink is done with: abort, once. */
+static void sink_abort(struct http_exchange *x)
+{
+    sink_unlink(x);
+    if (x->sink_on) {
+        x->sink_on = 0;
+        x->sink.abort(x->sink_ctx);
+    }
+}
+
+int http_body_stream(struct http_resp *rs, size_t limit,
+                     const char *limit_name, const struct http_body_ops *ops,
+                     void *ctx)
+{
+    struct http_exchange *x = rs->x;
+    const char *cl, *name = limit_name && *limit_name ? limit_name : "limit";
+    unsigned long long len;
+
+    if (!ops || !ops->write || !ops->end || !ops->abort) {
+        if (ops && ops->abort)
+            ops->abort(ctx);
+        problem(rs, 500, NULL, "a handler took a body without write, end "
+                "and abort functions");
+        return EC_EINVAL;
+    }
+    if (!x->at_headers || x->sink_on) {
+        ops->abort(ctx);
+        problem(rs, 500, NULL, "a body can only be streamed by the handler "
+                "of an HTTP_STREAM_BODY route, once, on the headers");
+        return EC_EINVAL;
+    }
+    /* A declared length over the limit is refused before a byte of the
+       body is read (and before MHD would send 100 Continue). */
+    cl = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        errno = 0;
+        len = strtoull(cl, NULL, 10);
+        if (len > limit || errno) {
+            problem(rs, 413,
+                    json_pack("{s:s,s:I}", "limit", name, "value",
+                              (json_int_t)limit),
+                    "the request body is %llu bytes, more than the limit of "
+                    "%zu bytes (%s)", errno ? ULLONG_MAX : len, limit, name);
+            ops->abort(ctx);
+            return EC_ELIMIT;
+        }
+    }
+    resp_clear_body(rs);
+    x->sink = *ops;
+    x->sink_ctx = ctx;
+    x->sink_limit = limit;
+    x->sink_len = 0;
+    x->sink_failed = 0;
+    fmt(x->sink_limit_name, sizeof x->sink_limit_name, "%s", name);
+    x->sink_on = 1;
+    sink_link(x);
+    return 0;
+}
+
+/*
+ * A piece of a streamed body goes to the sink as it is. Past the limit
+ * the 413 is decided on the first piece too many, the sink aborted at once
+ * (an upload's temporary file goes now, not when the client stops), and
+ * what follows dropped as after any early answer.
+ */
+static int sink_append(struct http_exchange *x, const char *data, size_t n)
+{
+    if (x->sink_failed) {
+        x->discarded += n;
+        return x->discarded > DISCARD_MAX ? -1 : 0;
+    }
+    if (n > x->sink_limit - x->sink_len) {
+        problem(&x->rs, 413,
+                json_pack("{s:s,s:I}", "limit", x->sink_limit_name, "value",
+                          (json_int_t)x->sink_limit),
+                "the request body is more than the limit of %zu bytes (%s)",
+                x->sink_limit, x->sink_limit_name);
+        sink_abort(x);
+        x->discard = 1;
+        x->discarded = 0;
+        return 0;
+    }
+    x->sink_len += n;
+    if (x->sink.write(x->sink_ctx, data, n) < 0)
+        x->sink_failed = 1;
+    return 0;
+}
+
 /*
  * Appends a piece of the body. When it outgrows max_body (a chunked body,
  * whose size was not announced), the 413 is decided here, on the first
@@ -1820,6 +2026,8 @@ static int body_append(struct http_exchange *x, const char *data, size_t n)
         x->discarded += n;
         return x->discarded > DISCARD_MAX ? -1 : 0;
     }
+    if (x->sink_on)
+        return sink_append(x, data, n);
     if (n > max - x->body_len) {
         problem(&x->rs, 413,
                 json_pack("{s:s,s:I}", "limit", "max_body", "value",
@@ -1868,7 +2076,14 @@ static enum MHD_Result dispatch(struct http_exchange *x)
         x->rq.body_len = x->body_len;
     }
     x->phase = PH_HANDLER;
-    x->handler_rc = srv->routes[x->route].handler(&x->rq, rs);
+    if (x->sink_on) {
+        /* A streamed body is complete: its end replies. */
+        sink_unlink(x);
+        x->sink_on = 0;
+        x->handler_rc = x->sink.end(x->sink_ctx, &x->rq, rs);
+    } else {
+        x->handler_rc = srv->routes[x->route].handler(&x->rq, rs);
+    }
     if (!(d = x->deferred))
         return queue_reply(x);
     pthread_mutex_lock(&d->mu);
@@ -1979,6 +2194,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
                 (double)ns / 1e6, x->request_id[0] ? x->request_id : "-",
                 x->client[0] ? x->client : "-", termination_name(toe), rc);
     }
+    sink_abort(x);              /* the client went away mid-body */
     if (x->deferred)
         d_detach(srv, x->deferred);
     exchange_free(x);

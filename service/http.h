@@ -1,9 +1,10 @@
 /*
  * The service's HTTP plumbing over libmicrohttpd: a route table with path
- * parameters, bounded bodies, a strict query parser, RFC 9457 problem+json
- * for every error, replies that come later (long-poll) or in pieces (SSE),
- * request counters for /metrics and an access log. Handlers see only the
- * types below; no libmicrohttpd type leaks out of this header.
+ * parameters, bounded bodies (or streamed ones, for uploads), a strict
+ * query parser, RFC 9457 problem+json for every error, replies that come
+ * later (long-poll) or in pieces (SSE), request counters for /metrics and
+ * an access log. Handlers see only the types below; no libmicrohttpd type
+ * leaks out of this header.
  */
 #ifndef ECOPT_HTTP_H
 #define ECOPT_HTTP_H
@@ -41,7 +42,9 @@ struct http_config {
                                        longer body gets 413 naming this
                                        limit, decided on the headers (or
                                        the first piece too many when it is
-                                       chunked), and is never kept */
+                                       chunked), and is never kept.
+                                       HTTP_STREAM_BODY routes have their
+                                       own limit instead */
     int access_log_off;             /* nonzero: no access log on stderr */
 };
 
@@ -63,7 +66,9 @@ struct http_req {
     const char *request_id;         /* client's X-Request-Id or generated */
     const char *client;             /* peer address, "127.0.0.1" */
     const char *token;              /* "Authorization: Bearer T": T; or NULL */
-    const char *body;               /* "" when there is none; may hold NULs */
+    const char *body;               /* "" when there is none (and always
+                                       on HTTP_STREAM_BODY routes); may
+                                       hold NULs */
     size_t body_len;
     size_t nparams;                 /* path parameters, in pattern order */
     const struct http_kv *params;
@@ -85,6 +90,10 @@ typedef int (*http_handler_fn)(struct http_req *rq, struct http_resp *rs);
 #define HTTP_JSON_BODY 1u   /* a body, or any Content-Type, must be
                                application/json or application/X+json
                                (charset UTF-8 if given), else 415 */
+#define HTTP_STREAM_BODY 2u /* the handler runs on the headers, before any
+                               byte of the body, and takes the body piece
+                               by piece with http_body_stream; max_body
+                               does not apply (see below) */
 
 /*
  * Patterns are literal segments and "{name}" segments (name: [a-z_]{1,32}).
@@ -150,6 +159,44 @@ int http_reply_text(struct http_resp *rs, int status,
  */
 int http_reply_problem(struct http_resp *rs, int status, const char *title,
                        const char *detail, json_t *extra);
+
+/*
+ * Streaming request bodies (uploads), for HTTP_STREAM_BODY routes. The
+ * handler is called as soon as the headers are in: it checks what it can
+ * (auth, the query, whether the target exists) and either replies (the
+ * body is then dropped unread, as for any early answer) or accepts the
+ * body with http_body_stream. The body is never held in memory: each piece
+ * goes to write(ctx, data, len) as it arrives. When the last piece is in,
+ * end(ctx, rq, rs) replies as a handler does (it may also defer). abort(ctx)
+ * is called instead when the client goes away (noticed within a fraction
+ * of a second), the server stops, or the body outgrows limit, in which
+ * case the reply is a 413 naming limit_name and the limit (a declared
+ * Content-Length over it is refused on the headers, before a byte is read,
+ * and before "100 Continue"); the sink is aborted at once, and the rest of
+ * the body dropped as after any early answer.
+ *
+ * write runs on a server thread, like a handler: it may write to a file
+ * but must not wait on anything slow. It returns 0, or < 0 to refuse the
+ * rest (say, the disk is full): the rest of the body is then read and
+ * dropped, and end is still called, to reply with what went wrong (ctx has
+ * to remember it).
+ *
+ * From the call of http_body_stream on, exactly one of end and abort is
+ * called, exactly once, on a server thread; each must free ctx. Even when
+ * http_body_stream fails (it was not called from the header-time handler
+ * of an HTTP_STREAM_BODY route, or the declared length is over the limit)
+ * it calls abort(ctx) itself, and has replied with a problem; it returns
+ * 0 or a negative EC_* code.
+ */
+struct http_body_ops {
+    int (*write)(void *ctx, const char *data, size_t len);
+    int (*end)(void *ctx, struct http_req *rq, struct http_resp *rs);
+    void (*abort)(void *ctx);
+};
+
+int http_body_stream(struct http_resp *rs, size_t limit,
+                     const char *limit_name, const struct http_body_ops *ops,
+                     void *ctx);
 
 /* An extra header (Location, Retry-After, ETag, ...): name is a token,
    value has no CR, LF or NUL. EC_EINVAL or EC_ELIMIT otherwise. */

@@ -53,6 +53,10 @@ static struct app {
     atomic_int raw_calls;
     atomic_int header_rc[4];    /* what http_reply_header said in /retry */
     atomic_int sse_bad_rc;      /* what http_sse_event said to a bad name */
+    atomic_int sink_begun;      /* streamed bodies taken ... */
+    atomic_int sink_ended;      /* ... and how each went */
+    atomic_int sink_aborted;
+    atomic_int sink_writes;     /* write calls, all bodies */
 } A;
 
 static struct http_server *S;
@@ -254,6 +258,110 @@ static int h_events(struct http_req *rq, struct http_resp *rs)
     return 0;
 }
 
+/*
+ * Streamed bodies: a sink that hashes (FNV-1a) and counts what it is given
+ * and keeps none of it. ?limit=N is its limit, ?reject=1 answers on the
+ * headers, ?fail_after=N makes write refuse past N bytes, ?defer=1 makes
+ * end defer its reply to the timer.
+ */
+struct sink {
+    size_t bytes, pieces, fail_after;
+    uint64_t hash;
+    int failed, defer;
+};
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+#define FNV_SEED 0xcbf29ce484222325ull
+
+static int sink_write(void *ctx, const char *data, size_t len)
+{
+    struct sink *k = ctx;
+
+    atomic_fetch_add(&A.sink_writes, 1);
+    if (k->fail_after && k->bytes + len > k->fail_after) {
+        k->failed = 1;
+        return EC_EIO;
+    }
+    k->hash = fnv1a(k->hash, (const unsigned char *)data, len);
+    k->bytes += len;
+    k->pieces++;
+    return 0;
+}
+
+static void fill_sink(struct http_resp *rs, void *arg)
+{
+    struct sink *k = arg;
+    char hash[32];
+
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)k->hash);
+    http_reply_json(rs, 201,
+                    json_pack("{s:I,s:I,s:s,s:b}", "bytes",
+                              (json_int_t)k->bytes, "pieces",
+                              (json_int_t)k->pieces, "fnv", hash, "deferred",
+                              k->defer));
+    free(k);
+}
+
+static int sink_end(void *ctx, struct http_req *rq, struct http_resp *rs)
+{
+    struct sink *k = ctx;
+
+    (void)rq;
+    atomic_fetch_add(&A.sink_ended, 1);
+    if (k->failed) {
+        free(k);
+        return http_reply_problem(rs, 503, NULL, "the sink refused a write",
+                                  NULL);
+    }
+    if (k->defer) {
+        /* The timer fills the reply; the handle goes straight back. */
+        struct http_deferred *d = http_defer(rs, 0, fill_sink, k);
+
+        if (!d) {
+            free(k);
+            return EC_ENOMEM;
+        }
+        http_deferred_finish(d, NULL, NULL);
+        return 0;
+    }
+    fill_sink(rs, k);
+    return 0;
+}
+
+static void sink_abort(void *ctx)
+{
+    atomic_fetch_add(&A.sink_aborted, 1);
+    free(ctx);
+}
+
+static const struct http_body_ops sink_ops = {sink_write, sink_end,
+                                              sink_abort};
+
+static int h_upload(struct http_req *rq, struct http_resp *rs)
+{
+    const char *limit = http_query(rq, "limit");
+    const char *fail_after = http_query(rq, "fail_after");
+    struct sink *k;
+
+    if (http_query(rq, "reject"))
+        return http_reply_problem(rs, 422, NULL, "rejected on the headers",
+                                  NULL);
+    k = calloc(1, sizeof *k);
+    ck_assert_ptr_nonnull(k);
+    k->hash = FNV_SEED;
+    k->fail_after = fail_after ? (size_t)atol(fail_after) : 0;
+    k->defer = http_query(rq, "defer") != NULL;
+    atomic_fetch_add(&A.sink_begun, 1);
+    return http_body_stream(rs, limit ? (size_t)atol(limit) : 1 << 20,
+                            "upload_limit", &sink_ops, k);
+}
+
 /* Literal routes first: the first match in table order wins. */
 static const struct http_route routes[] = {
     {"GET", "/items/stats", h_item_stats, 0},
@@ -269,6 +377,8 @@ static const struct http_route routes[] = {
     {"GET", "/wait", h_wait, 0},
     {"POST", "/notify", h_notify, 0},
     {"GET", "/events", h_events, 0},
+    {"POST", "/upload", h_upload, HTTP_STREAM_BODY},
+    {"POST", "/not-streamed", h_upload, 0},
 };
 
 #define NROUTES (sizeof routes / sizeof routes[0])
@@ -1263,6 +1373,215 @@ START_TEST(test_body_limit)
 }
 END_TEST
 
+/* A body made up as it is sent: byte i is (7i + 3) mod 256. It fails
+   (the client gives up) after abort_at bytes when that is not 0. */
+struct patterned {
+    size_t sent, total, abort_at;
+};
+
+static size_t read_patterned(char *p, size_t sz, size_t n, void *ud)
+{
+    struct patterned *b = ud;
+    size_t k = sz * n < b->total - b->sent ? sz * n : b->total - b->sent;
+
+    if (b->abort_at && b->sent >= b->abort_at)
+        return CURL_READFUNC_ABORT;
+    for (size_t i = 0; i < k; i++)
+        p[i] = (char)((7 * (b->sent + i) + 3) & 0xff);
+    b->sent += k;
+    return k;
+}
+
+static uint64_t patterned_fnv(size_t total)
+{
+    uint64_t h = FNV_SEED;
+
+    for (size_t i = 0; i < total; i++) {
+        unsigned char c = (unsigned char)((7 * i + 3) & 0xff);
+        h = fnv1a(h, &c, 1);
+    }
+    return h;
+}
+
+static void post_patterned(const char *path, size_t total, int chunked,
+                           int expect, size_t abort_at, struct reply *r)
+{
+    struct curl_slist *h = NULL;
+    struct patterned b = {0, total, abort_at};
+    CURL *e;
+
+    memset(r, 0, sizeof *r);
+    e = make_easy("POST", path, NULL, NULL, 0, r);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, read_patterned);
+    curl_easy_setopt(e, CURLOPT_READDATA, &b);
+    if (chunked)
+        h = curl_slist_append(h, "Transfer-Encoding: chunked");
+    else
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)total);
+    h = curl_slist_append(h, expect ? "Expect: 100-continue" : "Expect:");
+    h = curl_slist_append(h, "Content-Type: application/octet-stream");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    r->rc = curl_easy_perform(e);
+    finish_easy(e, r);
+    curl_slist_free_all(h);
+}
+
+/* A streamed body arrived whole: its size and hash, in several pieces. */
+static void expect_sunk(const struct reply *r, size_t total, int deferred)
+{
+    json_t *doc = expect_json(r, 201);
+    char want[32];
+
+    snprintf(want, sizeof want, "%016llx",
+             (unsigned long long)patterned_fnv(total));
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "bytes")),
+                     (json_int_t)total);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "fnv")), want);
+    if (total > 2 * 65536)  /* never held whole: it came in pieces */
+        ck_assert_int_gt(json_integer_value(json_object_get(doc, "pieces")),
+                         1);
+    ck_assert_int_eq(json_is_true(json_object_get(doc, "deferred")),
+                     deferred);
+    json_decref(doc);
+}
+
+static int sinks_settled(int want_aborted)
+{
+    return atomic_load(&A.sink_aborted) >= want_aborted &&
+           atomic_load(&A.sink_begun) ==
+               atomic_load(&A.sink_ended) + atomic_load(&A.sink_aborted);
+}
+
+static void wait_sinks_settled(int want_aborted)
+{
+    uint64_t end = now_ms() + 5000;
+
+    while (!sinks_settled(want_aborted)) {
+        ck_assert_msg(now_ms() < end, "sinks: %d begun, %d ended, %d "
+                      "aborted (want %d aborted)", atomic_load(&A.sink_begun),
+                      atomic_load(&A.sink_ended),
+                      atomic_load(&A.sink_aborted), want_aborted);
+        usleep(2000);
+    }
+}
+
+START_TEST(test_stream_body)
+{
+    struct reply r;
+    json_t *doc;
+    int writes;
+
+    /* Far beyond max_body (64 KiB): the route has its own limit (1 MiB),
+       and the body reaches the sink in pieces, announced or chunked. */
+    post_patterned("/upload", 600000, 0, 0, 0, &r);
+    expect_sunk(&r, 600000, 0);
+    reply_free(&r);
+    post_patterned("/upload", 700001, 1, 1, 0, &r);
+    expect_sunk(&r, 700001, 0);
+    reply_free(&r);
+    post_patterned("/upload", 0, 0, 0, 0, &r);
+    expect_sunk(&r, 0, 0);
+    reply_free(&r);
+    post_patterned("/upload?defer=1", 200000, 0, 0, 0, &r);
+    expect_sunk(&r, 200000, 1);     /* end may defer like any handler */
+    reply_free(&r);
+
+    /* Exactly the limit passes; one byte more is refused on the headers
+       with the route's own limit named, before a byte is written. */
+    post_patterned("/upload?limit=100000", 100000, 0, 0, 0, &r);
+    expect_sunk(&r, 100000, 0);
+    reply_free(&r);
+    writes = atomic_load(&A.sink_writes);
+    post_patterned("/upload?limit=100000", 100001, 0, 0, 0, &r);
+    doc = expect_problem(&r, 413, "100001 bytes, more than the limit of "
+                                  "100000 bytes (upload_limit)");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "limit")),
+                     "upload_limit");
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "value")),
+                     100000);
+    json_decref(doc);
+    reply_free(&r);
+    post_patterned("/upload?limit=100000", (size_t)256 << 20, 0, 1, 0, &r);
+    json_decref(expect_problem(&r, 413, "268435456 bytes"));
+    ck_assert_int_lt(r.uploaded, (curl_off_t)1 << 20);
+    reply_free(&r);
+    ck_assert_int_eq(atomic_load(&A.sink_writes), writes);
+
+    /* Chunked, the size is learnt as it comes: 413 on the first piece too
+       many, the sink aborted, the rest dropped. */
+    post_patterned("/upload?limit=100000", 400000, 1, 0, 0, &r);
+    json_decref(expect_problem(&r, 413, "more than the limit of 100000 "
+                                        "bytes (upload_limit)"));
+    reply_free(&r);
+    wait_sinks_settled(3);
+
+    /* The handler answers on the headers: the sink never starts, and with
+       100-continue the body is never sent. */
+    writes = atomic_load(&A.sink_writes);
+    post_patterned("/upload?reject=1", 200000, 0, 0, 0, &r);
+    json_decref(expect_problem(&r, 422, "rejected on the headers"));
+    reply_free(&r);
+    post_patterned("/upload?reject=1", (size_t)256 << 20, 0, 1, 0, &r);
+    json_decref(expect_problem(&r, 422, "rejected on the headers"));
+    ck_assert_int_lt(r.uploaded, (curl_off_t)1 << 20);
+    reply_free(&r);
+    ck_assert_int_eq(atomic_load(&A.sink_writes), writes);
+
+    /* write refuses: the rest is dropped and end says why. */
+    post_patterned("/upload?fail_after=1000", 300000, 0, 0, 0, &r);
+    json_decref(expect_problem(&r, 503, "the sink refused a write"));
+    reply_free(&r);
+
+    /* Not a streaming route: http_body_stream refuses, aborts, 500. */
+    post_patterned("/not-streamed", 1000, 0, 0, 0, &r);
+    json_decref(expect_problem(&r, 500, "HTTP_STREAM_BODY"));
+    reply_free(&r);
+    wait_sinks_settled(4);
+
+    /* The client gives up halfway: the sink is aborted, not ended. */
+    post_patterned("/upload", 900000, 0, 0, 300000, &r);
+    ck_assert_int_ne(r.rc, CURLE_OK);
+    reply_free(&r);
+    post_patterned("/upload", 900000, 1, 0, 300000, &r);
+    ck_assert_int_ne(r.rc, CURLE_OK);
+    reply_free(&r);
+    wait_sinks_settled(6);
+    ck_assert_int_eq(atomic_load(&A.sink_ended), 6);
+
+    /* Buffered routes are as before. */
+    request("POST", "/raw", NULL, "abc", 3, &r);
+    json_decref(expect_json(&r, 200));
+    reply_free(&r);
+}
+END_TEST
+
+/* http_stop while a body streams: the sink is aborted, exactly once. */
+START_TEST(test_stream_body_stop)
+{
+    int fd = raw_connect();
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /upload HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Length: 500000\r\n\r\n");
+    static char part[100000];
+
+    memset(part, 'a', sizeof part);
+    ck_assert_int_eq(send(fd, head, (size_t)n, 0), n);
+    ck_assert_int_eq(send(fd, part, sizeof part, 0), (ssize_t)sizeof part);
+    for (uint64_t end = now_ms() + 5000; atomic_load(&A.sink_writes) == 0;) {
+        ck_assert_msg(now_ms() < end, "the body never reached the sink");
+        usleep(2000);
+    }
+    http_stop(S);
+    S = NULL;
+    ck_assert_int_eq(atomic_load(&A.sink_begun), 1);
+    ck_assert_int_eq(atomic_load(&A.sink_aborted), 1);
+    ck_assert_int_eq(atomic_load(&A.sink_ended), 0);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_headers_and_token)
 {
     struct curl_slist *h = NULL;
@@ -1765,6 +2084,8 @@ static Suite *http_suite(void)
     tcase_add_test(live, test_query_over_http);
     tcase_add_test(live, test_json_body);
     tcase_add_test(live, test_body_limit);
+    tcase_add_test(live, test_stream_body);
+    tcase_add_test(live, test_stream_body_stop);
     tcase_add_test(live, test_headers_and_token);
     tcase_add_test(live, test_longpoll_event);
     tcase_add_test(live, test_longpoll_timeout);
