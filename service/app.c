@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "app.h"
 #include "cmd.h"
+#include "datasets.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -70,6 +71,8 @@ static const char serve_usage[] =
     "  --max-rounds N              ECOPT_MAX_ROUNDS per job, default 10000000\n"
     "  --max-seconds N             ECOPT_MAX_SECONDS per job, default 86400\n"
     "  --max-body BYTES            ECOPT_MAX_BODY, default 1048576\n"
+    "  --max-upload BYTES          ECOPT_MAX_UPLOAD, one dataset upload,\n"
+    "                              default 268435456\n"
     "  --threads N                 ECOPT_THREADS, HTTP threads, default 4\n"
     "  --state-dir DIR             ECOPT_STATE_DIR, job specs and logs,\n"
     "                              default DB.jobs\n"
@@ -85,7 +88,7 @@ int cmd_serve(int argc, char **argv)
     struct http_config hc = {0};
     char err[512];
     sigset_t sigs;
-    int sig, recovered;
+    int sig, recovered, removed;
 
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -112,6 +115,9 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A file size limit (RLIMIT_FSIZE) makes writes fail with EFBIG, which
+       is answered 503, instead of killing the service. */
+    signal(SIGXFSZ, SIG_IGN);
 
     if (!(a.writer = store_open(a.cfg.db, &e))) {
         fprintf(stderr, "ecopt serve: %s\n", e.msg);
@@ -144,6 +150,10 @@ int cmd_serve(int argc, char **argv)
     hc.threads = a.cfg.threads;
     hc.max_body = a.cfg.max_body;
     hc.access_log_off = a.cfg.access_log_off;
+    /* No upload is in progress yet: what one left behind is garbage. */
+    if ((removed = datasets_cleanup(a.cfg.data_dir)) > 0)
+        fprintf(stderr, "ecopt serve: removed %d unfinished upload%s from %s\n",
+                removed, removed == 1 ? "" : "s", a.cfg.data_dir);
     if (!(a.http = http_start(&hc, app_routes, app_nroutes, &a, err, sizeof err))) {
         fprintf(stderr, "ecopt serve: %s\n", err);
         app_close(&a);

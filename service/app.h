@@ -30,6 +30,7 @@ struct config {
     uint64_t max_rounds;          /* per job */
     double max_seconds;           /* per job */
     size_t max_body;
+    size_t max_upload;            /* bytes of one dataset upload */
     unsigned threads;
     int access_log_off;
 };
@@ -102,6 +103,9 @@ struct store *app_reader(struct app *app);
 void app_reader_done(struct app *app, struct store *st);
 
 /* Shared by the handlers (handlers.c). */
+/* Who is asking: the token, or NULL with a 401 (or 429, for an address
+ * that failed too often) already replied. */
+const struct token *app_authn(struct http_req *rq, struct http_resp *rs);
 struct jobspec;
 /* What the server's own rules reject in a parsed spec: the field, a
  * sentence, and for limits their name and value. */

@@ -132,6 +132,11 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->max_body = (size_t)u;
         return 0;
+    case 'U':
+        if (parse_uint(v, 1024, 1ull << 40, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_upload = (size_t)u;
+        return 0;
     case 'T':
         if (parse_uint(v, 1, 256, &u, err, errlen, what) < 0)
             return -1;
@@ -160,6 +165,7 @@ static const struct {
     {'S', "max-seconds", "ECOPT_MAX_SECONDS"},
     {'B', "max-body", "ECOPT_MAX_BODY"},
     {'T', "threads", "ECOPT_THREADS"},
+    {'U', "max-upload", "ECOPT_MAX_UPLOAD"},
     {'s', "state-dir", "ECOPT_STATE_DIR"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -184,6 +190,7 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->max_rounds = 10000000;
     c->max_seconds = 24 * 3600;
     c->max_body = 1 << 20;
+    c->max_upload = (size_t)256 << 20;
     c->threads = 4;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datasets.h"
 #include "describe.h"
 #include "jobspec.h"
 
@@ -26,8 +27,8 @@ extern const size_t openapi_yaml_len;
 #define METRICS_MAX 10000
 #define WAIT_MAX 60             /* seconds a long-poll may wait */
 
-/* Who is asking: the token, or a 401 already replied. */
-static const struct token *authn(struct http_req *rq, struct http_resp *rs)
+/* Who is asking: the token, or a 401 (or 429) already replied. */
+const struct token *app_authn(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
     const struct token *t;
@@ -217,15 +218,16 @@ static int dataset_ok(const struct app *a, const char *name, char *detail,
                       size_t len)
 {
     char path[PATH_MAX + 1100];
+    const char *rule = datasets_name_check(name);
     struct stat stt;
 
-    if (!*name || strchr(name, '/') || name[0] == '.') {
-        snprintf(detail, len, "must be the name of a file in the data directory "
-                 "(no '/', not starting with '.')");
+    if (rule) {
+        snprintf(detail, len, "%s", rule);
         return -1;
     }
+    /* lstat: a symlink is not a dataset, as GET /v1/datasets agrees. */
     snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, name);
-    if (stat(path, &stt) != 0 || !S_ISREG(stt.st_mode)) {
+    if (lstat(path, &stt) != 0 || !S_ISREG(stt.st_mode)) {
         snprintf(detail, len, "no dataset '%.100s' (GET /v1/datasets lists them)", name);
         return -1;
     }
@@ -296,7 +298,7 @@ int app_check_spec(const struct app *a, const struct jobspec *spec,
 static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct jobspec spec;
     struct jobspec_errors errs = {0};
     struct store_job_new in = {0};
@@ -391,7 +393,7 @@ out:
 static int h_jobs_list(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_job_filter f = {0};
     struct store_job *jobs = NULL;
     struct store_err e = {0};
@@ -464,7 +466,7 @@ static int load_job(struct http_req *rq, struct http_resp *rs,
 static int h_job_get(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     struct store_err e = {0};
     ec_metric last;
@@ -487,7 +489,7 @@ static int h_job_get(struct http_req *rq, struct http_resp *rs)
 static int h_job_cancel(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     struct store_err e = {0};
     char reason[160];
@@ -535,7 +537,7 @@ static int h_job_cancel(struct http_req *rq, struct http_resp *rs)
 static int h_job_delete(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_err e = {0};
     const char *id = http_param(rq, "id");
     char path[PATH_MAX + 64];
@@ -618,7 +620,7 @@ int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
 static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     struct store_err e = {0};
     long long after, limit, every, max_points, wait;
@@ -659,7 +661,7 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
 static int h_job_events(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     long long after;
     int rc;
@@ -675,14 +677,14 @@ static int h_job_events(struct http_req *rq, struct http_resp *rs)
 
 static int h_experiments_post(struct http_req *rq, struct http_resp *rs)
 {
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
 
     return t ? h_experiments_create(rq, rs, t) : 0;
 }
 
 static int h_experiment_get(struct http_req *rq, struct http_resp *rs)
 {
-    const struct token *t = authn(rq, rs);
+    const struct token *t = app_authn(rq, rs);
 
     return t ? h_experiment_reply(rq, rs, rq->app, http_param(rq, "id"),
                                   owner_of(t), 200)
@@ -708,5 +710,8 @@ const struct http_route app_routes[] = {
     {"GET", "/v1/jobs/{id}/events", h_job_events, 0},
     {"POST", "/v1/experiments", h_experiments_post, HTTP_JSON_BODY},
     {"GET", "/v1/experiments/{id}", h_experiment_get, 0},
+    {"GET", "/v1/datasets", datasets_list, 0},
+    {"POST", "/v1/datasets", datasets_upload, HTTP_STREAM_BODY},
+    {"GET", "/v1/datasets/{name}", datasets_get, 0},
 };
 const size_t app_nroutes = sizeof app_routes / sizeof app_routes[0];

@@ -262,21 +262,37 @@ int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
     return 0;
 }
 
-/* Sends what is new: rows after last_round, and the state when it moved. */
-static int events_produce(void *arg, struct http_stream *st)
+/* One "state" event, when the state moved since the last one sent. */
+static void send_state(struct waiter *w, struct http_stream *st,
+                       const struct store_job *job)
 {
-    struct waiter *w = arg;
-    struct app *a = w->app;
-    struct store *db = app_reader(a);
+    json_t *o;
+    char *text;
+
+    if ((int)job->state == w->last_state)
+        return;
+    o = json_pack("{s:s, s:s, s:o}", "id", job->id, "state",
+                  store_job_state_name(job->state), "reason",
+                  job->reason ? json_string(job->reason) : json_null());
+    text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (text)
+        http_sse_event(st, "state", NULL, text);
+    free(text);
+    json_decref(o);
+    w->last_state = (int)job->state;
+}
+
+/* Metric events for the rows after last_round, up to EVENTS_PER_WAKE in
+ * one call; returns whether rows remain. */
+static int send_rows(struct waiter *w, struct http_stream *st, struct store *db,
+                     size_t *sent)
+{
     struct store_metrics_page page = {0};
-    struct store_job job = {0};
     struct store_err e = {0};
     ec_metric rows[100];
-    size_t sent = 0;
-    int final = 0, more = 0;
     char idbuf[32];
 
-    while (sent < EVENTS_PER_WAKE &&
+    while (*sent < EVENTS_PER_WAKE &&
            store_metrics_query(db, w->id, w->last_round, 100, 1, rows, &page, &e) == 0 &&
            page.count > 0) {
         for (size_t i = 0; i < page.count; i++) {
@@ -289,28 +305,45 @@ static int events_produce(void *arg, struct http_stream *st)
             json_decref(o);
         }
         w->last_round = page.next_after;
-        sent += page.count;
-        more = page.more;
+        *sent += page.count;
         if (!page.more)
-            break;
+            return 0;
     }
-    if (store_job_get(db, w->id, NULL, &job, &e) == 0) {
-        if ((int)job.state != w->last_state) {
-            json_t *o = json_pack("{s:s, s:s, s:o}", "id", job.id, "state",
-                                  store_job_state_name(job.state), "reason",
-                                  job.reason ? json_string(job.reason) : json_null());
-            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-            if (text)
-                http_sse_event(st, "state", NULL, text);
-            free(text);
-            json_decref(o);
-            w->last_state = (int)job.state;
-        }
-        final = store_job_state_is_final(job.state);
-    } else {
-        final = 1;                /* deleted meanwhile */
-    }
+    return *sent >= EVENTS_PER_WAKE;
+}
+
+/*
+ * Sends what is new, in an order a reader can rely on: the current state
+ * if it moved (while the job is not over), the rows after last_round, and
+ * last the final state, once every row has gone out.
+ */
+static int events_produce(void *arg, struct http_stream *st)
+{
+    struct waiter *w = arg;
+    struct app *a = w->app;
+    struct store *db = app_reader(a);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    size_t sent = 0;
+    int final = 0, more = 0;
+
+    if (store_job_get(db, w->id, NULL, &job, &e) == 0 &&
+        !store_job_state_is_final(job.state))
+        send_state(w, st, &job);
     store_job_clear(&job);
+    more = send_rows(w, st, db, &sent);
+    if (!more) {
+        if (store_job_get(db, w->id, NULL, &job, &e) == 0) {
+            final = store_job_state_is_final(job.state);
+            /* The job's last rows are stored before it is marked ended, so
+             * one more pass now catches any that came after the first. */
+            if (final && !(more = send_rows(w, st, db, &sent)))
+                send_state(w, st, &job);
+        } else {
+            final = 1;            /* deleted meanwhile */
+        }
+        store_job_clear(&job);
+    }
     app_reader_done(a, db);
     if (more) {
         http_stream_wake(st);     /* the rest on the next call */

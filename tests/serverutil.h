@@ -49,7 +49,9 @@ static inline void server_start(struct server *s, int reuse_dir)
         char listen[] = "127.0.0.1:0";
         dup2(out[1], 1);
         close(out[0]);
-        freopen("/dev/null", "w", stderr);
+        char log[128];
+        snprintf(log, sizeof log, "%s/server.log", s->dir);
+        freopen(log, "a", stderr);
         snprintf(tok, sizeof tok, "%s/tokens", s->dir);
         execl(bin && *bin ? bin : "build/ecopt", "ecopt", "serve", "--listen", listen,
               "--db", s->db, "--tokens-file", tok, "--max-rounds", "50000000",
@@ -58,7 +60,18 @@ static inline void server_start(struct server *s, int reuse_dir)
     }
     close(out[1]);
     f = fdopen(out[0], "r");
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    if (!fgets(line, sizeof line, f)) {
+        /* The server ended before it listened: show why. */
+        char log[128], text[2048] = "";
+        FILE *lf;
+        snprintf(log, sizeof log, "%s/server.log", s->dir);
+        if ((lf = fopen(log, "r"))) {
+            size_t n = fread(text, 1, sizeof text - 1, lf);
+            text[n] = '\0';
+            fclose(lf);
+        }
+        ck_abort_msg("ecopt serve did not start: %s", text);
+    }
     fclose(f);
     ck_assert_msg(sscanf(line, "ecopt: listening on http://127.0.0.1:%u", &s->port) == 1,
                   "server said: %s", line);
