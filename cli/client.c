@@ -631,6 +631,132 @@ static int cmd_experiment(const struct client *c, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* ---- datasets ------------------------------------------------------------ */
+
+static int upload_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
+                           curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)ctx;
+    (void)dltotal;
+    (void)dlnow;
+    if (ultotal > 0) {
+        int fill = (int)(30 * ulnow / ultotal);
+        fprintf(stderr, "\r[%.*s%*s] %.1f / %.1f MB ", fill,
+                "##############################", 30 - fill, "", ulnow / 1e6,
+                ultotal / 1e6);
+    }
+    return 0;
+}
+
+static int cmd_datasets(const struct client *c, int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: ecopt datasets                      list the datasets with their stats\n"
+        "       ecopt datasets upload FILE [--name NAME] [--replace]\n";
+    json_t *doc = NULL, *list;
+    int rc;
+
+    if (argc == 1) {
+        if ((rc = call(c, "GET", "/v1/datasets", NULL, &doc)) != EXIT_OK)
+            return rc;
+        list = json_object_get(doc, "datasets");
+        printf("%-24s %9s %7s %10s %12s  %s\n", "NAME", "ROWS", "D", "NNZ", "BYTES", "SHA256");
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            json_t *d = json_array_get(list, i);
+            if (json_object_get(d, "error"))
+                printf("%-24s %s\n", str(d, "name"), str(d, "error"));
+            else
+                printf("%-24s %9lld %7lld %10lld %12lld  %.16s\n", str(d, "name"),
+                       (long long)json_integer_value(json_object_get(d, "rows")),
+                       (long long)json_integer_value(json_object_get(d, "d")),
+                       (long long)json_integer_value(json_object_get(d, "nnz")),
+                       (long long)json_integer_value(json_object_get(d, "bytes")),
+                       str(d, "sha256"));
+        }
+        json_decref(doc);
+        return EXIT_OK;
+    }
+    if (argc >= 3 && strcmp(argv[1], "upload") == 0) {
+        const char *file = argv[2], *name = NULL;
+        int replace = 0;
+        for (int i = 3; i < argc; i++) {
+            if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+                name = argv[++i];
+            else if (strcmp(argv[i], "--replace") == 0)
+                replace = 1;
+            else {
+                fputs(usage, stderr);
+                return EXIT_USAGE;
+            }
+        }
+        if (!name) {
+            name = strrchr(file, '/');
+            name = name ? name + 1 : file;
+        }
+        FILE *f = fopen(file, "rb");
+        if (!f) {
+            fprintf(stderr, "ecopt: %s: %s\n", file, strerror(errno));
+            return EXIT_USAGE;
+        }
+        fseek(f, 0, SEEK_END);
+        long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        CURL *h = curl_easy_init();
+        struct curl_slist *hdr = NULL;
+        struct buf b = {NULL, 0};
+        char url[1024], line[512], *esc = curl_easy_escape(h, name, 0);
+        long status = 0;
+        snprintf(url, sizeof url, "%s/v1/datasets?name=%s%s", c->url, esc ? esc : "",
+                 replace ? "&replace=true" : "");
+        curl_free(esc);
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READDATA, f);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)size);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
+        hdr = curl_slist_append(hdr, "Expect:");
+        if (c->token[0]) {
+            snprintf(line, sizeof line, "Authorization: Bearer %s", c->token);
+            hdr = curl_slist_append(hdr, line);
+        }
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+        if (isatty(2)) {
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, upload_progress);
+        }
+        CURLcode cr = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(hdr);
+        curl_easy_cleanup(h);
+        fclose(f);
+        if (isatty(2))
+            fputc('\n', stderr);
+        if (cr != CURLE_OK && status == 0) {
+            fprintf(stderr, "ecopt: cannot reach %s: %s\n", url, curl_easy_strerror(cr));
+            free(b.data);
+            return EXIT_CONNECT;
+        }
+        if (status >= 400) {
+            print_problem(status, b.data);
+            free(b.data);
+            return EXIT_SERVICE;
+        }
+        doc = json_loads(b.data ? b.data : "", 0, NULL);
+        printf("%s: %lld rows, d = %lld, nnz = %lld, sha256 %s\n", str(doc, "name"),
+               (long long)json_integer_value(json_object_get(doc, "rows")),
+               (long long)json_integer_value(json_object_get(doc, "d")),
+               (long long)json_integer_value(json_object_get(doc, "nnz")), str(doc, "sha256"));
+        json_decref(doc);
+        free(b.data);
+        return EXIT_OK;
+    }
+    int help = argc == 2 && strcmp(argv[1], "--help") == 0;
+    fputs(usage, help ? stdout : stderr);
+    return help ? EXIT_OK : EXIT_USAGE;
+}
+
 static const char client_usage[] =
     "client commands (ECOPT_URL, default http://127.0.0.1:8080; ECOPT_TOKEN):\n"
     "  submit [JOB.json] [flags]   submit a job\n"
@@ -640,6 +766,7 @@ static const char client_usage[] =
     "  metrics JOB_ID [--format table|csv|json]\n"
     "  cancel JOB_ID | delete JOB_ID\n"
     "  experiment submit FILE | experiment show ID\n"
+    "  datasets | datasets upload FILE [--name NAME] [--replace]\n"
     "Options before the command: --url URL, --token TOKEN.\n";
 
 const char *cmd_client_usage(void)
@@ -668,6 +795,8 @@ int cmd_client(const char *cmd, int argc, char **argv, const char *url,
         rc = cmd_metrics(&c, argc, argv);
     else if (strcmp(cmd, "experiment") == 0)
         rc = cmd_experiment(&c, argc, argv);
+    else if (strcmp(cmd, "datasets") == 0)
+        rc = cmd_datasets(&c, argc, argv);
     else
         rc = -1;
     curl_global_cleanup();

@@ -150,6 +150,48 @@ START_TEST(test_experiment_table)
 }
 END_TEST
 
+/* datasets: upload a file into a private data directory, list it, and a
+ * bad file is refused with the reader's line. */
+START_TEST(test_datasets_upload)
+{
+    struct server s;
+    struct out o;
+    char dir[] = "/tmp/ecopt-data-XXXXXX", src[1024], bad[64], args[1200];
+    const char *shared = getenv("ECOPT_DATA_DIR");
+    char *saved = shared ? strdup(shared) : NULL;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("ECOPT_DATA_DIR", dir, 1);
+    server_start(&s, 0);
+    snprintf(src, sizeof src, "%s/heart_scale", saved ? saved : "../shared/datasets");
+    snprintf(args, sizeof args, "datasets upload %s --name hs", src);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%s", o.text);
+    ck_assert_ptr_nonnull(strstr(o.text, "hs: 270 rows, d = 13, nnz = 3378, sha256 "
+                                         "5defa0a4c4c5bdaf3f55ae3828310252e8565c13ee37ce279e0b86d82e7f4ce9"));
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 1);                   /* exists: 409 */
+    ck_assert_ptr_nonnull(strstr(o.text, "(HTTP 409)"));
+    o = client(&s, ALICE, "datasets");
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_ptr_nonnull(strstr(o.text, "hs  "));
+    tu_write_temp_str("1 1:1\n-1 2:1\n3 1:1\n", bad, sizeof bad);
+    snprintf(args, sizeof args, "datasets upload %s --name three", bad);
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_msg(strstr(o.text, "three:3: third label value 3"), "%s", o.text);
+    o = client(&s, ALICE, "submit --dataset hs --workers 2 --max-rounds 100 --watch");
+    ck_assert_msg(o.status == 0, "%s", o.text);
+    server_stop(&s, SIGTERM);
+    if (saved)
+        setenv("ECOPT_DATA_DIR", saved, 1);
+    free(saved);
+    unlink(bad);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client");
@@ -159,6 +201,7 @@ int main(void)
     tcase_add_test(tc, test_submit_watch_metrics);
     tcase_add_test(tc, test_cancel_and_failures);
     tcase_add_test(tc, test_experiment_table);
+    tcase_add_test(tc, test_datasets_upload);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
