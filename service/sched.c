@@ -238,12 +238,18 @@ static void start_jobs(struct sched *s)
         o.spec_path = spec_path;
         o.data_dir = a->cfg.data_dir;
         o.log_path = log_path;
-        if (!r || !(f = fopen(spec_path, "w")) ||
-            (fputs(q[0].spec, f) < 0) | (fclose(f) != 0) ||
-            runner_spawn(&o, &r->rj, err, sizeof err) < 0) {
+        err[0] = '\0';
+        if (!r)
+            snprintf(err, sizeof err, "out of memory");
+        else if (!(f = fopen(spec_path, "w")))
+            snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(errno));
+        else if ((fputs(q[0].spec, f) < 0) | (fclose(f) != 0))
+            snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(errno));
+        else
+            runner_spawn(&o, &r->rj, err, sizeof err);   /* fills err on failure */
+        if (err[0]) {
             char reason[300];
-            snprintf(reason, sizeof reason, "could not start the coordinator: %s",
-                     r ? (errno ? strerror(errno) : err) : "out of memory");
+            snprintf(reason, sizeof reason, "could not start the coordinator: %s", err);
             wlock(a);
             store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED, reason, &e);
             wunlock(a);
