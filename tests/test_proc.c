@@ -261,7 +261,12 @@ static void all_gone(const pid_t *pids, int n)
         ck_assert_msg(gone(pids[i]), "worker pid %d still exists", pids[i]);
 }
 
-START_TEST(test_sigkill_worker)
+/*
+ * A running job, a signal to one of its processes (worker `target`, or the
+ * coordinator when target < 0): the job ends within 2 s with status 3, the
+ * given state and reason, and every worker is gone.
+ */
+static void signal_case(int target, int sig, const char *state, const char *reason)
 {
     struct job_proc jp;
     pid_t kids[16];
@@ -272,34 +277,24 @@ START_TEST(test_sigkill_worker)
     ck_assert(wait_record(&jp, "metric", 30));
     n = children(jp.pid, kids, 16);
     ck_assert_int_eq(n, 6);
-    kill(kids[4], SIGKILL);
+    kill(target < 0 ? jp.pid : kids[target], sig);
     took = wait_job(&jp, 10);
     ck_assert_double_lt(took, 2.0);
     ck_assert_int_eq(jp.exit_status, 3);
-    ck_assert_str_eq(jp.status, "failed");
-    ck_assert_msg(strstr(jp.reason, "worker 4 died (signal 9) at round "), "%s", jp.reason);
+    ck_assert_str_eq(jp.status, state);
+    ck_assert_msg(strstr(jp.reason, reason), "%s", jp.reason);
     all_gone(kids, n);
+}
+
+START_TEST(test_sigkill_worker)
+{
+    signal_case(4, SIGKILL, "failed", "worker 4 died (signal 9) at round ");
 }
 END_TEST
 
 START_TEST(test_sigterm_coordinator)
 {
-    struct job_proc jp;
-    pid_t kids[16];
-    int n;
-    double took;
-
-    start_job(&jp, NULL, "", long_job);
-    ck_assert(wait_record(&jp, "metric", 30));
-    n = children(jp.pid, kids, 16);
-    ck_assert_int_eq(n, 6);
-    kill(jp.pid, SIGTERM);
-    took = wait_job(&jp, 10);
-    ck_assert_double_lt(took, 2.0);
-    ck_assert_int_eq(jp.exit_status, 3);
-    ck_assert_str_eq(jp.status, "cancelled");
-    ck_assert_msg(strstr(jp.reason, "cancelled by signal 15"), "%s", jp.reason);
-    all_gone(kids, n);
+    signal_case(-1, SIGTERM, "cancelled", "cancelled by signal 15");
 }
 END_TEST
 
