@@ -115,7 +115,7 @@ struct spec_problem {
     const char *limit;
     double value;
 };
-int app_check_spec(const struct app *a, const struct jobspec *spec,
+int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp);
 int store_problem(struct http_resp *rs, const struct store_err *e,
                   const char *what);

@@ -682,6 +682,42 @@ out:
     return rc;
 }
 
+int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
+                   char *err, size_t errlen)
+{
+    struct store_dataset row = {0};
+    struct store_err e = {0};
+    struct file_stats fs;
+    struct store *st;
+    int dirfd, rc, found;
+
+    if ((dirfd = open_data_dir(a)) < 0) {
+        snprintf(err, errlen, "the data directory cannot be read: %s", strerror(errno));
+        return -1;
+    }
+    st = app_reader(a);
+    rc = store_dataset_get(st, name, &row, &e);
+    app_reader_done(a, st);
+    found = rc == 0;
+    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs);
+    store_dataset_clear(&row);
+    close(dirfd);
+    if (rc < 0) {
+        snprintf(err, errlen, errno == ENOENT ? "no dataset '%.100s' (GET /v1/datasets "
+                 "lists them)" : "dataset '%.100s' cannot be read", name);
+        return -1;
+    }
+    if (fs.error) {
+        snprintf(err, errlen, "%s", fs.error);
+        file_stats_clear(&fs);
+        return -1;
+    }
+    *rows = fs.ds.rows;
+    *d = fs.ds.d;
+    file_stats_clear(&fs);
+    return 0;
+}
+
 /* ---- POST /v1/datasets?name=NAME: uploads -------------------------------- */
 
 /*

@@ -8,8 +8,11 @@
 #define ECOPT_DATASETS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "http.h"
+
+struct app;
 
 #define DATASETS_NAME_MAX 128
 /* The upload limit when the configuration gives none (max_upload). */
@@ -49,6 +52,14 @@ int datasets_cleanup(const char *data_dir);
  * 413 past max_upload; 422 for a bad name or a file the reader refuses,
  * with its message.
  */
+/*
+ * The rows and dimension of a dataset, from the same cached stats the
+ * list serves (read and stored on first use). -1 with a sentence in err
+ * when there is no such dataset or the reader refuses it.
+ */
+int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
+                   char *err, size_t errlen);
+
 int datasets_list(struct http_req *rq, struct http_resp *rs);
 int datasets_get(struct http_req *rq, struct http_resp *rs);
 int datasets_upload(struct http_req *rq, struct http_resp *rs);

@@ -250,9 +250,13 @@ static int reject_field(struct http_resp *rs, const char *field,
     return http_reply_problem(rs, 422, "Invalid job", msg, extra);
 }
 
-int app_check_spec(const struct app *a, const struct jobspec *spec,
+int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp)
 {
+    int64_t rows = 0, d = 0;
+    uint32_t k = spec->job.compressor.k;
+    ec_comp_type type = spec->job.compressor.type;
+
     memset(sp, 0, sizeof *sp);
     if (spec->backend == JOBSPEC_BACKEND_MPI) {
         snprintf(sp->field, sizeof sp->field, "backend");
@@ -260,8 +264,33 @@ int app_check_spec(const struct app *a, const struct jobspec *spec,
                  "mpi is not available through the service yet; use process or inproc");
         return -1;
     }
-    if (dataset_ok(a, spec->job.dataset, sp->detail, sizeof sp->detail) < 0) {
+    if (dataset_ok(a, spec->job.dataset, sp->detail, sizeof sp->detail) < 0 ||
+        datasets_shape(a, spec->job.dataset, &rows, &d, sp->detail, sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");
+        return -1;
+    }
+    /* What depends on the data, checked now rather than when the job
+     * starts: the ranges the engine would refuse. */
+    if (spec->job.workers > rows) {
+        snprintf(sp->field, sizeof sp->field, "workers");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "must be in 1..%lld (the rows of %.100s; got %u)", (long long)rows,
+                 spec->job.dataset, spec->job.workers);
+        return -1;
+    }
+    if ((type == EC_COMP_TOPK || type == EC_COMP_RANDK) && isnan(spec->job.k_frac) &&
+        (int64_t)k > d) {
+        snprintf(sp->field, sizeof sp->field, "compressor.k");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "must be in 1..%lld (the dimension d of %.100s; got %u)", (long long)d,
+                 spec->job.dataset, k);
+        return -1;
+    }
+    if ((int64_t)spec->job.batch > rows / spec->job.workers) {
+        snprintf(sp->field, sizeof sp->field, "batch");
+        snprintf(sp->detail, sizeof sp->detail,
+                 "must be in 1..%lld (the smallest shard's rows; got %u)",
+                 (long long)(rows / spec->job.workers), spec->job.batch);
         return -1;
     }
     if (spec->job.workers > a->cfg.max_workers_per_job) {

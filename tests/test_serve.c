@@ -177,6 +177,9 @@ START_TEST(test_validation_and_routes)
         {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\"", ALICE, 400, "line 1"},
         {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"backend\": \"mpi\"}", ALICE, 422,
          "\"field\":\"backend\""},
+        {"POST", "/v1/jobs", "{\"dataset\": \"mushrooms\", \"compressor\": "
+         "{\"type\": \"topk\", \"k\": 113}}", ALICE, 422,
+         "compressor.k: must be in 1..112 (the dimension d of mushrooms; got 113)"},
         {"GET", "/v1/jobs?limit=501", NULL, ALICE, 400, "limit must be an integer in 1..500"},
         {"GET", "/v1/jobs?state=odd", NULL, ALICE, 400, "state must be one of"},
         {"GET", "/v1/jobs?cursor=zzz", NULL, ALICE, 400, "cursor"},
@@ -408,7 +411,9 @@ START_TEST(test_experiment)
     r = req(&s, "POST", "/v1/experiments", ALICE,
             "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": "
             "[{\"compressor\": {\"type\": \"topk\", \"k\": 99}}]}", NULL);
-    ck_assert_int_eq(r.status, 201);     /* k is checked against d when it runs */
+    ck_assert_int_eq(r.status, 422);     /* k is checked against d at submit */
+    ck_assert_msg(strstr(r.body, "variants[0].compressor.k: must be in 1..13 "
+                                 "(the dimension d of heart_scale; got 99)"), "%s", r.body);
     free(r.body);
     server_stop(&s, SIGTERM);
 }
