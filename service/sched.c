@@ -260,12 +260,8 @@ static void start_jobs(struct sched *s)
         memcpy(r->id, q[0].id, sizeof r->id);
         r->workers = q[0].workers;
         r->app = a;
-        wlock(a);
-        if (store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e) < 0)
-            r->cancel_requested = 1;    /* cancelled meanwhile: end it */
-        wunlock(a);
-        if (r->cancel_requested)
-            runner_cancel(r->rj);
+        /* Listed before the store says running, so that a cancel which
+         * sees the job running always finds its coordinator here. */
         pthread_mutex_lock(&s->lock);
         if (s->nrun == s->caprun) {
             size_t ncap = s->caprun ? s->caprun * 2 : 8;
@@ -275,9 +271,29 @@ static void start_jobs(struct sched *s)
                 s->caprun = ncap;
             }
         }
-        if (s->nrun < s->caprun)
+        int listed = s->nrun < s->caprun;
+        if (listed)
             s->run[s->nrun++] = r;
         pthread_mutex_unlock(&s->lock);
+        if (!listed) {
+            /* No memory to track it: end it now rather than lose it. */
+            runner_cancel(r->rj);
+            runner_reap(r->rj, 2.0, NULL);
+            runner_free(r->rj);
+            free(r);
+            wlock(a);
+            store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED,
+                             "out of memory tracking the coordinator", &e);
+            wunlock(a);
+            store_jobs_free(q, n);
+            continue;
+        }
+        wlock(a);
+        if (store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e) < 0)
+            r->cancel_requested = 1;    /* cancelled meanwhile: end it */
+        wunlock(a);
+        if (r->cancel_requested)
+            runner_cancel(r->rj);
         store_jobs_free(q, n);
     }
 }
