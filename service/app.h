@@ -117,6 +117,11 @@ struct spec_problem {
 };
 int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp);
+/* A new job's row from a parsed spec: its canonical text and labels are
+ * malloc'd into *spec_text and *labels_text (the caller frees both, also
+ * on failure), which in points into. -1 when out of memory. */
+int app_job_new(const struct jobspec *spec, const char *owner,
+                struct store_job_new *in, char **spec_text, char **labels_text);
 int store_problem(struct http_resp *rs, const struct store_err *e,
                   const char *what);
 json_t *app_job_json(const struct store_job *j);

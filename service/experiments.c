@@ -97,7 +97,6 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
         json_t *v = json_array_get(variants, i), *merged;
         struct jobspec_errors errs = {0};
         struct spec_problem sp;
-        json_t *canon;
 
         if (!json_is_object(v)) {
             snprintf(field, sizeof field, "variants[%zu]", i);
@@ -128,26 +127,10 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
             rc = reject(rs, field, sp.detail);
             goto out;
         }
-        canon = jobspec_to_json(&specs[i]);
-        spec_text[i] = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        labels_text[i] = canon ? json_dumps(json_object_get(canon, "labels"),
-                                            JSON_COMPACT | JSON_SORT_KEYS)
-                               : NULL;
-        json_decref(canon);
-        if (!spec_text[i]) {
+        if (app_job_new(&specs[i], t->name, &in[i], &spec_text[i], &labels_text[i]) < 0) {
             rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
             goto out;
         }
-        memset(&in[i], 0, sizeof in[i]);
-        in[i].owner = t->name;
-        in[i].spec = spec_text[i];
-        in[i].name = specs[i].name;
-        in[i].labels = labels_text[i] ? labels_text[i] : "{}";
-        in[i].algorithm = ec_algo_name(specs[i].job.algorithm);
-        in[i].compressor = ec_comp_name(specs[i].job.compressor.type);
-        in[i].dataset = specs[i].job.dataset;
-        in[i].backend = jobspec_backend_name(specs[i].backend);
-        in[i].workers = specs[i].job.workers;
     }
     xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     xn.owner = t->name;

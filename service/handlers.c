@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "datasets.h"
@@ -214,23 +213,29 @@ static int h_prometheus(struct http_req *rq, struct http_resp *rs)
 /* ---- jobs ------------------------------------------------------------------ */
 
 /* A dataset a job may name: a file directly inside the data directory. */
-static int dataset_ok(const struct app *a, const char *name, char *detail,
-                      size_t len)
+int app_job_new(const struct jobspec *spec, const char *owner,
+                struct store_job_new *in, char **spec_text, char **labels_text)
 {
-    char path[PATH_MAX + 1100];
-    const char *rule = datasets_name_check(name);
-    struct stat stt;
+    json_t *canon = jobspec_to_json(spec), *labels;
 
-    if (rule) {
-        snprintf(detail, len, "%s", rule);
+    *spec_text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    labels = canon ? json_object_get(canon, "labels") : NULL;
+    *labels_text = json_is_object(labels)
+                       ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
+                       : strdup("{}");
+    json_decref(canon);
+    if (!*spec_text || !*labels_text)
         return -1;
-    }
-    /* lstat: a symlink is not a dataset, as GET /v1/datasets agrees. */
-    snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, name);
-    if (lstat(path, &stt) != 0 || !S_ISREG(stt.st_mode)) {
-        snprintf(detail, len, "no dataset '%.100s' (GET /v1/datasets lists them)", name);
-        return -1;
-    }
+    memset(in, 0, sizeof *in);
+    in->owner = owner;
+    in->spec = *spec_text;
+    in->name = spec->name;
+    in->labels = *labels_text;
+    in->algorithm = ec_algo_name(spec->job.algorithm);
+    in->compressor = ec_comp_name(spec->job.compressor.type);
+    in->dataset = spec->job.dataset;
+    in->backend = jobspec_backend_name(spec->backend);
+    in->workers = spec->job.workers;
     return 0;
 }
 
@@ -254,6 +259,7 @@ int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp)
 {
     int64_t rows = 0, d = 0;
+    const char *rule;
     uint32_t k = spec->job.compressor.k;
     ec_comp_type type = spec->job.compressor.type;
 
@@ -264,8 +270,12 @@ int app_check_spec(struct app *a, const struct jobspec *spec,
                  "mpi is not available through the service yet; use process or inproc");
         return -1;
     }
-    if (dataset_ok(a, spec->job.dataset, sp->detail, sizeof sp->detail) < 0 ||
-        datasets_shape(a, spec->job.dataset, &rows, &d, sp->detail, sizeof sp->detail) < 0) {
+    if ((rule = datasets_name_check(spec->job.dataset))) {
+        snprintf(sp->field, sizeof sp->field, "dataset");
+        snprintf(sp->detail, sizeof sp->detail, "%s", rule);
+        return -1;
+    }
+    if (datasets_shape(a, spec->job.dataset, &rows, &d, sp->detail, sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");
         return -1;
     }
@@ -335,7 +345,6 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
     struct store_counts c = {0};
     struct store_err e = {0};
     char detail[400], *spec_text = NULL, *labels_text = NULL, location[64];
-    json_t *canon = NULL, *labels = NULL;
     int rc;
 
     if (!t)
@@ -360,24 +369,10 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
             return reject_field(rs, sp.field, sp.detail, sp.limit, sp.value);
     }
 
-    canon = jobspec_to_json(&spec);
-    spec_text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    labels = canon ? json_object_get(canon, "labels") : NULL;
-    labels_text = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
-                                         : strdup("{}");
-    if (!spec_text || !labels_text) {
+    if (app_job_new(&spec, t->name, &in, &spec_text, &labels_text) < 0) {
         rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
         goto out;
     }
-    in.owner = t->name;
-    in.spec = spec_text;
-    in.name = spec.name;
-    in.labels = labels_text;
-    in.algorithm = ec_algo_name(spec.job.algorithm);
-    in.compressor = ec_comp_name(spec.job.compressor.type);
-    in.dataset = spec.job.dataset;
-    in.backend = jobspec_backend_name(spec.backend);
-    in.workers = spec.job.workers;
     in.idempotency_key = http_header(rq, "Idempotency-Key");
     in.request_hash = in.idempotency_key ? spec_text : NULL;
 
@@ -413,7 +408,6 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
     rc = http_reply_json(rs, rc == STORE_EXISTING ? 200 : 201, job_json(&job));
 out:
     store_job_clear(&job);
-    json_decref(canon);
     free(spec_text);
     free(labels_text);
     return rc;
