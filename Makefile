@@ -147,4 +147,8 @@ install: all
 clean:
 	rm -rf build build-asan
 
+# Further targets (fuzzing, the paper benchmarks, the browser test) each
+# keep their rules in a fragment of their own.
+include $(sort $(wildcard mk/*.mk))
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
