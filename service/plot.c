@@ -1,0 +1,680 @@
+/*
+ * The SVG writer behind plot.h: axes with readable ticks (decades on log
+ * axes, 1-2-5 steps on linear ones), a legend, and one path per series,
+ * downsampled so that a curve of millions of rounds stays a small file.
+ * Everything is computed from the input alone, so the bytes are too.
+ */
+#include "plot.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLOT_DEFAULT_WIDTH 720
+#define PLOT_DEFAULT_HEIGHT 450
+#define PLOT_DEFAULT_POINTS 1000
+#define PLOT_MIN_SIDE 160           /* smaller sizes are raised to this */
+#define PLOT_MAX_SIDE 20000
+#define PLOT_MAX_TICKS 40           /* a bound on every tick loop */
+#define LEGEND_ROW 16
+
+/* Distinct colours (Tableau 10) and dash patterns; series i takes colour
+   i % 10 and dash i % 4, so the first 20 series differ in the pair. */
+static const char *const colours[] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+};
+static const char *const dashes[] = {NULL, "7 3", "2 2", "9 3 2 3"};
+#define NCOLOURS (sizeof colours / sizeof colours[0])
+#define NDASHES (sizeof dashes / sizeof dashes[0])
+
+/* A growing output buffer; after a failed allocation every append is a
+   no-op and the result is NULL. */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+};
+
+static void sb_reserve(struct sbuf *b, size_t more)
+{
+    size_t cap;
+    char *p;
+
+    if (b->failed || b->len + more + 1 <= b->cap)
+        return;
+    cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    if (!(p = realloc(b->p, cap))) {
+        b->failed = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static void sb_mem(struct sbuf *b, const char *s, size_t n)
+{
+    sb_reserve(b, n);
+    if (b->failed)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+    sb_mem(b, s, strlen(s));
+}
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->failed = 1;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        sb_mem(b, small, (size_t)n);
+        return;
+    }
+    sb_reserve(b, (size_t)n);
+    if (b->failed)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t avail)
+{
+    size_t n;
+    unsigned cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        n = 2;
+        cp = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        n = 3;
+        cp = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        n = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (avail < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff)
+        return 0;
+    return n;
+}
+
+/* Text as XML character data or attribute value: the five markup
+   characters as entities, and bytes XML cannot hold (control characters,
+   invalid UTF-8) as U+FFFD, so any name gives a well-formed document. */
+static void sb_escape(struct sbuf *b, const char *text)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t len = strlen(text);
+
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(s + i, len - i);
+        switch (n == 1 ? s[i] : 0) {
+        case '&': sb_str(b, "&amp;"); break;
+        case '<': sb_str(b, "&lt;"); break;
+        case '>': sb_str(b, "&gt;"); break;
+        case '"': sb_str(b, "&quot;"); break;
+        case '\'': sb_str(b, "&apos;"); break;
+        default:
+            if (n == 0 || (n == 1 && s[i] < 0x20 && s[i] != '\t' && s[i] != '\n'))
+                sb_str(b, "\xef\xbf\xbd");
+            else
+                sb_mem(b, (const char *)s + i, n);
+        }
+        i += n ? n : 1;
+    }
+}
+
+/* Characters (code points) of a UTF-8 string, to size the legend. */
+static size_t text_width(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* One axis: the drawable range in transformed units (log10 on log axes)
+   and its ticks. */
+struct axis {
+    int log;
+    double lo, hi;              /* transformed, lo < hi, both finite */
+    double step;                /* between major ticks, transformed */
+    double first;               /* the first major tick */
+    int nticks;
+    int minor;                  /* log axes: ticks at 2..9 in each decade */
+};
+
+static int drawable(int log, double v)
+{
+    return isfinite(v) && (!log || v > 0);
+}
+
+static double transform(int log, double v)
+{
+    return log ? log10(v) : v;
+}
+
+/* A step of 1, 2 or 5 times a power of ten, near raw (> 0). */
+static double nice_step(double raw)
+{
+    double mag = pow(10, floor(log10(raw))), norm = raw / mag;
+
+    if (!isfinite(mag) || mag == 0)
+        return raw;
+    if (norm < 1.5)
+        return mag;
+    if (norm < 3)
+        return 2 * mag;
+    if (norm < 7)
+        return 5 * mag;
+    return 10 * mag;
+}
+
+static double clampd(double v)
+{
+    return v > DBL_MAX ? DBL_MAX : v < -DBL_MAX ? -DBL_MAX : v;
+}
+
+/* Fits an axis around [lo, hi] (transformed data; have = 0 when there is
+   none), extended to whole ticks. */
+static void axis_fit(struct axis *ax, int have, double lo, double hi)
+{
+    if (ax->log) {
+        /* Whole decades, at most about 8 labelled ones. */
+        double a, b, ndec, step = 1;
+
+        if (!have) {
+            lo = 0;
+            hi = 1;
+        }
+        a = floor(lo);
+        b = ceil(hi);
+        if (b <= a)
+            b = a + 1;
+        ndec = b - a;
+        while (ndec / step > 8) {
+            double next = nice_step(step * 1.5);   /* 1, 2, 5, 10, 20, ... */
+            step = next > step ? next : step * 2;
+        }
+        ax->lo = floor(a / step) * step;
+        ax->hi = ceil(b / step) * step;
+        ax->step = step;
+        ax->first = ax->lo;
+        ax->nticks = (int)((ax->hi - ax->lo) / step + 0.5) + 1;
+        ax->minor = step == 1 && ax->hi - ax->lo <= 4;
+        return;
+    }
+    if (!have) {
+        lo = 0;
+        hi = 1;
+    }
+    /* A range too narrow to tick (one value, or a few ulps) is widened by
+       10% of its magnitude either way. */
+    {
+        double mag = fmax(fabs(lo), fabs(hi));
+        if (hi / 2 - lo / 2 <= mag * 1e-12) {
+            double mid = lo / 2 + hi / 2, d = mid == 0 ? 1 : fabs(mid) * 0.1;
+            lo = clampd(mid - d);
+            hi = clampd(mid + d);
+        }
+    }
+    if (!(hi / 2 - lo / 2 > 0)) {
+        /* Subnormal values: even 10% of them is nothing. */
+        double mid = lo / 2 + hi / 2;
+        lo = mid - 1;
+        hi = mid + 1;
+    }
+    /* Halves throughout, so that a range of +-DBL_MAX has a finite span. */
+    double step = nice_step((hi / 2 - lo / 2) / 3);   /* about 6 ticks */
+    double a = floor(lo / step), b = ceil(hi / step);
+    ax->step = step;
+    if (!isfinite(ax->step) || !isfinite(a) || !isfinite(b)) {
+        ax->step = DBL_MAX;
+        ax->lo = lo;
+        ax->hi = hi;
+        ax->first = lo < 0 && hi > 0 ? 0 : lo;
+        ax->nticks = 1;
+        return;
+    }
+    ax->lo = clampd(a * ax->step);
+    ax->hi = clampd(b * ax->step);
+    ax->first = ax->lo;
+    ax->nticks = (int)(b - a) + 1;
+    if (ax->nticks > PLOT_MAX_TICKS)
+        ax->nticks = PLOT_MAX_TICKS;
+    ax->minor = 0;
+}
+
+/* Position of transformed value t on [0, 1] of the axis. */
+static double axis_frac(const struct axis *ax, double t)
+{
+    return (t / 2 - ax->lo / 2) / (ax->hi / 2 - ax->lo / 2);
+}
+
+static double tick_value(const struct axis *ax, int i)
+{
+    double t = ax->first + i * ax->step;
+
+    if (fabs(t) < ax->step * 1e-9)
+        t = 0;                  /* no "-0" or 1e-17 from rounding */
+    return clampd(t);
+}
+
+/* "1e+300" with no trailing zeros in the mantissa. */
+static void format_exp(char *out, size_t len, double v, int digits)
+{
+    char tmp[64], *e, *z;
+
+    snprintf(tmp, sizeof tmp, "%.*e", digits, v);
+    e = strchr(tmp, 'e');
+    if (!e) {
+        snprintf(out, len, "%s", tmp);
+        return;
+    }
+    z = e;
+    while (z > tmp && z[-1] == '0')
+        z--;
+    if (z > tmp && z[-1] == '.')
+        z--;
+    snprintf(out, len, "%.*s%s", (int)(z - tmp), tmp, e);
+}
+
+/* The label of a linear tick: fixed point with the decimals the step
+   needs, or exponent form for very large or small numbers. */
+static void format_linear(char *out, size_t len, const struct axis *ax, double v)
+{
+    double mag = fmax(fabs(ax->lo), fabs(ax->hi));
+    int k = (int)floor(log10(ax->step) + 1e-9);
+
+    if (v == 0) {
+        snprintf(out, len, "0");
+        return;
+    }
+    if (mag < 1e7 && ax->step >= 1e-4) {
+        snprintf(out, len, "%.*f", k < 0 ? -k : 0, v);
+        return;
+    }
+    int e = (int)floor(log10(fabs(v)));
+    int digits = e - k;
+    format_exp(out, len, v, digits < 0 ? 0 : digits > 16 ? 16 : digits);
+}
+
+/* A drawable point of a series, in pixels, and whether the curve breaks
+   before it. */
+struct pt {
+    double px, py;
+    double tx, ty;
+    int brk;
+};
+
+/*
+ * Keeps at most max (>= 2) of the m points: the first, the last, and in
+ * between the lowest and highest point of each of (max - 2) / 2 buckets,
+ * in their order. Buckets are equal widths of the plot's x (so uniform in
+ * log x on a log axis) when x never goes back, else equal counts. A break
+ * inside a bucket is kept as a break between its two points.
+ */
+static size_t downsample(struct pt *p, size_t m, size_t max)
+{
+    size_t nb = (max - 2) / 2, out = 1, j;
+    int monotone = 1;
+    double x0 = p[0].px, x1 = p[m - 1].px;
+
+    if (m <= max)
+        return m;
+    for (j = 1; j < m; j++)
+        if (p[j].px < p[j - 1].px)
+            monotone = 0;
+    if (!(x1 > x0))
+        monotone = 0;
+    j = 1;
+    while (j < m - 1) {
+        size_t key, k, lo = j, hi = j;
+        int brk_first = p[j].brk, brk_inside = 0;
+
+        if (nb == 0)
+            break;
+        key = monotone ? (size_t)((p[j].px - x0) / (x1 - x0) * (double)nb)
+                       : (j - 1) * nb / (m - 2);
+        if (key >= nb)
+            key = nb - 1;
+        for (k = j; k < m - 1; k++) {
+            size_t kk = monotone ? (size_t)((p[k].px - x0) / (x1 - x0) * (double)nb)
+                                 : (k - 1) * nb / (m - 2);
+            if (kk >= nb)
+                kk = nb - 1;
+            if (kk != key)
+                break;
+            if (k > j && p[k].brk)
+                brk_inside = 1;
+            if (p[k].py < p[lo].py)     /* smaller py is higher on screen */
+                lo = k;
+            if (p[k].py > p[hi].py)
+                hi = k;
+        }
+        struct pt a = p[lo < hi ? lo : hi], b = p[lo < hi ? hi : lo];
+        a.brk = brk_first;
+        p[out++] = a;
+        if (lo != hi) {
+            b.brk = brk_inside;
+            p[out++] = b;
+        }
+        j = k;
+    }
+    /* The last point, with the break before it if there was one. */
+    p[out++] = p[m - 1];
+    return out;
+}
+
+/* Coordinates as text with one decimal: enough on a screen, and the
+   same bytes everywhere. */
+static void sb_coord(struct sbuf *b, double v)
+{
+    sb_printf(b, "%.1f", v);
+}
+
+static void draw_log_label(struct sbuf *b, const char *cls, double x, double y,
+                           const char *anchor, double exponent)
+{
+    sb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">"
+                 "10<tspan dy=\"-6\" font-size=\"9\">%.0f</tspan></text>\n",
+              cls, x, y, anchor, exponent);
+}
+
+char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
+               size_t *len)
+{
+    struct sbuf b = {0};
+    struct axis ax = {0}, ay = {0};
+    int w = sp->width > 0 ? sp->width : PLOT_DEFAULT_WIDTH;
+    int h = sp->height > 0 ? sp->height : PLOT_DEFAULT_HEIGHT;
+    size_t maxp = sp->max_points ? sp->max_points : PLOT_DEFAULT_POINTS;
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    double left, right, top, bottom, pw, ph;
+    int have = 0;
+    struct pt *pts = NULL;
+    size_t maxn = 0;
+
+    if (maxp < 2)
+        maxp = 2;
+    w = w < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : w > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : w;
+    h = h < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : h > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : h;
+    ax.log = sp->xlog != 0;
+    ay.log = sp->ylog != 0;
+
+    /* The data's range, over drawable points only. */
+    for (size_t i = 0; i < ns; i++) {
+        if (!s[i].x || !s[i].y)
+            continue;
+        if (s[i].n > maxn)
+            maxn = s[i].n;
+        for (size_t j = 0; j < s[i].n; j++) {
+            double x = s[i].x[j], y = s[i].y[j];
+            if (!drawable(ax.log, x) || !drawable(ay.log, y))
+                continue;
+            x = transform(ax.log, x);
+            y = transform(ay.log, y);
+            xlo = fmin(xlo, x);
+            xhi = fmax(xhi, x);
+            ylo = fmin(ylo, y);
+            yhi = fmax(yhi, y);
+            have = 1;
+        }
+    }
+    axis_fit(&ax, have, xlo, xhi);
+    axis_fit(&ay, have, ylo, yhi);
+
+    left = 74;
+    right = w - 16;
+    top = sp->title ? 38 : 16;
+    bottom = h - (sp->xlabel ? 46 : 30);
+    pw = right - left;
+    ph = bottom - top;
+
+    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                  "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+                  "font-size=\"12\">\n",
+              w, h, w, h);
+    sb_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", w, h);
+    if (sp->title) {
+        sb_printf(&b, "<text class=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
+                      "font-size=\"15\">",
+                  w / 2.0);
+        sb_escape(&b, sp->title);
+        sb_str(&b, "</text>\n");
+    }
+
+    /* Grid and ticks. */
+    sb_str(&b, "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n");
+    if (have) {
+        for (int i = 0; i < ax.nticks; i++) {
+            double px = left + axis_frac(&ax, tick_value(&ax, i)) * pw;
+            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                      px, top, px, bottom);
+        }
+        for (int i = 0; i < ay.nticks; i++) {
+            double py = bottom - axis_frac(&ay, tick_value(&ay, i)) * ph;
+            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                      left, py, right, py);
+        }
+    }
+    sb_str(&b, "</g>\n");
+    sb_printf(&b, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                  "height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
+              left, top, pw, ph);
+    if (have) {
+        sb_str(&b, "<g class=\"ticks\" stroke=\"#333\">\n");
+        for (int axis = 0; axis < 2; axis++) {
+            const struct axis *a = axis ? &ay : &ax;
+            for (int i = 0; i < a->nticks; i++) {
+                double f = axis_frac(a, tick_value(a, i));
+                for (int minor = 0; minor <= (a->minor ? 8 : 0); minor++) {
+                    double g = f, len = 5;
+                    if (minor) {
+                        if (i == a->nticks - 1)
+                            break;
+                        g = axis_frac(a, tick_value(a, i) + log10(minor + 1.0));
+                        len = 3;
+                    }
+                    if (axis == 0)
+                        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                                      "y2=\"%.1f\"/>\n",
+                                  left + g * pw, bottom, left + g * pw, bottom + len);
+                    else
+                        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                                      "y2=\"%.1f\"/>\n",
+                                  left - len, bottom - g * ph, left, bottom - g * ph);
+                }
+            }
+        }
+        sb_str(&b, "</g>\n<g class=\"labels\" fill=\"#222\">\n");
+        for (int axis = 0; axis < 2; axis++) {
+            const struct axis *a = axis ? &ay : &ax;
+            const char *cls = axis ? "ytick" : "xtick";
+            for (int i = 0; i < a->nticks; i++) {
+                double t = tick_value(a, i), f = axis_frac(a, t);
+                double x = axis ? left - 8 : left + f * pw;
+                double y = axis ? bottom - f * ph + 4 : bottom + 18;
+                const char *anchor = axis ? "end" : "middle";
+                if (a->log) {
+                    draw_log_label(&b, cls, x, y, anchor, t);
+                } else {
+                    char label[64];
+                    format_linear(label, sizeof label, a, t);
+                    sb_printf(&b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" "
+                                  "text-anchor=\"%s\">%s</text>\n",
+                              cls, x, y, anchor, label);
+                }
+            }
+        }
+        sb_str(&b, "</g>\n");
+    } else {
+        sb_printf(&b, "<text class=\"nodata\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                      "fill=\"#777\" font-size=\"16\">no data</text>\n",
+                  left + pw / 2, top + ph / 2);
+    }
+    if (sp->xlabel) {
+        sb_printf(&b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+                  left + pw / 2, (double)h - 10);
+        sb_escape(&b, sp->xlabel);
+        sb_str(&b, "</text>\n");
+    }
+    if (sp->ylabel) {
+        sb_printf(&b, "<text class=\"ylabel\" x=\"0\" y=\"0\" text-anchor=\"middle\" "
+                      "transform=\"translate(18 %.1f) rotate(-90)\">",
+                  top + ph / 2);
+        sb_escape(&b, sp->ylabel);
+        sb_str(&b, "</text>\n");
+    }
+
+    /* The curves. */
+    if (maxn && !(pts = malloc(maxn * sizeof *pts)))
+        b.failed = 1;
+    for (size_t i = 0; i < ns && have && !b.failed; i++) {
+        size_t m = 0, j;
+        int gap = 0;
+        const char *dash = dashes[i % NDASHES];
+
+        if (!s[i].x || !s[i].y)
+            continue;
+        for (j = 0; j < s[i].n; j++) {
+            double x = s[i].x[j], y = s[i].y[j];
+            if (!drawable(ax.log, x) || !drawable(ay.log, y)) {
+                gap = 1;
+                continue;
+            }
+            pts[m].tx = transform(ax.log, x);
+            pts[m].ty = transform(ay.log, y);
+            pts[m].px = left + axis_frac(&ax, pts[m].tx) * pw;
+            pts[m].py = bottom - axis_frac(&ay, pts[m].ty) * ph;
+            pts[m].brk = m > 0 && gap;
+            gap = 0;
+            m++;
+        }
+        if (m == 0)
+            continue;
+        m = downsample(pts, m, maxp);
+        sb_printf(&b, "<g class=\"series\" data-index=\"%zu\" stroke=\"%s\" fill=\"%s\">\n",
+                  i, colours[i % NCOLOURS], colours[i % NCOLOURS]);
+        /* Points alone between breaks are dots; runs are one path. */
+        int any_run = 0;
+        for (j = 0; j < m; j++)
+            if (j + 1 < m && !pts[j + 1].brk)
+                any_run = 1;
+        if (any_run) {
+            sb_str(&b, "<path fill=\"none\" stroke-width=\"1.6\" stroke-linejoin=\"round\"");
+            if (dash)
+                sb_printf(&b, " stroke-dasharray=\"%s\"", dash);
+            sb_str(&b, " d=\"");
+            for (j = 0; j < m; j++) {
+                int starts = j == 0 || pts[j].brk;
+                int alone = starts && (j + 1 == m || pts[j + 1].brk);
+                if (alone)
+                    continue;
+                if (any_run++ > 1)
+                    sb_str(&b, " ");
+                sb_str(&b, starts ? "M" : "L");
+                sb_coord(&b, pts[j].px);
+                sb_str(&b, " ");
+                sb_coord(&b, pts[j].py);
+            }
+            sb_str(&b, "\"/>\n");
+        }
+        for (j = 0; j < m; j++) {
+            int starts = j == 0 || pts[j].brk;
+            if (starts && (j + 1 == m || pts[j + 1].brk))
+                sb_printf(&b, "<circle class=\"dot\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
+                              "stroke=\"none\"/>\n",
+                          pts[j].px, pts[j].py);
+        }
+        sb_str(&b, "</g>\n");
+    }
+    free(pts);
+
+    /* The legend, top right inside the frame, in as many columns as the
+       height needs. */
+    if (ns > 0) {
+        size_t rows_fit = (size_t)((ph - 12) / LEGEND_ROW), cols, rows;
+        size_t widest = 0;
+        if (rows_fit < 1)
+            rows_fit = 1;
+        cols = (ns + rows_fit - 1) / rows_fit;
+        rows = (ns + cols - 1) / cols;
+        for (size_t i = 0; i < ns; i++) {
+            size_t tw = text_width(s[i].name ? s[i].name : "");
+            widest = tw > widest ? tw : widest;
+        }
+        if (widest > 60)
+            widest = 60;
+        double colw = 34 + 7.0 * (double)widest;
+        double lw = colw * (double)cols + 8, lh = (double)rows * LEGEND_ROW + 8;
+        double lx = right - lw - 6, ly = top + 6;
+        if (lx < left + 4)
+            lx = left + 4;
+        sb_printf(&b, "<g class=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                      "height=\"%.1f\" fill=\"#fff\" fill-opacity=\"0.85\" "
+                      "stroke=\"#bbb\"/>\n",
+                  lx, ly, lw, lh);
+        for (size_t i = 0; i < ns; i++) {
+            double cx = lx + 6 + colw * (double)(i / rows);
+            double cy = ly + 4 + LEGEND_ROW * ((double)(i % rows) + 0.5);
+            const char *dash = dashes[i % NDASHES];
+            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                          "stroke=\"%s\" stroke-width=\"2\"",
+                      cx, cy, cx + 24, cy, colours[i % NCOLOURS]);
+            if (dash)
+                sb_printf(&b, " stroke-dasharray=\"%s\"", dash);
+            sb_printf(&b, "/>\n<text class=\"legend-name\" x=\"%.1f\" y=\"%.1f\">",
+                      cx + 30, cy + 4);
+            sb_escape(&b, s[i].name ? s[i].name : "");
+            sb_str(&b, "</text>\n");
+        }
+        sb_str(&b, "</g>\n");
+    }
+    sb_str(&b, "</svg>\n");
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    return b.p;
+}
