@@ -59,6 +59,13 @@ static const char run_usage[] =
     "      --round-timeout SEC     fail the job if a worker takes longer to\n"
     "                              answer (process backend; default 60)\n"
     "      --worker-mem-limit MB   address-space limit of each worker\n"
+    "      --worker-cpu-limit SEC  CPU time limit of each worker\n"
+    "      --worker-user NAME      run the job (workers and, once the data\n"
+    "                              is loaded, the coordinator) as this user;\n"
+    "                              needs root\n"
+    "      --pstar-hint FILE       P* values found before for this dataset\n"
+    "                              (written by the service; see\n"
+    "                              api/report-format.md)\n"
     "      --hostfile FILE         mpirun's hostfile (backend mpi); the\n"
     "                              dataset must be at the same path on\n"
     "                              every host\n"
@@ -213,6 +220,73 @@ static int resolve_dataset(const char *name, const char *dir, char *out,
     return 0;
 }
 
+/* The file identity a P* hint is for: a file replaced by rename (as
+   uploads are) has another inode, and one changed in place another ctime. */
+static int hint_same_file(json_t *id, const struct stat *st)
+{
+    json_int_t v[5] = {(json_int_t)st->st_dev, (json_int_t)st->st_ino,
+                       (json_int_t)st->st_size,
+                       (json_int_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+                       (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec};
+    static const char *const key[5] = {"dev", "ino", "size", "mtime_ns", "ctime_ns"};
+
+    for (int i = 0; i < 5; i++) {
+        json_t *x = json_object_get(id, key[i]);
+        if (!json_is_integer(x) || json_integer_value(x) != v[i])
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * P* from a hint file when the hint is for the very file that was read
+ * (stat before and after reading) and has this problem's loss and exact
+ * lambdas. The cache only saves time: anything amiss with the hint means
+ * P* is solved for as usual, with a line on info saying why.
+ */
+static void use_pstar_hint(const char *hint, const struct stat *before,
+                           const char *path, ec_problem *pb, FILE *info)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(hint, 0, &jerr), *entries, *en, *file;
+    struct stat after;
+    size_t i;
+
+    if (!root) {
+        fprintf(info, "pstar hint %s: %s (line %d); solving\n", hint, jerr.text,
+                jerr.line);
+        return;
+    }
+    file = json_object_get(root, "file");
+    if (stat(path, &after) != 0 || !hint_same_file(file, before) ||
+        !hint_same_file(file, &after))
+        goto out;               /* another file now: solve */
+    if (!json_is_string(json_object_get(root, "loss")) ||
+        strcmp(json_string_value(json_object_get(root, "loss")),
+               ec_loss_name(pb->loss)) != 0)
+        goto out;
+    entries = json_object_get(root, "entries");
+    json_array_foreach(entries, i, en) {
+        json_t *p = json_object_get(en, "p_star"), *b = json_object_get(en, "bound");
+        ec_err e = {0};
+
+        if (!json_is_number(json_object_get(en, "lambda1")) ||
+            !json_is_number(json_object_get(en, "lambda2")) ||
+            json_number_value(json_object_get(en, "lambda1")) != pb->lambda1 ||
+            json_number_value(json_object_get(en, "lambda2")) != pb->lambda2 ||
+            !json_is_number(p))
+            continue;
+        if (ec_problem_use_pstar(pb, json_number_value(p),
+                                 json_is_number(b) ? json_number_value(b) : NAN,
+                                 json_string_value(json_object_get(en, "method")),
+                                 &e) < 0)
+            fprintf(info, "pstar hint %s: %s; solving\n", hint, e.msg);
+        break;
+    }
+out:
+    json_decref(root);
+}
+
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                         const ec_job *job, const ec_problem *pb,
                         const ec_params *prm, enum jobspec_backend backend)
@@ -230,9 +304,13 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
             job->shuffle ? "shuffled" : "contiguous");
     fprintf(o, "constants  L = %.6g, L_f = %.6g, L_tilde = %.6g, mu = %.6g, kappa = %.6g\n",
             pb->L, pb->L_f, pb->L_tilde, pb->mu, pb->kappa);
-    fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (%s, %d iterations, bound %.2g)\n",
-            pb->P_star, pb->P0, pb->solve_method, pb->solve_iters,
-            pb->solve_bound);
+    if (pb->solve_cached)
+        fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (cached, found by %s, bound %.2g)\n",
+                pb->P_star, pb->P0, pb->solve_method, pb->solve_bound);
+    else
+        fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (%s, %d iterations, bound %.2g)\n",
+                pb->P_star, pb->P0, pb->solve_method, pb->solve_iters,
+                pb->solve_bound);
     fprintf(o, "algorithm  %s, compressor %s", ec_algo_name(prm->algo),
             ec_comp_name(c->type));
     if (c->type == EC_COMP_TOPK || c->type == EC_COMP_RANDK)
@@ -394,15 +472,20 @@ int cmd_run(int argc, char **argv)
         {"report-fd", required_argument, NULL, 'R'},
         {"round-timeout", required_argument, NULL, 'T'},
         {"worker-mem-limit", required_argument, NULL, 'M'},
+        {"worker-cpu-limit", required_argument, NULL, 'C'},
+        {"worker-user", required_argument, NULL, 'U'},
         {"hostfile", required_argument, NULL, 'H'},
+        {"pstar-hint", required_argument, NULL, 'P'},
         {"mpi-rank", no_argument, NULL, 'Z'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct run_ctx ctx = {.format = FMT_TEXT, .rows = stdout, .info = stdout,
                           .report_fd = -1};
-    ec_proc_opts popts = {0, 0};
-    const char *backend_flag = NULL, *hostfile = NULL;
+    ec_proc_opts popts = {0};
+    const char *backend_flag = NULL, *hostfile = NULL, *worker_user = NULL;
+    const char *pstar_hint = NULL;
+    struct stat data_st;
     int mpi_rank_mode = 0;
 #ifdef ECOPT_WITH_MPI
     int rank = 0;
@@ -476,6 +559,9 @@ int cmd_run(int argc, char **argv)
         case 'H':
             hostfile = optarg;
             break;
+        case 'P':
+            pstar_hint = optarg;
+            break;
         case 'Z':
             mpi_rank_mode = 1;
             break;
@@ -489,6 +575,22 @@ int cmd_run(int argc, char **argv)
             popts.worker_mem_limit = (uint64_t)(mb * 1048576.0);
             break;
         }
+        case 'C':
+            popts.worker_cpu_limit = strtod(optarg, &end);
+            if (*end || end == optarg || !(popts.worker_cpu_limit >= 1) ||
+                popts.worker_cpu_limit > 1e8) {
+                fprintf(stderr, "ecopt run: --worker-cpu-limit must be in [1, 1e8] seconds (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'U':
+            if (!*optarg) {
+                fprintf(stderr, "ecopt run: --worker-user must name a user\n");
+                return EXIT_USAGE;
+            }
+            worker_user = optarg;
+            break;
         case 'h':
             fputs(run_usage, stdout);
             return EXIT_OK;
@@ -566,6 +668,8 @@ int cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
         goto out;
     }
+    if (stat(path, &data_st) != 0)
+        pstar_hint = NULL;
     if (ec_signal_install(&e) < 0 || ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
         ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
         ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
@@ -574,7 +678,9 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
-    if (ec_problem_solve(&pb, &e) < 0) {
+    if (pstar_hint)
+        use_pstar_hint(pstar_hint, &data_st, path, &pb, ctx.info);
+    if (!pb.solve_cached && ec_problem_solve(&pb, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = EXIT_INTERNAL;
@@ -593,6 +699,14 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
         ctx.rows = stdout;
         rc = EXIT_USAGE;
+        goto out;
+    }
+    /* The data is loaded and the output open: from here on the job needs
+     * only what it holds, so it runs unprivileged, and its workers with it. */
+    if (worker_user && ec_drop_privileges(worker_user, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        report_failure(&ctx, e.msg);
+        rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
         goto out;
     }
     if (ctx.format == FMT_CSV)

@@ -67,6 +67,8 @@ static const char serve_usage[] =
     "  --max-running N             ECOPT_MAX_RUNNING, jobs at once, default 2\n"
     "  --max-total-workers N       ECOPT_MAX_TOTAL_WORKERS, default 64\n"
     "  --max-workers-per-job N     ECOPT_MAX_WORKERS_PER_JOB, default 64\n"
+    "  --max-running-per-token N   ECOPT_MAX_RUNNING_PER_TOKEN, one token's\n"
+    "                              jobs at once, default --max-running\n"
     "  --max-queued-per-token N    ECOPT_MAX_QUEUED_PER_TOKEN, default 100\n"
     "  --max-rounds N              ECOPT_MAX_ROUNDS per job, default 10000000\n"
     "  --max-seconds N             ECOPT_MAX_SECONDS per job, default 86400\n"
@@ -76,6 +78,15 @@ static const char serve_usage[] =
     "  --threads N                 ECOPT_THREADS, HTTP threads, default 4\n"
     "  --state-dir DIR             ECOPT_STATE_DIR, job specs and logs,\n"
     "                              default DB.jobs\n"
+    "  --conn-timeout SEC          ECOPT_CONN_TIMEOUT, idle seconds before a\n"
+    "                              client is dropped, default 30\n"
+    "  --max-connections N         ECOPT_MAX_CONNECTIONS, default 1000\n"
+    "  --worker-user NAME          ECOPT_WORKER_USER, jobs run as this user;\n"
+    "                              default nobody when run as root\n"
+    "  --worker-cpu-limit SEC      ECOPT_WORKER_CPU_LIMIT, CPU seconds per\n"
+    "                              worker, default --max-seconds (0: none)\n"
+    "  --worker-mem-limit MB       ECOPT_WORKER_MEM_LIMIT, address space per\n"
+    "                              worker, default 0 (none)\n"
     "  --quiet                     no access log\n"
     "\n"
     "SIGTERM or SIGINT: stop accepting, end running jobs (they become\n"
@@ -149,6 +160,8 @@ int cmd_serve(int argc, char **argv)
     hc.port = a.cfg.port;
     hc.threads = a.cfg.threads;
     hc.max_body = a.cfg.max_body;
+    hc.conn_timeout_s = a.cfg.conn_timeout;
+    hc.max_connections = a.cfg.max_connections;
     hc.access_log_off = a.cfg.access_log_off;
     /* No upload is in progress yet: what one left behind is garbage. */
     if ((removed = datasets_cleanup(a.cfg.data_dir)) > 0)

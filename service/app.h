@@ -26,6 +26,7 @@ struct config {
     unsigned max_running;         /* jobs running at once */
     unsigned max_total_workers;   /* workers of all running jobs */
     unsigned max_workers_per_job;
+    unsigned max_running_per_token; /* 0 before config_load: max_running */
     unsigned max_queued_per_token;
     uint64_t max_rounds;          /* per job */
     double max_seconds;           /* per job */
@@ -33,6 +34,12 @@ struct config {
     size_t max_upload;            /* bytes of one dataset upload */
     unsigned threads;
     int access_log_off;
+    unsigned conn_timeout;        /* idle seconds before MHD drops a client */
+    unsigned max_connections;     /* open HTTP connections at once */
+    char worker_user[64];         /* jobs run as this user; "" as the service */
+    unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
+    int worker_cpu_set;           /* given, not the --max-seconds default */
+    unsigned worker_mem_limit;    /* MB of address space per worker; 0 none */
 };
 
 /* Defaults, then the environment (ECOPT_*), then argv; a sentence naming
@@ -125,6 +132,26 @@ int app_job_new(const struct jobspec *spec, const char *owner,
 int store_problem(struct http_resp *rs, const struct store_err *e,
                   const char *what);
 json_t *app_job_json(const struct store_job *j);
+/* A query parameter that is not what it must be: the 400's content. */
+struct query_problem {
+    const char *param;            /* static: the parameter's name */
+    long long min, max;
+    char detail[160];
+};
+/*
+ * The metrics route's cursor, from its query: after (-1..2^63-1, default
+ * -1), limit (1..10000, default 1000), every (1..10^9, default 1),
+ * max_points (2..10000, or 0 when absent) and wait (0..60 s). Pure, for
+ * the handler and the fuzzer: 0, or -1 with the first bad one in *qp.
+ */
+struct metrics_cursor {
+    long long after, limit, every, max_points, wait;
+};
+int metrics_cursor_parse(const struct http_req *rq, struct metrics_cursor *c,
+                         struct query_problem *qp);
+/* With max_points, fits the count rows after the cursor into max_points:
+ * sets every (count may be anything) and caps limit. */
+void metrics_cursor_fit(struct metrics_cursor *c, int64_t count);
 /* Replies with the job's rows after `after` (JSON, or CSV). */
 int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
                       long long after, size_t limit, size_t every, int csv);

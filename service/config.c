@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,11 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->max_workers_per_job = (unsigned)u;
         return 0;
+    case 'p':
+        if (parse_uint(v, 1, 1024, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_running_per_token = (unsigned)u;
+        return 0;
     case 'q':
         if (parse_uint(v, 1, 1000000, &u, err, errlen, what) < 0)
             return -1;
@@ -144,6 +150,72 @@ static int apply(struct config *c, int key, const char *v, const char *what,
         return 0;
     case 's':
         return copy_path(c->state_dir, sizeof c->state_dir, v, err, errlen, what);
+    case 'o':
+        if (parse_uint(v, 1, 3600, &u, err, errlen, what) < 0)
+            return -1;
+        c->conn_timeout = (unsigned)u;
+        return 0;
+    case 'n':
+        if (parse_uint(v, 16, 1000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_connections = (unsigned)u;
+        return 0;
+    case 'u':
+        if (!*v || strlen(v) >= sizeof c->worker_user) {
+            snprintf(err, errlen, "%s must be a user name of 1..%zu bytes",
+                     what, sizeof c->worker_user - 1);
+            return -1;
+        }
+        memcpy(c->worker_user, v, strlen(v) + 1);
+        return 0;
+    case 'c':
+        if (parse_uint(v, 0, 100000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->worker_cpu_limit = (unsigned)u;
+        c->worker_cpu_set = 1;
+        return 0;
+    case 'm':
+        if (strcmp(v, "0") != 0 &&
+            parse_uint(v, 16, 1u << 30, &u, err, errlen, what) < 0)
+            return -1;
+        c->worker_mem_limit = strcmp(v, "0") == 0 ? 0 : (unsigned)u;
+        return 0;
+    }
+    return 0;
+}
+
+/*
+ * Jobs of a service running as root run as an unprivileged user: `nobody`
+ * unless --worker-user names another. Any other service runs them as
+ * itself, and can only be asked for its own user. A CPU limit not given
+ * is the job's time budget: one worker cannot use more than that.
+ */
+static int worker_user_check(struct config *c, char *err, size_t errlen)
+{
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    int r;
+
+    if (!c->worker_cpu_set)
+        c->worker_cpu_limit = (unsigned)c->max_seconds;
+    if (!c->worker_user[0] && geteuid() == 0)
+        snprintf(c->worker_user, sizeof c->worker_user, "nobody");
+    if (!c->worker_user[0])
+        return 0;
+    r = getpwnam_r(c->worker_user, &pw, buf, sizeof buf, &found);
+    if (r != 0 || !found) {
+        snprintf(err, errlen, "worker user '%s' (--worker-user or "
+                 "ECOPT_WORKER_USER): %s", c->worker_user,
+                 r ? strerror(r) : "no such user");
+        return -1;
+    }
+    if (geteuid() != 0) {
+        if (pw.pw_uid != geteuid()) {
+            snprintf(err, errlen, "worker user '%s': only a service running "
+                     "as root can run jobs as another user", c->worker_user);
+            return -1;
+        }
+        c->worker_user[0] = '\0';       /* already that user */
     }
     return 0;
 }
@@ -160,6 +232,7 @@ static const struct {
     {'r', "max-running", "ECOPT_MAX_RUNNING"},
     {'w', "max-total-workers", "ECOPT_MAX_TOTAL_WORKERS"},
     {'W', "max-workers-per-job", "ECOPT_MAX_WORKERS_PER_JOB"},
+    {'p', "max-running-per-token", "ECOPT_MAX_RUNNING_PER_TOKEN"},
     {'q', "max-queued-per-token", "ECOPT_MAX_QUEUED_PER_TOKEN"},
     {'R', "max-rounds", "ECOPT_MAX_ROUNDS"},
     {'S', "max-seconds", "ECOPT_MAX_SECONDS"},
@@ -167,6 +240,11 @@ static const struct {
     {'T', "threads", "ECOPT_THREADS"},
     {'U', "max-upload", "ECOPT_MAX_UPLOAD"},
     {'s', "state-dir", "ECOPT_STATE_DIR"},
+    {'o', "conn-timeout", "ECOPT_CONN_TIMEOUT"},
+    {'n', "max-connections", "ECOPT_MAX_CONNECTIONS"},
+    {'u', "worker-user", "ECOPT_WORKER_USER"},
+    {'c', "worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT"},
+    {'m', "worker-mem-limit", "ECOPT_WORKER_MEM_LIMIT"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -192,6 +270,8 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->max_body = 1 << 20;
     c->max_upload = (size_t)256 << 20;
     c->threads = 4;
+    c->conn_timeout = 30;
+    c->max_connections = 1000;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 
@@ -228,11 +308,15 @@ int config_load(struct config *c, int argc, char **argv, char *err,
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -1;
     }
+    if (!c->max_running_per_token || c->max_running_per_token > c->max_running)
+        c->max_running_per_token = c->max_running;
     if (!c->auth_off && !c->tokens_file[0]) {
         snprintf(err, errlen, "no tokens: set ECOPT_TOKENS_FILE (or --tokens-file), "
                  "or ECOPT_AUTH=off (--auth off) to serve without authentication");
         return -1;
     }
+    if (worker_user_check(c, err, errlen) < 0)
+        return -1;
     if (!c->state_dir[0]) {
         size_t dl = strlen(c->db);
         if (dl + sizeof ".jobs" > sizeof c->state_dir) {

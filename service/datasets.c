@@ -454,7 +454,7 @@ static void store_found(struct app *a, struct file_stats *fs)
  */
 static int file_stats(struct app *a, int dirfd, const char *name,
                       const struct store_dataset *row, unsigned long gen,
-                      struct file_stats *out)
+                      struct file_stats *out, struct stat *st_out)
 {
     struct stat st, after;
     ec_dataset d = {0};
@@ -464,6 +464,8 @@ static int file_stats(struct app *a, int dirfd, const char *name,
     memset(out, 0, sizeof *out);
     if ((fd = open_dataset(dirfd, name, &st)) < 0)
         return -1;
+    if (st_out)
+        *st_out = st;
     if (memo_get(name, &st, gen, out) < 0) {
         if (!(out->ds.name = strdup(name)) || hash_fd(fd, out->ds.sha256) < 0)
             goto fail;
@@ -615,7 +617,7 @@ int datasets_list(struct http_req *rq, struct http_resp *rs)
         json_t *item;
 
         if (file_stats(a, dirfd, names[i], find_row(rows, nrows, names[i]),
-                       gen, &fs) < 0) {
+                       gen, &fs, NULL) < 0) {
             if (errno == ENOENT)
                 continue;       /* gone since the directory was read */
             item = json_pack("{s:s, s:s+}", "name", names[i], "error",
@@ -664,7 +666,7 @@ int datasets_get(struct http_req *rq, struct http_resp *rs)
         goto out;
     }
     found = rc == 0;
-    if (file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs) < 0) {
+    if (file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, NULL) < 0) {
         if (errno == ENOENT) {
             snprintf(detail, sizeof detail, "no dataset '%s' in the data "
                      "directory (GET /v1/datasets lists them)", name);
@@ -682,8 +684,8 @@ out:
     return rc;
 }
 
-int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
-                   char *err, size_t errlen)
+int datasets_file(struct app *a, const char *name, struct datasets_file *out,
+                  char *err, size_t errlen)
 {
     struct store_dataset row = {0};
     struct store_err e = {0};
@@ -699,7 +701,7 @@ int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
     rc = store_dataset_get(st, name, &row, &e);
     app_reader_done(a, st);
     found = rc == 0;
-    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs);
+    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, &out->st);
     store_dataset_clear(&row);
     close(dirfd);
     if (rc < 0) {
@@ -712,8 +714,9 @@ int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
         file_stats_clear(&fs);
         return -1;
     }
-    *rows = fs.ds.rows;
-    *d = fs.ds.d;
+    out->rows = fs.ds.rows;
+    out->d = fs.ds.d;
+    memcpy(out->sha256, fs.ds.sha256, sizeof out->sha256);
     file_stats_clear(&fs);
     return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "http.h"
 
@@ -53,12 +54,20 @@ int datasets_cleanup(const char *data_dir);
  * with its message.
  */
 /*
- * The rows and dimension of a dataset, from the same cached stats the
- * list serves (read and stored on first use). -1 with a sentence in err
- * when there is no such dataset or the reader refuses it.
+ * A dataset as the list serves it (stats read and stored on first use):
+ * its rows, dimension and SHA-256, and the stat of the file those belong
+ * to, so that a later reader can tell whether it reads the same file.
+ * -1 with a sentence in err when there is no such dataset or the reader
+ * refuses it.
  */
-int datasets_shape(struct app *a, const char *name, int64_t *rows, int64_t *d,
-                   char *err, size_t errlen);
+struct datasets_file {
+    int64_t rows, d;
+    char sha256[65];
+    struct stat st;
+};
+
+int datasets_file(struct app *a, const char *name, struct datasets_file *out,
+                  char *err, size_t errlen);
 
 int datasets_list(struct http_req *rq, struct http_resp *rs);
 int datasets_get(struct http_req *rq, struct http_resp *rs);

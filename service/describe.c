@@ -28,7 +28,7 @@ json_t *describe_problem(const ec_problem *pb)
     }
     return json_pack(
         "{s:s, s:o, s:o, s:I, s:I, s:[I, I], s:o, s:o, s:o, s:o, s:o, s:o, "
-        "s:o, s:o, s:{s:s?, s:i, s:o}}",
+        "s:o, s:o, s:{s:s?, s:i, s:o, s:b}}",
         "loss", ec_loss_name(pb->loss), "lambda1", describe_real(pb->lambda1),
         "lambda2", describe_real(pb->lambda2), "workers", (json_int_t)pb->n,
         "d", (json_int_t)pb->d, "shard_rows", (json_int_t)mmin,
@@ -38,7 +38,7 @@ json_t *describe_problem(const ec_problem *pb)
         describe_real(pb->P0), "P_star", describe_real(pb->P_star),
         "P_star_bound", describe_real(pb->solve_bound), "solver", "method",
         pb->solve_method, "iterations", pb->solve_iters, "bound",
-        describe_real(pb->solve_bound));
+        describe_real(pb->solve_bound), "cached", pb->solve_cached);
 }
 
 json_t *describe_params(const ec_params *prm)

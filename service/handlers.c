@@ -16,6 +16,7 @@
 #include "datasets.h"
 #include "describe.h"
 #include "jobspec.h"
+#include "plots.h"
 
 extern const char openapi_yaml[];
 extern const size_t openapi_yaml_len;
@@ -25,6 +26,7 @@ extern const size_t openapi_yaml_len;
 #define METRICS_DEFAULT 1000
 #define METRICS_MAX 10000
 #define WAIT_MAX 60             /* seconds a long-poll may wait */
+#define METRICS_EVERY_MAX 1000000000
 
 /* Who is asking: the token, or a 401 (or 429) already replied. */
 const struct token *app_authn(struct http_req *rq, struct http_resp *rs)
@@ -123,13 +125,17 @@ int store_problem(struct http_resp *rs, const struct store_err *e,
     }
 }
 
-/* A non-negative integer query parameter within lo..hi, or a 400. */
-static int query_uint(struct http_req *rq, struct http_resp *rs,
-                      const char *name, long long lo, long long hi,
-                      long long dflt, long long *out)
+/*
+ * An integer query parameter within lo..hi (dflt when absent) into *out, or
+ * -1 with the parameter, its range and a sentence in *qp. Pure: it only
+ * reads rq's query.
+ */
+static int query_int_parse(const struct http_req *rq, const char *name,
+                           long long lo, long long hi, long long dflt,
+                           long long *out, struct query_problem *qp)
 {
     const char *v = http_query(rq, name);
-    char *end, detail[160];
+    char *end;
     long long x;
 
     *out = dflt;
@@ -138,14 +144,39 @@ static int query_uint(struct http_req *rq, struct http_resp *rs,
     errno = 0;
     x = strtoll(v, &end, 10);
     if (errno || *end || end == v || x < lo || x > hi) {
-        snprintf(detail, sizeof detail, "%s must be an integer in %lld..%lld (got '%.40s')",
-                 name, lo, hi, v);
-        http_reply_problem(rs, 400, NULL, detail,
-                           json_pack("{s:s, s:I, s:I}", "parameter", name, "min",
-                                     (json_int_t)lo, "max", (json_int_t)hi));
+        qp->param = name;
+        qp->min = lo;
+        qp->max = hi;
+        snprintf(qp->detail, sizeof qp->detail,
+                 "%s must be an integer in %lld..%lld (got '%.40s')", name, lo,
+                 hi, v);
         return -1;
     }
     *out = x;
+    return 0;
+}
+
+/* The 400 for a query parameter query_int_parse rejected. */
+static int query_problem_reply(struct http_resp *rs,
+                               const struct query_problem *qp)
+{
+    return http_reply_problem(rs, 400, NULL, qp->detail,
+                              json_pack("{s:s, s:I, s:I}", "parameter", qp->param,
+                                        "min", (json_int_t)qp->min, "max",
+                                        (json_int_t)qp->max));
+}
+
+/* A non-negative integer query parameter within lo..hi, or a 400. */
+static int query_uint(struct http_req *rq, struct http_resp *rs,
+                      const char *name, long long lo, long long hi,
+                      long long dflt, long long *out)
+{
+    struct query_problem qp;
+
+    if (query_int_parse(rq, name, lo, hi, dflt, out, &qp) < 0) {
+        query_problem_reply(rs, &qp);
+        return -1;
+    }
     return 0;
 }
 
@@ -258,6 +289,7 @@ static int reject_field(struct http_resp *rs, const char *field,
 int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp)
 {
+    struct datasets_file df;
     int64_t rows = 0, d = 0;
     const char *rule;
     uint32_t k = spec->job.compressor.k;
@@ -275,10 +307,12 @@ int app_check_spec(struct app *a, const struct jobspec *spec,
         snprintf(sp->detail, sizeof sp->detail, "%s", rule);
         return -1;
     }
-    if (datasets_shape(a, spec->job.dataset, &rows, &d, sp->detail, sizeof sp->detail) < 0) {
+    if (datasets_file(a, spec->job.dataset, &df, sp->detail, sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");
         return -1;
     }
+    rows = df.rows;
+    d = df.d;
     /* What depends on the data, checked now rather than when the job
      * starts: the ranges the engine would refuse. */
     if (spec->job.workers > rows) {
@@ -640,43 +674,73 @@ int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
                                               (json_int_t)every));
 }
 
+int metrics_cursor_parse(const struct http_req *rq, struct metrics_cursor *c,
+                         struct query_problem *qp)
+{
+    if (query_int_parse(rq, "after", -1, INT64_MAX, -1, &c->after, qp) < 0 ||
+        query_int_parse(rq, "limit", 1, METRICS_MAX, METRICS_DEFAULT, &c->limit,
+                        qp) < 0 ||
+        query_int_parse(rq, "every", 1, METRICS_EVERY_MAX, 1, &c->every, qp) < 0 ||
+        query_int_parse(rq, "max_points", 2, METRICS_MAX, 0, &c->max_points,
+                        qp) < 0 ||
+        query_int_parse(rq, "wait", 0, WAIT_MAX, 0, &c->wait, qp) < 0)
+        return -1;
+    return 0;
+}
+
+void metrics_cursor_fit(struct metrics_cursor *c, int64_t count)
+{
+    if (c->max_points <= 0)
+        return;
+    /*
+     * Downsample so that the whole remaining curve fits in max_points:
+     * every = ceil((count - 1) / (max_points - 1)), written so that no
+     * count can overflow it.
+     */
+    if (count > c->max_points)
+        c->every = (count - 1) / (c->max_points - 1) +
+                   ((count - 1) % (c->max_points - 1) != 0);
+    if (c->limit > c->max_points)
+        c->limit = c->max_points;
+}
+
 static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
     const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     struct store_err e = {0};
-    long long after, limit, every, max_points, wait;
+    struct metrics_cursor c;
+    struct query_problem qp;
     int finished, rc;
 
-    if (!t || query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0 ||
-        query_uint(rq, rs, "limit", 1, METRICS_MAX, METRICS_DEFAULT, &limit) < 0 ||
-        query_uint(rq, rs, "every", 1, 1000000000, 1, &every) < 0 ||
-        query_uint(rq, rs, "max_points", 2, METRICS_MAX, 0, &max_points) < 0 ||
-        query_uint(rq, rs, "wait", 0, WAIT_MAX, 0, &wait) < 0)
+    if (!t)
         return 0;
+    if (metrics_cursor_parse(rq, &c, &qp) < 0) {
+        query_problem_reply(rs, &qp);
+        return 0;
+    }
     if (load_job(rq, rs, t, &job) < 0)
         return 0;
     finished = store_job_state_is_final(job.state);
-    if (max_points > 0) {
-        /* Downsample so that the whole remaining curve fits in max_points. */
+    if (c.max_points > 0) {
         struct store *st = app_reader(a);
         int64_t count = 0;
-        if (store_metrics_count(st, job.id, after, &count, &e) == 0 && count > max_points)
-            every = (count + max_points - 2) / (max_points - 1);
+        if (store_metrics_count(st, job.id, c.after, &count, &e) != 0)
+            count = 0;
         app_reader_done(a, st);
-        if (limit > max_points)
-            limit = max_points;
+        metrics_cursor_fit(&c, count);
     }
-    if (wait > 0 && !finished) {
+    if (c.wait > 0 && !finished) {
         /* Long-poll: answer when rows after `after` exist, or at the wait. */
-        rc = watch_longpoll(a, rs, job.id, after, (size_t)limit, (size_t)every,
-                            wants_csv(rq), (unsigned)(wait * 1000));
+        rc = watch_longpoll(a, rs, job.id, c.after, (size_t)c.limit,
+                            (size_t)c.every, wants_csv(rq),
+                            (unsigned)(c.wait * 1000));
         store_job_clear(&job);
         return rc;
     }
-    rc = app_reply_metrics(a, rs, job.id, after, (size_t)limit, (size_t)every,
-                           wants_csv(rq));
+    rc = app_reply_metrics(a, rs, job.id, c.after, (size_t)c.limit,
+                           (size_t)c.every, wants_csv(rq));
     store_job_clear(&job);
     return rc;
 }
@@ -731,8 +795,10 @@ const struct http_route app_routes[] = {
     {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0},
     {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0},
     {"GET", "/v1/jobs/{id}/events", h_job_events, 0},
+    {"GET", "/v1/jobs/{id}/plot.svg", plots_job, 0},
     {"POST", "/v1/experiments", h_experiments_post, HTTP_JSON_BODY},
     {"GET", "/v1/experiments/{id}", h_experiment_get, 0},
+    {"GET", "/v1/experiments/{id}/plot.svg", plots_experiment, 0},
     {"GET", "/v1/datasets", datasets_list, 0},
     {"POST", "/v1/datasets", datasets_upload, HTTP_STREAM_BODY},
     {"GET", "/v1/datasets/{name}", datasets_get, 0},

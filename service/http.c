@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -2342,6 +2343,34 @@ static int open_listener(const char *host, unsigned port, int *ipv6,
     return fd;
 }
 
+/*
+ * Each connection is a descriptor, and the database, the coordinators'
+ * pipes and MHD's own need some more: the soft open-file limit (often
+ * 1024) is raised toward the hard one so that the connection limit, not
+ * EMFILE on accept, is what turns clients away. 0, or -1 with err set.
+ */
+static int raise_nofile(unsigned maxconn, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)maxconn + 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        fmt(err, errlen, "%u connections need %llu open files, and the hard "
+            "limit is %llu: lower the connection limit or raise ulimit -Hn",
+            maxconn, (unsigned long long)want, (unsigned long long)rl.rlim_max);
+        return -1;
+    }
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        fmt(err, errlen, "cannot raise the open-file limit to %llu: %s",
+            (unsigned long long)want, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static void free_server(struct http_server *srv)
 {
     for (size_t i = 0; i < srv->nroutes; i++) {
@@ -2416,6 +2445,8 @@ struct http_server *http_start(const struct http_config *cfg,
                                    : DEFAULT_MAX_CONNECTIONS;
     timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s
                                   : DEFAULT_CONN_TIMEOUT_S;
+    if (raise_nofile(maxconn, err, errlen) < 0)
+        goto fail;
     /*
      * A pool of epoll threads; suspend/resume needs MHD's wake-up pipe.
      * MHD answers a few errors itself, before any callback of ours and so

@@ -62,7 +62,8 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
-    char *argv_buf[12], **env = NULL, *env_owned = NULL;
+    char *argv_buf[20], **env = NULL, *env_owned = NULL;
+    char cpu_arg[24], mem_arg[24];
     char *const *argv = o->argv;
     int p[2] = {-1, -1}, rc;
 
@@ -87,6 +88,24 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         if (o->backend) {
             argv_buf[a++] = "--backend";
             argv_buf[a++] = (char *)o->backend;
+        }
+        if (o->pstar_hint) {
+            argv_buf[a++] = "--pstar-hint";
+            argv_buf[a++] = (char *)o->pstar_hint;
+        }
+        if (o->worker_user && *o->worker_user) {
+            argv_buf[a++] = "--worker-user";
+            argv_buf[a++] = (char *)o->worker_user;
+        }
+        if (o->worker_cpu_limit) {
+            snprintf(cpu_arg, sizeof cpu_arg, "%u", o->worker_cpu_limit);
+            argv_buf[a++] = "--worker-cpu-limit";
+            argv_buf[a++] = cpu_arg;
+        }
+        if (o->worker_mem_limit) {
+            snprintf(mem_arg, sizeof mem_arg, "%u", o->worker_mem_limit);
+            argv_buf[a++] = "--worker-mem-limit";
+            argv_buf[a++] = mem_arg;
         }
         argv_buf[a] = NULL;
         argv = argv_buf;

@@ -19,6 +19,10 @@ struct runner_opts {
     const char *data_dir;     /* ECOPT_DATA_DIR for the coordinator, or NULL */
     const char *log_path;     /* the coordinator's stdout+stderr, or NULL */
     const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
+    const char *pstar_hint;   /* cached P* values (ecopt run --pstar-hint) */
+    const char *worker_user;  /* the job runs as this user, or NULL */
+    unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */
+    unsigned worker_mem_limit;   /* MB of address space per worker; 0 none */
     /* Tests may replace the whole command; argv[0] is the program. */
     char *const *argv;
 };

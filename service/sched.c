@@ -20,9 +20,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "datasets.h"
+#include "describe.h"
+#include "jobspec.h"
 #include "runner.h"
 
 #define MAX_BATCH 512
+/*
+ * Rows held while the store refuses writes (a full disk): past this many
+ * the job's report pipe is no longer read, so its coordinator blocks on
+ * it and the job pauses rather than lose a row.
+ */
+#define MAX_PENDING (1u << 20)
+/* How long a stopping service keeps retrying what it could not write. */
+#define STOP_RETRY_SECONDS 10.0
+/* Queued jobs looked at per start: the oldest whose owner may run one. */
+#define QUEUE_LOOKAHEAD 256
 
 struct running {
     char id[STORE_ID_LEN + 1];
@@ -30,11 +43,20 @@ struct running {
     uint32_t workers;
     int cancel_requested;
     int have_final;
+    int write_failing;             /* the last write was refused */
+    int requeued;                  /* started, but the store still says
+                                      queued: its end is not recorded */
     enum store_job_state final_state;
     char reason[512];
-    ec_metric batch[MAX_BATCH];
-    size_t nbatch;
+    ec_metric *batch;              /* rows not yet in the store */
+    size_t nbatch, capbatch;
+    int reaped;                    /* the coordinator is gone; end_* say */
+    enum store_job_state end_state;  /* how, until it is recorded */
+    char end_reason[600];
     struct app *app;
+    char owner[64];                /* token names are under 64 bytes */
+    char sha256[65];               /* the dataset's, "" when unknown */
+    char loss[32];
 };
 
 struct sched {
@@ -46,6 +68,7 @@ struct sched {
     int wake[2];
     int stopping;
     double stop_at;                /* when stopping began (monotonic s) */
+    double retry_at;               /* no starts before (a store refusal) */
 };
 
 static double mono(void)
@@ -79,18 +102,144 @@ static double num(json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static void flush_batch(struct running *r)
+/* Failures worth retrying: the disk or the database may come back. */
+static int transient(const struct store_err *e)
+{
+    return e->code == STORE_EFULL || e->code == STORE_EBUSY ||
+           e->code == STORE_EIO || e->code == STORE_ENOMEM;
+}
+
+/* One line per job while its writes fail, not one per retry. */
+static void write_failed(struct running *r, const char *what,
+                         const struct store_err *e)
+{
+    if (!r->write_failing)
+        fprintf(stderr, "ecopt serve: job %s: %s: %s (retrying)\n", r->id, what,
+                e->msg);
+    r->write_failing = 1;
+}
+
+/*
+ * Writes the held rows. 0 when none are left; -1 when the store refused
+ * them for now (they stay held, to be retried); a failure that retrying
+ * cannot mend drops them, said in the log.
+ */
+static int flush_batch(struct running *r)
 {
     struct store_err e = {0};
+    int rc;
 
     if (!r->nbatch)
-        return;
+        return 0;
     wlock(r->app);
-    if (store_metrics_append(r->app->writer, r->id, r->batch, r->nbatch, &e) < 0)
-        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+    rc = store_metrics_append(r->app->writer, r->id, r->batch, r->nbatch, &e);
     wunlock(r->app);
+    if (rc < 0 && transient(&e)) {
+        write_failed(r, "metric rows held", &e);
+        return -1;
+    }
+    if (rc < 0)
+        fprintf(stderr, "ecopt serve: job %s: %zu metric rows lost: %s\n", r->id,
+                r->nbatch, e.msg);
+    else if (r->write_failing)
+        fprintf(stderr, "ecopt serve: job %s: writes work again\n", r->id);
+    r->write_failing = 0;
     r->nbatch = 0;
     watch_notify(r->app, r->id);
+    return 0;
+}
+
+/* Room for one more row; NULL when memory runs out (the row is lost). */
+static ec_metric *batch_slot(struct running *r)
+{
+    if (r->nbatch == r->capbatch) {
+        size_t ncap = r->capbatch ? 2 * r->capbatch : MAX_BATCH;
+        ec_metric *nb = realloc(r->batch, ncap * sizeof *nb);
+
+        if (!nb)
+            return NULL;
+        r->batch = nb;
+        r->capbatch = ncap;
+    }
+    return &r->batch[r->nbatch];
+}
+
+/*
+ * The P* cache's entries for the job's dataset and loss, written where
+ * the coordinator reads them (ecopt run --pstar-hint) with the identity
+ * of the file they were found for. 0 with r->sha256 and r->loss set, or
+ * -1 when there is nothing to offer; the coordinator then solves, so a
+ * failure here costs time, never the job.
+ */
+static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
+                            const char *path)
+{
+    struct jobspec js;
+    struct jobspec_errors jerr = {0};
+    struct datasets_file df;
+    struct store_pstar *v = NULL;
+    struct store_err e = {0};
+    struct store *st;
+    char err[256];
+    size_t n = 0;
+    json_t *entries, *root;
+    int rc = -1;
+
+    if (jobspec_parse(spec, strlen(spec), &js, &jerr) < 0 ||
+        datasets_file(a, js.job.dataset, &df, err, sizeof err) < 0)
+        return -1;
+    memcpy(r->sha256, df.sha256, sizeof r->sha256);
+    snprintf(r->loss, sizeof r->loss, "%s", ec_loss_name(js.job.loss));
+    st = app_reader(a);
+    if (store_pstar_list(st, r->sha256, r->loss, 256, &v, &n, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+    app_reader_done(a, st);
+    if (n == 0) {
+        free(v);
+        return 0;               /* nothing cached yet: the start will add it */
+    }
+    entries = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(entries,
+                              json_pack("{s:f, s:f, s:f, s:o, s:s}", "lambda1", v[i].lambda1,
+                                        "lambda2", v[i].lambda2, "p_star", v[i].p_star,
+                                        "bound", describe_real(v[i].bound), "method",
+                                        v[i].method));
+    free(v);
+    root = json_pack("{s:{s:I, s:I, s:I, s:I, s:I}, s:s, s:o}", "file", "dev",
+                     (json_int_t)df.st.st_dev, "ino", (json_int_t)df.st.st_ino, "size",
+                     (json_int_t)df.st.st_size, "mtime_ns",
+                     (json_int_t)df.st.st_mtim.tv_sec * 1000000000 + df.st.st_mtim.tv_nsec,
+                     "ctime_ns",
+                     (json_int_t)df.st.st_ctim.tv_sec * 1000000000 + df.st.st_ctim.tv_nsec,
+                     "loss", r->loss, "entries", entries);
+    if (root && json_dump_file(root, path, JSON_COMPACT) == 0)
+        rc = 1;
+    else
+        unlink(path);           /* a full disk: no half-written hint */
+    json_decref(root);
+    return rc;
+}
+
+/* A P* the coordinator solved for goes into the cache for the next job. */
+static void cache_pstar(struct running *r, json_t *problem)
+{
+    json_t *solver = json_object_get(problem, "solver");
+    struct store_pstar_key key = {r->sha256, r->loss,
+                                  num(problem, "lambda1"), num(problem, "lambda2")};
+    struct store_pstar val = {0};
+    struct store_err e = {0};
+    const char *method = json_string_value(json_object_get(solver, "method"));
+
+    if (!r->sha256[0] || json_is_true(json_object_get(solver, "cached")) || !method)
+        return;
+    val.p_star = num(problem, "P_star");
+    val.bound = num(solver, "bound");
+    snprintf(val.method, sizeof val.method, "%s", method);
+    if (!isfinite(val.p_star) || !isfinite(key.lambda1) || !isfinite(key.lambda2))
+        return;
+    if (store_pstar_put(r->app->writer, &key, &val, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: P* not cached: %s\n", r->id, e.msg);
 }
 
 /* One report record of a running job. */
@@ -109,13 +258,19 @@ static void on_record(void *ctx, json_t *rec)
         if (store_job_set_running(r->app->writer, r->id, runner_pid(r->rj), problem,
                                   params, &e) < 0)
             fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+        cache_pstar(r, json_object_get(rec, "problem"));
         wunlock(r->app);
         free(problem);
         free(params);
     } else if (strcmp(type, "metric") == 0) {
-        ec_metric *m = &r->batch[r->nbatch];
+        ec_metric *m = batch_slot(r);
         json_t *round = json_object_get(rec, "round");
 
+        if (!m) {
+            fprintf(stderr, "ecopt serve: job %s: out of memory: a metric row lost\n",
+                    r->id);
+            return;
+        }
         if (!json_is_integer(round) || json_integer_value(round) < 0)
             return;
         m->round = (uint64_t)json_integer_value(round);
@@ -129,7 +284,7 @@ static void on_record(void *ctx, json_t *rec)
         m->seconds = num(rec, "seconds");
         m->wire_up = num(rec, "wire_up");
         m->wire_down = num(rec, "wire_down");
-        if (++r->nbatch == MAX_BATCH)
+        if (++r->nbatch % MAX_BATCH == 0)
             flush_batch(r);
     } else if (strcmp(type, "final") == 0) {
         const char *status = json_string_value(json_object_get(rec, "status"));
@@ -143,56 +298,97 @@ static void on_record(void *ctx, json_t *rec)
     }
 }
 
-/* The job's coordinator is gone: reap it and record how the job ended. */
-static void finish(struct sched *s, struct running *r)
+/* The job's coordinator is gone: reap it and decide how the job ended. */
+static void reap(struct sched *s, struct running *r)
 {
-    struct store_err e = {0};
     enum store_job_state state;
-    char reason[600];
+    char *reason = r->end_reason, hint[PATH_MAX + 64];
+    size_t rlen = sizeof r->end_reason;
     int st = 0;
 
-    flush_batch(r);
     runner_reap(r->rj, 2.0, &st);
+    r->reaped = 1;
+    snprintf(hint, sizeof hint, "%s/%s.pstar.json", s->app->cfg.state_dir, r->id);
+    unlink(hint);               /* the P* hint, if there was one */
     if (r->have_final) {
         state = r->final_state;
-        snprintf(reason, sizeof reason, "%s", r->reason);
+        snprintf(reason, rlen, "%s", r->reason);
     } else if (r->cancel_requested) {
         state = STORE_JOB_CANCELLED;
-        snprintf(reason, sizeof reason, "cancelled");
+        snprintf(reason, rlen, "cancelled");
     } else {
         state = STORE_JOB_FAILED;
         if (WIFSIGNALED(st))
-            snprintf(reason, sizeof reason,
+            snprintf(reason, rlen,
                      "coordinator died (signal %d) without a final report",
                      WTERMSIG(st));
         else
-            snprintf(reason, sizeof reason,
+            snprintf(reason, rlen,
                      "coordinator exited with status %d without a final report",
                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
     if (s->stopping && !r->have_final) {
         state = STORE_JOB_INTERRUPTED;
-        snprintf(reason, sizeof reason, "the service stopped while the job ran");
+        snprintf(reason, rlen, "the service stopped while the job ran");
     } else if (s->stopping && r->final_state == STORE_JOB_CANCELLED &&
                !r->cancel_requested) {
         state = STORE_JOB_INTERRUPTED;
-        snprintf(reason, sizeof reason, "the service stopped while the job ran");
+        snprintf(reason, rlen, "the service stopped while the job ran");
     }
+    r->end_state = state;
+}
+
+/*
+ * Records a reaped job's last rows and its end. 0 when done (or past
+ * mending); -1 when the store refused for now: the job stays listed and
+ * this is tried again, so a full disk delays the record but loses nothing.
+ */
+static int record_end(struct sched *s, struct running *r)
+{
+    struct store_err e = {0};
+    int rc;
+
+    if (r->requeued) {
+        runner_free(r->rj);
+        r->rj = NULL;
+        return 0;
+    }
+    if (flush_batch(r) < 0)
+        return -1;
     wlock(s->app);
-    if (store_job_finish(s->app->writer, r->id, state, reason, &e) < 0 &&
-        e.code != STORE_ESTATE)
-        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+    rc = store_job_finish(s->app->writer, r->id, r->end_state, r->end_reason, &e);
     wunlock(s->app);
+    if (rc < 0 && transient(&e)) {
+        write_failed(r, "the job's end is held", &e);
+        return -1;
+    }
+    if (rc < 0 && e.code != STORE_ESTATE)
+        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
     watch_notify(s->app, r->id);
     runner_free(r->rj);
+    r->rj = NULL;
+    return 0;
 }
 
 static void remove_running(struct sched *s, size_t i)
 {
     pthread_mutex_lock(&s->lock);
+    free(s->run[i]->batch);
     free(s->run[i]);
     s->run[i] = s->run[--s->nrun];
     pthread_mutex_unlock(&s->lock);
+}
+
+/* How many of owner's jobs run now. */
+static unsigned owner_running(struct sched *s, const char *owner)
+{
+    unsigned k = 0;
+
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nrun; i++)
+        k += !s->run[i]->reaped && owner && strcmp(s->run[i]->owner, owner) == 0;
+    pthread_mutex_unlock(&s->lock);
+    return k;
 }
 
 /* Starts queued jobs, oldest first, while the limits allow. */
@@ -206,21 +402,38 @@ static void start_jobs(struct sched *s)
         struct store_err e = {0};
         size_t n = 0;
         unsigned workers_now = 0;
+        size_t pick;
+        int werr = 0;
 
+        if (mono() < s->retry_at)
+            return;
         pthread_mutex_lock(&s->lock);
+        size_t nrun = 0;
         for (size_t i = 0; i < s->nrun; i++)
-            workers_now += s->run[i]->workers;
-        size_t nrun = s->nrun;
+            if (!s->run[i]->reaped) {
+                workers_now += s->run[i]->workers;
+                nrun++;
+            }
         pthread_mutex_unlock(&s->lock);
         if (s->stopping || nrun >= a->cfg.max_running)
             return;
         wlock(a);
-        int rc = store_jobs_next_queued(a->writer, 1, &q, &n, &e);
+        int rc = store_jobs_next_queued(a->writer, QUEUE_LOOKAHEAD, &q, &n, &e);
         wunlock(a);
         (void)c;
-        if (rc < 0 || n == 0) {
+        /* The oldest job whose owner is under max_running_per_token: one
+         * token's queue does not hold back the others'. */
+        for (pick = 0; rc == 0 && pick < n; pick++)
+            if (owner_running(s, q[pick].owner) < a->cfg.max_running_per_token)
+                break;
+        if (rc < 0 || pick == n) {
             store_jobs_free(q, n);
             return;
+        }
+        if (pick) {
+            struct store_job t = q[0];
+            q[0] = q[pick];
+            q[pick] = t;
         }
         if (nrun > 0 && workers_now + q[0].workers > a->cfg.max_total_workers) {
             store_jobs_free(q, n);
@@ -229,6 +442,7 @@ static void start_jobs(struct sched *s)
 
         struct running *r = calloc(1, sizeof *r);
         char spec_path[PATH_MAX + 64], log_path[PATH_MAX + 64], err[256];
+        char hint_path[PATH_MAX + 64];
         struct runner_opts o = {0};
         FILE *f;
 
@@ -238,23 +452,50 @@ static void start_jobs(struct sched *s)
         o.spec_path = spec_path;
         o.data_dir = a->cfg.data_dir;
         o.log_path = log_path;
+        o.worker_user = a->cfg.worker_user;
+        o.worker_cpu_limit = a->cfg.worker_cpu_limit;
+        o.worker_mem_limit = a->cfg.worker_mem_limit;
+        snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
+        if (r) {
+            memcpy(r->id, q[0].id, sizeof r->id);
+            snprintf(r->owner, sizeof r->owner, "%s", q[0].owner ? q[0].owner : "");
+            r->app = a;
+            if (write_pstar_hint(a, r, q[0].spec, hint_path) > 0)
+                o.pstar_hint = hint_path;
+        }
         err[0] = '\0';
         if (!r)
             snprintf(err, sizeof err, "out of memory");
-        else if (!(f = fopen(spec_path, "w")))
-            snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(errno));
-        else if ((fputs(q[0].spec, f) < 0) | (fclose(f) != 0))
-            snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(errno));
-        else
+        else if (!(f = fopen(spec_path, "w"))) {
+            werr = errno;
+            snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(werr));
+        } else if ((fputs(q[0].spec, f) < 0) | (fclose(f) != 0)) {
+            werr = errno;
+            snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(werr));
+        } else {
             runner_spawn(&o, &r->rj, err, sizeof err);   /* fills err on failure */
+        }
+        if (err[0] && (werr == ENOSPC || werr == EDQUOT)) {
+            /* The disk is full: the job waits in the queue, not fails. */
+            fprintf(stderr, "ecopt serve: job %s waits: %s\n", q[0].id, err);
+            s->retry_at = mono() + 1.0;
+            unlink(spec_path);
+            free(r);
+            store_jobs_free(q, n);
+            return;
+        }
         if (err[0]) {
             char reason[300];
             snprintf(reason, sizeof reason, "could not start the coordinator: %s", err);
             wlock(a);
-            store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED, reason, &e);
+            rc = store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED, reason, &e);
             wunlock(a);
             free(r);
             store_jobs_free(q, n);
+            if (rc < 0 && transient(&e)) {
+                s->retry_at = mono() + 1.0;     /* else it comes back at once */
+                return;
+            }
             continue;
         }
         memcpy(r->id, q[0].id, sizeof r->id);
@@ -289,11 +530,21 @@ static void start_jobs(struct sched *s)
             continue;
         }
         wlock(a);
-        if (store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e) < 0)
-            r->cancel_requested = 1;    /* cancelled meanwhile: end it */
+        rc = store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e);
         wunlock(a);
-        if (r->cancel_requested)
+        if (rc < 0 && transient(&e)) {
+            /* The store still says queued: stop this run, start it later. */
+            fprintf(stderr, "ecopt serve: job %s waits: %s\n", r->id, e.msg);
+            r->requeued = 1;
+            s->retry_at = mono() + 1.0;
             runner_cancel(r->rj);
+            store_jobs_free(q, n);
+            return;
+        }
+        if (rc < 0) {
+            r->cancel_requested = 1;    /* cancelled meanwhile: end it */
+            runner_cancel(r->rj);
+        }
         store_jobs_free(q, n);
     }
 }
@@ -311,8 +562,12 @@ static void *sched_main(void *arg)
         watch_sweep(s->app);
         pthread_mutex_lock(&s->lock);
         pfd[np++] = (struct pollfd){s->wake[0], POLLIN, 0};
+        /* Not the pipes of jobs that ended, nor of those holding all the
+         * rows they may: their coordinators wait until the store takes
+         * them (the 250 ms timeout retries). */
         for (size_t i = 0; i < s->nrun && np < 1025; i++)
-            pfd[np++] = (struct pollfd){runner_fd(s->run[i]->rj), POLLIN, 0};
+            if (!s->run[i]->reaped && s->run[i]->nbatch < MAX_PENDING)
+                pfd[np++] = (struct pollfd){runner_fd(s->run[i]->rj), POLLIN, 0};
         int stopping = s->stopping;
         size_t nrun = s->nrun;
         pthread_mutex_unlock(&s->lock);
@@ -323,7 +578,8 @@ static void *sched_main(void *arg)
              * shutdown: kill its whole group. */
             pthread_mutex_lock(&s->lock);
             for (size_t i = 0; i < s->nrun; i++)
-                kill(-runner_pid(s->run[i]->rj), SIGKILL);
+                if (!s->run[i]->reaped)
+                    kill(-runner_pid(s->run[i]->rj), SIGKILL);
             pthread_mutex_unlock(&s->lock);
         }
         if (poll(pfd, np, 250) < 0 && errno != EINTR)
@@ -334,24 +590,39 @@ static void *sched_main(void *arg)
         for (size_t i = 0; i < s->nrun;) {
             struct running *r = s->run[i];
             char err[256];
-            int rc = runner_read(r->rj, on_record, r, err, sizeof err);
+            int rc = 1;
 
-            flush_batch(r);
-            if (rc == 1) {
-                i++;
-                continue;
-            }
-            if (rc < 0) {
-                /* A broken channel: stop believing it, end the job. */
-                runner_cancel(r->rj);
-                if (!r->have_final) {
-                    r->have_final = 1;
-                    r->final_state = STORE_JOB_FAILED;
-                    snprintf(r->reason, sizeof r->reason, "%s", err);
+            if (!r->reaped && r->nbatch < MAX_PENDING)
+                rc = runner_read(r->rj, on_record, r, err, sizeof err);
+            if (!r->reaped) {
+                flush_batch(r);
+                if (rc == 1) {
+                    i++;
+                    continue;
                 }
+                if (rc < 0) {
+                    /* A broken channel: stop believing it, end the job. */
+                    runner_cancel(r->rj);
+                    if (!r->have_final) {
+                        r->have_final = 1;
+                        r->final_state = STORE_JOB_FAILED;
+                        snprintf(r->reason, sizeof r->reason, "%s", err);
+                    }
+                }
+                reap(s, r);
             }
-            finish(s, r);
-            remove_running(s, i);
+            if (record_end(s, r) == 0 ||
+                (stopping && mono() - s->stop_at > STOP_RETRY_SECONDS)) {
+                if (r->rj) {
+                    fprintf(stderr, "ecopt serve: job %s: its end and %zu rows were not "
+                            "recorded before the stop; it will show as interrupted\n",
+                            r->id, r->nbatch);
+                    runner_free(r->rj);
+                }
+                remove_running(s, i);
+            } else {
+                i++;
+            }
         }
     }
     return NULL;

@@ -229,6 +229,10 @@ enum job_column {
       "SELECT p_star, method, bound, computed_at FROM pstar"               \
       " WHERE dataset_sha256 = ?1 AND loss = ?2 AND lambda1 = ?3"          \
       " AND lambda2 = ?4")                                                 \
+    X(SQL_PSTAR_LIST,                                                      \
+      "SELECT lambda1, lambda2, p_star, method, bound, computed_at"        \
+      " FROM pstar WHERE dataset_sha256 = ?1 AND loss = ?2"                \
+      " ORDER BY computed_at DESC LIMIT ?3")                               \
     X(SQL_PSTAR_PUT,                                                       \
       "INSERT OR REPLACE INTO pstar (dataset_sha256, loss, lambda1,"       \
       " lambda2, p_star, method, bound, computed_at)"                      \
@@ -1499,6 +1503,54 @@ int store_pstar_get(struct store *st, const struct store_pstar_key *key,
         rc = set_err(err, STORE_ENOTFOUND, 0, "P* cache: no entry");
     } else {
         rc = sql_fail(st->db, err, rc, "read the P* cache");
+    }
+    done(&u);
+    return rc;
+}
+
+int store_pstar_list(struct store *st, const char *dataset_sha256,
+                     const char *loss, size_t max, struct store_pstar **out,
+                     size_t *n, struct store_err *err)
+{
+    struct store_pstar *v = NULL;
+    size_t cnt = 0;
+    struct use u;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if (!is_sha256(dataset_sha256) || !loss || max == 0 || max > 100000)
+        return set_err(err, STORE_EINVAL, 0,
+                       "P* cache: a dataset SHA-256, a loss and 1..100000 "
+                       "entries at most");
+    if (!(v = calloc(max, sizeof *v)))
+        return set_err(err, STORE_ENOMEM, 0, "P* cache: out of memory");
+    u = use(st, SQL_PSTAR_LIST);
+    bind_text(&u, 1, dataset_sha256);
+    bind_text(&u, 2, loss);
+    bind_int(&u, 3, (int64_t)max);
+    while ((rc = step(&u)) == SQLITE_ROW && cnt < max) {
+        const char *l1 = (const char *)sqlite3_column_text(u.s, 0);
+        const char *l2 = (const char *)sqlite3_column_text(u.s, 1);
+        struct store_pstar *e = &v[cnt];
+
+        if (!l1 || !l2)
+            continue;
+        e->lambda1 = strtod(l1, NULL);
+        e->lambda2 = strtod(l2, NULL);
+        e->p_star = col_real(u.s, 2);
+        col_copy(u.s, 3, e->method, sizeof e->method);
+        e->bound = col_real(u.s, 4);
+        e->computed_at = sqlite3_column_int64(u.s, 5);
+        cnt++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        rc = sql_fail(st->db, err, rc, "read the P* cache");
+        free(v);
+    } else {
+        rc = 0;
+        *out = v;
+        *n = cnt;
     }
     done(&u);
     return rc;

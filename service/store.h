@@ -329,6 +329,7 @@ struct store_pstar_key {
 #define STORE_METHOD_SIZE 64
 
 struct store_pstar {
+    double lambda1, lambda2;        /* the key's, set by list only */
     double p_star;                  /* finite */
     char method[STORE_METHOD_SIZE]; /* how it was found, e.g. "fista" */
     double bound;                   /* a bound on P* - p_star; NAN: none */
@@ -337,6 +338,11 @@ struct store_pstar {
 
 int store_pstar_get(struct store *st, const struct store_pstar_key *key,
                     struct store_pstar *out, struct store_err *err);
+/* Every entry for one dataset and loss, newest first, at most max: an
+   array the caller frees, possibly empty. */
+int store_pstar_list(struct store *st, const char *dataset_sha256,
+                     const char *loss, size_t max, struct store_pstar **out,
+                     size_t *n, struct store_err *err);
 /* Inserts or replaces. */
 int store_pstar_put(struct store *st, const struct store_pstar_key *key,
                     const struct store_pstar *val, struct store_err *err);

@@ -93,6 +93,7 @@ struct reply {
     char location[256];
     char allow[128];
     char content_type[128];
+    char retry_after[32];
 };
 
 static inline size_t on_body(char *p, size_t sz, size_t n, void *ctx)
@@ -120,6 +121,8 @@ static inline size_t on_header(char *p, size_t sz, size_t n, void *ctx)
         dst = r->allow, cap = sizeof r->allow, skip = 7;
     else if (len > 14 && strncasecmp(p, "Content-Type: ", 14) == 0)
         dst = r->content_type, cap = sizeof r->content_type, skip = 14;
+    else if (len > 13 && strncasecmp(p, "Retry-After: ", 13) == 0)
+        dst = r->retry_after, cap = sizeof r->retry_after, skip = 13;
     if (dst) {
         size_t l = len - skip;
         while (l && (p[skip + l - 1] == '\r' || p[skip + l - 1] == '\n'))

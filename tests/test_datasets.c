@@ -803,45 +803,28 @@ START_TEST(test_upload_gzip)
 }
 END_TEST
 
-/* What was uploaded can be trained on. */
-START_TEST(test_job_on_upload)
+/* Submits spec and waits for the job to succeed; returns the job. */
+static json_t *run_job(const struct server *s, const char *spec)
 {
-    struct server s;
-    struct reply r;
-    json_t *doc;
-    char path[512], id[64];
-    size_t len;
-    char *heart = slurp(tu_data_path("heart_scale", path, sizeof path), &len);
-    static const char spec[] =
-        "{\"dataset\": \"my-heart\", \"workers\": 3, \"algorithm\": \"eclk\","
-        " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 300}";
-    struct source src = {spec, sizeof spec - 1, 0, 0};
+    struct source src = {spec, strlen(spec), 0, 0};
+    struct reply r = request(s, "POST", "/v1/jobs", TOKEN, &src, JSON, 0, NULL);
+    json_t *doc = json_of(&r, 201);
+    char path[128], id[64];
     double t0;
 
-    server_start(&s);
-    r = upload(&s, "name=my-heart", heart, len);
-    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
-    free(r.body);
-    r = request(&s, "POST", "/v1/jobs", TOKEN, &src, JSON, 0, NULL);
-    doc = json_of(&r, 201);
-    snprintf(id, sizeof id, "%s",
-             json_string_value(json_object_get(doc, "id")));
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(doc, "id")));
     json_decref(doc);
     free(r.body);
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     for (t0 = tu_now();; usleep(50000)) {
         const char *state;
 
-        r = get(&s, path);
+        r = get(s, path);
         doc = json_of(&r, 200);
         free(r.body);
         state = json_string_value(json_object_get(doc, "state"));
-        if (strcmp(state, "succeeded") == 0) {
-            ck_assert_str_eq(json_string_value(json_object_get(doc, "dataset")),
-                             "my-heart");
-            json_decref(doc);
-            break;
-        }
+        if (strcmp(state, "succeeded") == 0)
+            return doc;
         ck_assert_msg(strcmp(state, "queued") == 0 ||
                           strcmp(state, "running") == 0,
                       "job %s: %s (%s)", id, state,
@@ -849,6 +832,110 @@ START_TEST(test_job_on_upload)
         ck_assert_msg(tu_now() - t0 < 60, "job %s still %s", id, state);
         json_decref(doc);
     }
+}
+
+/* What was uploaded can be trained on. */
+START_TEST(test_job_on_upload)
+{
+    struct server s;
+    struct reply r;
+    json_t *doc;
+    char path[512];
+    size_t len;
+    char *heart = slurp(tu_data_path("heart_scale", path, sizeof path), &len);
+    static const char spec[] =
+        "{\"dataset\": \"my-heart\", \"workers\": 3, \"algorithm\": \"eclk\","
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 300}";
+
+    server_start(&s);
+    r = upload(&s, "name=my-heart", heart, len);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    free(r.body);
+    doc = run_job(&s, spec);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "dataset")), "my-heart");
+    json_decref(doc);
+    free(heart);
+    server_stop(&s);
+}
+END_TEST
+
+/* The job's P* and whether it came from the cache. */
+static double job_pstar(const json_t *job, int *cached)
+{
+    json_t *pb = json_object_get(job, "problem");
+    json_t *solver = json_object_get(pb, "solver");
+
+    ck_assert(json_is_boolean(json_object_get(solver, "cached")));
+    *cached = json_is_true(json_object_get(solver, "cached"));
+    ck_assert(json_is_number(json_object_get(pb, "P_star")));
+    return json_number_value(json_object_get(pb, "P_star"));
+}
+
+/*
+ * P* is solved once per problem: the second job on the same bytes with
+ * the same loss and lambdas takes it from the cache, bit for bit. Other
+ * lambdas, or other bytes under the same name, are solved afresh; the
+ * first bytes put back (another file, the same SHA-256) hit the cache.
+ */
+START_TEST(test_pstar_cache)
+{
+    struct server s;
+    struct reply r;
+    json_t *doc;
+    char path[512];
+    size_t len;
+    char *heart = slurp(tu_data_path("heart_scale", path, sizeof path), &len);
+    const char *nl = memchr(heart, '\n', len);
+    static const char spec[] =
+        "{\"dataset\": \"cached\", \"workers\": 2, \"lambda1\": 1e-3,"
+        " \"max_rounds\": 20}";
+    static const char other[] =
+        "{\"dataset\": \"cached\", \"workers\": 2, \"lambda1\": 1e-3,"
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 20}";
+    double p1, p;
+    int cached;
+
+    ck_assert_ptr_nonnull(nl);
+    server_start(&s);
+    r = upload(&s, "name=cached", heart, len);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    free(r.body);
+    doc = run_job(&s, spec);
+    p1 = job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 0);
+    json_decref(doc);
+
+    doc = run_job(&s, spec);
+    p = job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(p == p1);
+    json_decref(doc);
+
+    doc = run_job(&s, other);
+    p = job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(p != p1);
+    json_decref(doc);
+
+    /* other bytes (the first sample dropped) under the same name */
+    r = upload(&s, "name=cached&replace=true", nl + 1, len - (size_t)(nl + 1 - heart));
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    free(r.body);
+    doc = run_job(&s, spec);
+    p = job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(p != p1);
+    json_decref(doc);
+
+    /* the first bytes again: a new file with the SHA-256 the cache knows */
+    r = upload(&s, "name=cached&replace=true", heart, len);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    free(r.body);
+    doc = run_job(&s, spec);
+    p = job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(p == p1);
+    json_decref(doc);
     free(heart);
     server_stop(&s);
 }
@@ -949,6 +1036,7 @@ int main(void)
     tcase_add_test(tc, test_hostile_names);
     tcase_add_test(tc, test_upload_gzip);
     tcase_add_test(tc, test_job_on_upload);
+    tcase_add_test(tc, test_pstar_cache);
     tcase_add_test(tc, test_concurrent_same_name);
     tcase_add_test(tc, test_cleanup_at_start);
     suite_add_tcase(s, tc);

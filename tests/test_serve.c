@@ -159,6 +159,54 @@ START_TEST(test_cancel_running)
 }
 END_TEST
 
+/* Cancels a job and waits until it has ended. */
+static void cancel_job(const struct server *s, const char *token, const char *id)
+{
+    char path[128];
+    struct reply r;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(s, "POST", path, token, "{}", NULL);
+    ck_assert_msg(r.status == 202 || r.status == 409, "cancel %s: %ld", id, r.status);
+    free(r.body);
+    json_decref(wait_state(s, token, id, "cancelled", 10));
+}
+
+/*
+ * With two slots and one per token, alice's second job waits while bob's,
+ * submitted after it, starts; when alice's first ends, her second runs.
+ */
+START_TEST(test_running_per_token)
+{
+    struct server s;
+    char a1[32], a2[32], b1[32], path[128];
+    struct reply r;
+    json_t *doc;
+
+    setenv("ECOPT_MAX_RUNNING", "2", 1);
+    setenv("ECOPT_MAX_RUNNING_PER_TOKEN", "1", 1);
+    server_start(&s, 0);
+    unsetenv("ECOPT_MAX_RUNNING");
+    unsetenv("ECOPT_MAX_RUNNING_PER_TOKEN");
+    create(&s, ALICE, long_job, a1);
+    json_decref(wait_state(&s, ALICE, a1, "running", 30));
+    create(&s, ALICE, long_job, a2);
+    create(&s, BOB, long_job, b1);
+    json_decref(wait_state(&s, BOB, b1, "running", 30));
+    snprintf(path, sizeof path, "/v1/jobs/%s", a2);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    doc = json_of(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
+    json_decref(doc);
+    free(r.body);
+    cancel_job(&s, ALICE, a1);
+    json_decref(wait_state(&s, ALICE, a2, "running", 30));
+    cancel_job(&s, ALICE, a2);
+    cancel_job(&s, BOB, b1);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 START_TEST(test_validation_and_routes)
 {
     static const struct {
@@ -532,6 +580,7 @@ int main(void)
     tcase_add_test(tc, test_validation_and_routes);
     tcase_add_test(tc, test_job_lifecycle);
     tcase_add_test(tc, test_cancel_running);
+    tcase_add_test(tc, test_running_per_token);
     tcase_add_test(tc, test_ownership_and_idempotency);
     tcase_add_test(tc, test_restart_recovery);
     tcase_add_test(tc, test_readme_walkthrough);

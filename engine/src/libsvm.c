@@ -7,12 +7,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* Lines are split out of chunks this big; a longer line doubles the buffer. */
@@ -536,12 +538,16 @@ static int start(struct reader *r)
     return 0;
 }
 
-int ec_libsvm_read(const char *path, const ec_libsvm_opts *opts,
-                   ec_dataset *out, ec_err *e)
+/*
+ * The body of both entry points: reads the file at path, or the descriptor
+ * fd when it is not -1 (path then only names it in messages).
+ */
+static int read_file(const char *path, int fd, const ec_libsvm_opts *opts,
+                     ec_dataset *out, ec_err *e)
 {
     struct reader r = {0};
     locale_t c_numeric = (locale_t)0, caller_locale = (locale_t)0;
-    int rc;
+    int rc, own_fd = -1;
 
     if (!out)
         return ec_err_set(e, EC_EINVAL, "ec_libsvm_read: out is NULL");
@@ -568,10 +574,23 @@ int ec_libsvm_read(const char *path, const ec_libsvm_opts *opts,
 
     /* "e" is O_CLOEXEC: a worker forked meanwhile must not inherit it. */
     errno = 0;
-    if (!(r.gz = gzopen(path, "rbe"))) {
+    if (fd != -1) {
+        /* gzclose closes what gzdopen got: give it a copy of the caller's. */
+        if ((own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            rc = ec_err_set(e, EC_EIO, "%s: cannot read (%s)", path,
+                            strerror(errno));
+            goto out;
+        }
+        r.gz = gzdopen(own_fd, "rb");
+    } else {
+        r.gz = gzopen(path, "rbe");
+    }
+    if (!r.gz) {
         rc = errno ? ec_err_set(e, EC_EIO, "%s: cannot open (%s)", path,
                                 strerror(errno))
                    : ec_err_set(e, EC_ENOMEM, "%s: out of memory", path);
+        if (own_fd >= 0)
+            close(own_fd);
         goto out;
     }
     gzbuffer(r.gz, GZ_BUFFER);
@@ -591,6 +610,23 @@ out:
     else
         *out = r.ds;
     return rc;
+}
+
+int ec_libsvm_read(const char *path, const ec_libsvm_opts *opts,
+                   ec_dataset *out, ec_err *e)
+{
+    return read_file(path, -1, opts, out, e);
+}
+
+int ec_libsvm_read_fd(int fd, const char *name, const ec_libsvm_opts *opts,
+                      ec_dataset *out, ec_err *e)
+{
+    if (fd < 0) {
+        if (out)
+            memset(out, 0, sizeof *out);
+        return ec_err_set(e, EC_EINVAL, "ec_libsvm_read_fd: fd is negative");
+    }
+    return read_file(name ? name : "(input)", fd, opts, out, e);
 }
 
 void ec_dataset_clear(ec_dataset *ds)

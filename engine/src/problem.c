@@ -510,6 +510,24 @@ out:
     return rc;
 }
 
+int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
+                         const char *method, ec_err *e)
+{
+    if (!isfinite(P_star) || P_star > pb->P0)
+        return ec_err_set(e, EC_EINVAL,
+                          "P*: the cached value %.17g is not below P(0) = %.17g",
+                          P_star, pb->P0);
+    pb->P_star = P_star;
+    pb->solve_bound = isfinite(bound) && bound >= 0 ? bound : NAN;
+    pb->solve_iters = 0;
+    pb->solve_method = method && strcmp(method, "newton") == 0 ? "newton"
+                     : method && strcmp(method, "fista-restart") == 0
+                         ? "fista-restart"
+                         : "cached";
+    pb->solve_cached = 1;
+    return 0;
+}
+
 static int solve_fista(ec_problem *pb, ec_err *e)
 {
     uint32_t d = pb->d;

@@ -7,7 +7,9 @@
 #include "ecopt/proc.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +77,7 @@ struct proc {
     ec_down *last_down;   /* the broadcast the next STEP carries */
     int have_down;
     double timeout;
+    double cpu_limit;     /* seconds of CPU per worker, for messages */
     uint64_t round;       /* exchanges done, for messages */
 };
 
@@ -296,7 +299,12 @@ static void describe_death(struct proc *pc, uint32_t t, const char *what,
     struct peer *p = &pc->peers[t];
 
     sum->stop = EC_STOP_FAILED;
-    if (reap(p, 1.0) && WIFSIGNALED(p->status))
+    if (reap(p, 1.0) && WIFSIGNALED(p->status) &&
+        WTERMSIG(p->status) == SIGXCPU)
+        snprintf(sum->reason, sizeof sum->reason,
+                 "worker %u exceeded its CPU time limit of %g s at round %llu",
+                 t, pc->cpu_limit, (unsigned long long)pc->round);
+    else if (p->reaped && WIFSIGNALED(p->status))
         snprintf(sum->reason, sizeof sum->reason,
                  "worker %u died (signal %d) at round %llu", t,
                  WTERMSIG(p->status), (unsigned long long)pc->round);
@@ -475,6 +483,42 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
     return 0;
 }
 
+/*
+ * A worker's resource limits, set in the child before it serves: address
+ * space, CPU seconds (soft; the hard limit a few seconds later kills a
+ * worker that ignores SIGXCPU), open files, and no core files (a core of
+ * a worker is a copy of the user's data). NULL, or what failed.
+ */
+static const char *worker_limits(const ec_proc_opts *opts)
+{
+    struct rlimit rl;
+    unsigned files = opts && opts->worker_max_files ? opts->worker_max_files
+                                                    : EC_WORKER_MAX_FILES;
+
+    if (opts && opts->worker_mem_limit) {
+        rl.rlim_cur = rl.rlim_max = opts->worker_mem_limit;
+        if (setrlimit(RLIMIT_AS, &rl) < 0)
+            return "cannot set its memory limit";
+    }
+    if (opts && opts->worker_cpu_limit > 0) {
+        rlim_t sec = (rlim_t)opts->worker_cpu_limit;
+
+        if ((double)sec < opts->worker_cpu_limit)
+            sec++;
+        rl.rlim_cur = sec;
+        rl.rlim_max = sec + 5;
+        if (setrlimit(RLIMIT_CPU, &rl) < 0)
+            return "cannot set its CPU time limit";
+    }
+    rl.rlim_cur = rl.rlim_max = files;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return "cannot set its open-file limit";
+    rl.rlim_cur = rl.rlim_max = 0;
+    if (setrlimit(RLIMIT_CORE, &rl) < 0)
+        return "cannot turn off its core files";
+    return NULL;
+}
+
 /* Forks worker t on its end of a fresh socketpair. */
 static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
                  ec_err *e)
@@ -510,13 +554,18 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
         if (dup2(sv[1], 3) < 0)
             _exit(1);
         close_range(4, ~0u, 0);
-        if (opts && opts->worker_mem_limit) {
-            struct rlimit rl = {opts->worker_mem_limit, opts->worker_mem_limit};
-            setrlimit(RLIMIT_AS, &rl);
-        }
         {
             int fd = 3;
             ec_chan ch = {&fd, sock_send, sock_recv};
+            const char *why = worker_limits(opts);
+
+            if (why) {
+                uint8_t small[EC_WIRE_HEADER_SIZE + 256];
+                char text[200];
+
+                snprintf(text, sizeof text, "%s: %s", why, strerror(errno));
+                _exit(worker_fail(&ch, small, sizeof small, 0, text));
+            }
             code = ec_worker_serve(&ch, pc->pb, pc->prm, t);
         }
         _exit(code);
@@ -607,6 +656,7 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
     pc.prm = prm;
     pc.n = n;
     pc.timeout = opts && opts->round_timeout > 0 ? opts->round_timeout : 60.0;
+    pc.cpu_limit = opts ? opts->worker_cpu_limit : 0;
     pc.max_payload = ec_wire_max_payload(d);
     pc.bufcap = EC_WIRE_HEADER_SIZE + pc.max_payload;
     pc.peers = calloc(n, sizeof *pc.peers);
@@ -646,4 +696,39 @@ out:
     free(pc.recvbuf);
     (void)started;
     return rc;
+}
+
+int ec_drop_privileges(const char *user, ec_err *e)
+{
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    int r = getpwnam_r(user, &pw, buf, sizeof buf, &found);
+
+    if (r != 0 || !found)
+        return ec_err_set(e, EC_EINVAL, "worker user '%s': %s", user,
+                          r ? strerror(r) : "no such user");
+    if (geteuid() != 0) {
+        if (geteuid() == pw.pw_uid && getuid() == pw.pw_uid)
+            return 0;
+        return ec_err_set(e, EC_EINVAL,
+                          "cannot run workers as '%s' (uid %u): only root can "
+                          "switch users, and this process runs as uid %u",
+                          user, (unsigned)pw.pw_uid, (unsigned)geteuid());
+    }
+    if (setgroups(1, &pw.pw_gid) < 0)
+        return ec_err_set(e, EC_EIO, "setgroups for user '%s': %s", user,
+                          strerror(errno));
+    if (setgid(pw.pw_gid) < 0)
+        return ec_err_set(e, EC_EIO, "setgid(%u) for user '%s': %s",
+                          (unsigned)pw.pw_gid, user, strerror(errno));
+    if (setuid(pw.pw_uid) < 0)
+        return ec_err_set(e, EC_EIO, "setuid(%u) for user '%s': %s",
+                          (unsigned)pw.pw_uid, user, strerror(errno));
+    /* Every id must now be the user's, and root must be out of reach. */
+    if (getuid() != pw.pw_uid || geteuid() != pw.pw_uid ||
+        getgid() != pw.pw_gid || getegid() != pw.pw_gid ||
+        (pw.pw_uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)))
+        return ec_err_set(e, EC_EIO, "privileges of user '%s' did not stick",
+                          user);
+    return 0;
 }

@@ -50,6 +50,14 @@ typedef struct ec_libsvm_opts {
 int ec_libsvm_read(const char *path, const ec_libsvm_opts *opts,
                    ec_dataset *out, ec_err *e);
 
+/*
+ * The same from an open descriptor, read from its current offset to its
+ * end (a file, a pipe, a memfd); name stands for the file in messages
+ * ("(input)" when NULL). fd stays open and the caller's.
+ */
+int ec_libsvm_read_fd(int fd, const char *name, const ec_libsvm_opts *opts,
+                      ec_dataset *out, ec_err *e);
+
 /* Frees the arrays and zeroes the struct; a zeroed struct is a no-op. */
 void ec_dataset_clear(ec_dataset *ds);
 

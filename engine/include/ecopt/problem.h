@@ -45,6 +45,7 @@ typedef struct ec_problem {
     double solve_bound;      /* estimated P(x_star) - P*, from the stopping rule */
     int solve_iters;
     const char *solve_method;/* "newton" or "fista-restart" */
+    int solve_cached;        /* P* came from ec_problem_use_pstar() */
 } ec_problem;
 
 /*
@@ -67,6 +68,16 @@ void ec_problem_clear(ec_problem *pb);
  * mapping. Fails with EC_ENUMERIC if the rule is not met.
  */
 int ec_problem_solve(ec_problem *pb, ec_err *e);
+
+/*
+ * Takes P* as found earlier for this same problem (same data, loss and
+ * lambdas) instead of solving again; method is how it was found then
+ * ("newton" or "fista-restart"; other text becomes "cached"). x_star is
+ * left as it is: nothing in a run reads it. Fails with EC_EINVAL when
+ * P_star is not finite or exceeds P(0), which no true P* can.
+ */
+int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
+                         const char *method, ec_err *e);
 
 /* P(x), with compensated summation over the samples. */
 double ec_problem_value(const ec_problem *pb, const double *x);

@@ -16,7 +16,23 @@ typedef struct ec_proc_opts {
     double round_timeout;        /* seconds a worker may take per exchange;
                                     0 means the default, 60 */
     uint64_t worker_mem_limit;   /* RLIMIT_AS per worker in bytes; 0 none */
+    double worker_cpu_limit;     /* RLIMIT_CPU per worker in seconds (rounded
+                                    up); 0 none. Past it a worker gets SIGXCPU
+                                    and the job fails saying so */
+    unsigned worker_max_files;   /* RLIMIT_NOFILE per worker; 0 means
+                                    EC_WORKER_MAX_FILES */
 } ec_proc_opts;
+
+/* Open files a worker may hold: it needs its socket and stdio only. */
+#define EC_WORKER_MAX_FILES 16
+
+/*
+ * Makes this process run as `user` for good: supplementary groups, then
+ * the group, then the user (in that order, each checked), and a check that
+ * root cannot be regained. Not root: succeeds only when already that user.
+ * Call it before forking workers so that they inherit it.
+ */
+int ec_drop_privileges(const char *user, ec_err *e);
 
 /*
  * Forks the workers, runs the job to a stop rule, stops and reaps every

@@ -1,0 +1,1379 @@
+/*
+ * The paper's comparison, regenerated: ECLK against its baselines on the
+ * real datasets (rounds, bits and seconds to relative gaps 1e-4, 1e-6 and
+ * 1e-9, median of 3 seeds), the acceleration sweep over kappa, ECLK's p
+ * trade-off, the step-multiplier sweep and the convergence plots. Every
+ * run is in process (ec_run_inproc) and a pure function of its job, so the
+ * same seed gives the same rounds; the runs are spread over --jobs forked
+ * processes that take tasks from a shared counter.
+ *
+ *   bench_paper [--quick] [--out DIR] [--jobs N]
+ *
+ * --quick is the CI subset: it exits 1 unless ECLK reaches 1e-6 on
+ * mushrooms within its budget, the same seed gives the same run twice, and
+ * a deterministic combination gives the same run for two seeds.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/data.h"
+#include "ecopt/problem.h"
+#include "ecopt/run.h"
+#include "plot.h"
+
+#define NTARGETS 3
+static const double targets[NTARGETS] = {1e-4, 1e-6, 1e-9};
+#define NSEEDS 3
+#define MAX_CURVE 400        /* points kept per run for the plots */
+#define PROBE_ROUNDS 300     /* prefix compared by the determinism checks */
+
+enum part { PART_TABLE, PART_DETCHECK, PART_ACCEL, PART_P, PART_STEP,
+            PART_STEP_SMALL, PART_REPRO };
+
+/* A stop of our own: the run's rate could not reach its next target. */
+#define STOP_STALLED 100
+
+/* Compressor slots of the main table. */
+enum comp_slot { CS_NONE, CS_TOPK1, CS_TOPKD, CS_RANDK1, CS_RANDKD, CS_DITHER,
+                 CS_COUNT };
+
+struct dataset_info {
+    const char *name;        /* file in ECOPT_DATA_DIR */
+    const char *label;
+    uint64_t rounds_full;    /* R for algorithms with full local gradients */
+    uint64_t rounds_stoch;   /* R for the stochastic ones */
+    uint32_t eval_full, eval_stoch;
+    ec_dataset ds;
+};
+
+static struct dataset_info datasets[] = {
+    {"a5a", "a5a", 4000, 20000, 10, 50, {0}},
+    {"mushrooms", "mushrooms", 4000, 20000, 10, 50, {0}},
+    {"a9a", "a9a", 2000, 12000, 10, 50, {0}},
+    {"w8a", "w8a", 1200, 8000, 10, 50, {0}},
+    {"madelon.gz", "madelon", 1500, 10000, 10, 50, {0}},
+};
+#define NDATASETS (sizeof datasets / sizeof datasets[0])
+
+static const double table_lambdas[] = {1e-3, 1e-4};
+static const double accel_lambdas[] = {1e-2, 1e-3, 1e-4, 1e-5};
+static const double p_factors[] = {0.125, 0.25, 0.5, 1, 2, 4, 8};
+static const double step_mults[] = {0.5, 1, 2, 4, 8};
+/* ECLK with random compressors, below its theory step (same count). */
+static const double small_mults[] = {0.0625, 0.125, 0.25, 0.5, 1};
+static const char *const accel_algos[] = {"eclk", "ec-lsvrg", "ec-gd-diana",
+                                          "ef21"};
+
+/* The table's algorithms, compressing ones first. */
+static const ec_algo_id table_algos[] = {
+    EC_ALGO_ECLK, EC_ALGO_EC_LSVRG, EC_ALGO_EC_SGD_DIANA, EC_ALGO_EC_GD_DIANA,
+    EC_ALGO_EC_GD, EC_ALGO_EC_SGD, EC_ALGO_EF21, EC_ALGO_LKATYUSHA, EC_ALGO_GD};
+#define NALGOS (sizeof table_algos / sizeof table_algos[0])
+
+/* One solved problem: a dataset at one lambda2_rel (20 workers, logistic,
+ * contiguous shards). Solved before the fork and shared copy-on-write. */
+struct prob {
+    int ds;
+    double lambda2_rel;
+    ec_problem pb;
+};
+
+static struct prob probs[16];
+static int nprobs;
+
+struct task {
+    int part;
+    int prob;
+    ec_algo_id algo;
+    int slot;                /* enum comp_slot */
+    ec_comp_spec comp;
+    uint64_t seed;
+    double p;                /* NaN: the default */
+    double step_mult;
+    uint64_t max_rounds;
+    uint32_t eval_every;
+    double target;           /* the run stops here */
+    int stall_rule;          /* stop early when the next target is out of reach */
+    int aux;                 /* the index of a sweep's value */
+    unsigned id;             /* creation order: the order of the tables */
+};
+
+struct result {
+    int done;
+    int stop;                /* ec_stop, or STOP_STALLED */
+    uint64_t rounds;
+    double final_gap;
+    double final_bits;
+    double theory_step, p_used, delta, kappa;
+    int hit[NTARGETS];
+    uint64_t hit_rounds[NTARGETS];
+    double hit_bits[NTARGETS], hit_secs[NTARGETS];
+    /* The row at PROBE_ROUNDS (or the last one before a stop), for the
+     * determinism checks: compared bit for bit. */
+    uint64_t probe_round;
+    double probe_gap, probe_bits;
+    unsigned ncurve, stride;
+    double curve[MAX_CURVE][3];   /* round, bits up, relative gap */
+};
+
+struct shared {
+    atomic_uint next;
+    unsigned ntasks;
+};
+
+static struct task *tasks;
+static unsigned ntasks, cap_tasks;
+static struct result *results;
+static struct shared *shared;
+
+static int quick;
+static char command[1024];
+
+static void die(const char *what, const char *msg)
+{
+    fprintf(stderr, "bench_paper: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static struct task *task_add(void)
+{
+    if (ntasks == cap_tasks) {
+        cap_tasks = cap_tasks ? 2 * cap_tasks : 256;
+        tasks = realloc(tasks, cap_tasks * sizeof *tasks);
+        if (!tasks)
+            die("tasks", "out of memory");
+    }
+    memset(&tasks[ntasks], 0, sizeof tasks[ntasks]);
+    tasks[ntasks].p = NAN;
+    tasks[ntasks].step_mult = 1.0;
+    tasks[ntasks].target = targets[NTARGETS - 1];
+    tasks[ntasks].id = ntasks;
+    return &tasks[ntasks++];
+}
+
+static int prob_get(int ds, double lambda2_rel)
+{
+    for (int i = 0; i < nprobs; i++)
+        if (probs[i].ds == ds && probs[i].lambda2_rel == lambda2_rel)
+            return i;
+    if (nprobs == (int)(sizeof probs / sizeof probs[0]))
+        die("problems", "too many");
+    probs[nprobs].ds = ds;
+    probs[nprobs].lambda2_rel = lambda2_rel;
+    return nprobs++;
+}
+
+static uint32_t k_frac(uint32_t d)
+{
+    return (d + 19) / 20;    /* ceil(d / 20) */
+}
+
+static ec_comp_spec slot_spec(int slot, uint32_t d)
+{
+    ec_comp_spec c = {EC_COMP_NONE, 0, 0};
+
+    switch (slot) {
+    case CS_TOPK1: c.type = EC_COMP_TOPK; c.k = 1; break;
+    case CS_TOPKD: c.type = EC_COMP_TOPK; c.k = k_frac(d); break;
+    case CS_RANDK1: c.type = EC_COMP_RANDK; c.k = 1; break;
+    case CS_RANDKD: c.type = EC_COMP_RANDK; c.k = k_frac(d); break;
+    case CS_DITHER: c.type = EC_COMP_DITHER; c.s = 1; break;
+    default: break;
+    }
+    return c;
+}
+
+static void comp_text(const ec_comp_spec *c, char *buf, size_t len)
+{
+    switch (c->type) {
+    case EC_COMP_TOPK: snprintf(buf, len, "topk k=%u", c->k); break;
+    case EC_COMP_RANDK: snprintf(buf, len, "randk k=%u", c->k); break;
+    case EC_COMP_DITHER: snprintf(buf, len, "dither s=%u", c->s); break;
+    default: snprintf(buf, len, "none");
+    }
+}
+
+/* Full local gradients every round: these get the smaller round budget. */
+static int algo_full(ec_algo_id a)
+{
+    return a == EC_ALGO_GD || a == EC_ALGO_EC_GD || a == EC_ALGO_EC_GD_DIANA ||
+           a == EC_ALGO_EF21;
+}
+
+/* No randomness in the algorithm or in its compressor: the seed cannot
+ * change the run (checked, not assumed: see PART_DETCHECK). */
+static int deterministic(ec_algo_id a, const ec_comp_spec *c)
+{
+    if (a == EC_ALGO_GD)
+        return 1;
+    return (a == EC_ALGO_EC_GD || a == EC_ALGO_EF21) && c->type == EC_COMP_TOPK;
+}
+
+/* ---- one run ------------------------------------------------------- */
+
+struct watch {
+    const struct task *t;
+    struct result *r;
+    double best;             /* smallest gap seen */
+    unsigned nbest;
+    double best_at[64];      /* the best gap at checkpoint rounds */
+    uint64_t best_round[64];
+};
+
+/* Records targets, the probe row and the curve; applies the stall rule:
+ * from a quarter of the budget on, if the best gap of the last half of the
+ * rounds so far, at the rate it improved over that half, would still be
+ * ten times above the next target at the budget, the run stops. */
+static int watch_row(void *ctx, const ec_metric *row)
+{
+    struct watch *w = ctx;
+    struct result *r = w->r;
+    const struct task *t = w->t;
+
+    for (int j = 0; j < NTARGETS; j++)
+        if (!r->hit[j] && row->rel_gap <= targets[j]) {
+            r->hit[j] = 1;
+            r->hit_rounds[j] = row->round;
+            r->hit_bits[j] = row->bits_up;
+            r->hit_secs[j] = row->seconds;
+        }
+    if (row->round <= PROBE_ROUNDS) {
+        r->probe_round = row->round;
+        r->probe_gap = row->rel_gap;
+        r->probe_bits = row->bits_up;
+    }
+    if (r->ncurve == MAX_CURVE) {
+        for (unsigned i = 0; i < MAX_CURVE / 2; i++)
+            memcpy(r->curve[i], r->curve[2 * i], sizeof r->curve[i]);
+        r->ncurve = MAX_CURVE / 2;
+        r->stride *= 2;
+    }
+    if ((row->round / t->eval_every) % r->stride == 0) {
+        r->curve[r->ncurve][0] = (double)row->round;
+        r->curve[r->ncurve][1] = row->bits_up;
+        r->curve[r->ncurve][2] = row->rel_gap;
+        r->ncurve++;
+    }
+    if (row->rel_gap < w->best)
+        w->best = row->rel_gap;
+    /* Checkpoints of the best gap at rounds that double (0, e, 2e, 4e, ...),
+     * so the best gap of about half the rounds ago is at hand. */
+    if (w->nbest < 64 &&
+        (w->nbest == 0 ||
+         (row->round > 0 && row->round >= 2 * w->best_round[w->nbest - 1]))) {
+        w->best_round[w->nbest] = row->round;
+        w->best_at[w->nbest] = w->best;
+        w->nbest++;
+    }
+    if (!t->stall_rule || row->round < t->max_rounds / 4 || row->round < 100)
+        return 0;
+    {
+        double next = 0, cp_best = NAN;
+        uint64_t cp_round = 0;
+
+        for (int j = 0; j < NTARGETS; j++)
+            if (!r->hit[j]) {
+                next = targets[j];
+                break;
+            }
+        if (next == 0)
+            return 0;
+        for (unsigned i = 0; i < w->nbest; i++)
+            if (w->best_round[i] <= row->round / 2) {
+                cp_best = w->best_at[i];
+                cp_round = w->best_round[i];
+            }
+        if (isnan(cp_best) || !(w->best > 0) || cp_round == 0)
+            return 0;
+        {
+            double ratio = fmax(cp_best / w->best, 1.0);
+            double periods = (double)(t->max_rounds - row->round) /
+                             (double)(row->round - cp_round);
+            double projected = w->best / pow(ratio, periods);
+
+            if (projected > 10 * next) {
+                r->stop = STOP_STALLED;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void run_task(unsigned i)
+{
+    const struct task *t = &tasks[i];
+    struct result *r = &results[i];
+    const struct prob *pr = &probs[t->prob];
+    struct watch w = {t, r, INFINITY, 0, {0}, {0}};
+    ec_job job;
+    ec_params prm;
+    ec_summary sum;
+    ec_err e = {0};
+
+    memset(r, 0, sizeof *r);
+    r->stride = 1;
+    r->stop = -1;
+    ec_job_defaults(&job);
+    snprintf(job.dataset, sizeof job.dataset, "%s", datasets[pr->ds].name);
+    job.lambda2_rel = pr->lambda2_rel;
+    job.workers = 20;
+    job.algorithm = t->algo;
+    job.compressor = t->comp;
+    job.p = t->p;
+    job.step_multiplier = t->step_mult;
+    job.max_rounds = t->max_rounds;
+    job.eval_every = t->eval_every;
+    job.target = t->target;
+    job.seed = t->seed;
+    job.max_seconds = 1e9;   /* round budgets only: runs must reproduce */
+    if (ec_params_resolve(&job, &pr->pb, &prm, &e) < 0 ||
+        ec_run_inproc(&pr->pb, &prm, &job, watch_row, &w, &sum, &e) < 0) {
+        fprintf(stderr, "bench_paper: task %u (%s %s): %s\n", i,
+                datasets[pr->ds].label, ec_algo_name(t->algo), e.msg);
+        _exit(1);
+    }
+    if (r->stop != STOP_STALLED)
+        r->stop = (int)sum.stop;
+    r->rounds = sum.rounds;
+    r->final_gap = sum.last.rel_gap;
+    r->final_bits = sum.last.bits_up;
+    r->theory_step = prm.theory_step;
+    r->p_used = prm.p;
+    r->delta = prm.delta;
+    r->kappa = pr->pb.kappa;
+    r->done = 1;
+}
+
+static void worker_loop(unsigned id)
+{
+    unsigned i;
+
+    while ((i = atomic_fetch_add(&shared->next, 1)) < shared->ntasks) {
+        const struct task *t = &tasks[i];
+        char cb[32];
+        struct timespec a, b;
+
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        run_task(i);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        comp_text(&t->comp, cb, sizeof cb);
+        fprintf(stderr, "[%u %4u/%u] %-9s %-5g %-12s %-12s seed %llu x%g: %llu rounds, gap %.3g (%.1f s)\n",
+                id, i + 1, shared->ntasks, datasets[probs[t->prob].ds].label,
+                probs[t->prob].lambda2_rel, ec_algo_name(t->algo), cb,
+                (unsigned long long)t->seed, t->step_mult,
+                (unsigned long long)results[i].rounds, results[i].final_gap,
+                (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+    }
+}
+
+/* ---- the task list --------------------------------------------------- */
+
+static void add_table_tasks(int ds_first, int ds_last, int nlam, int nseeds,
+                            const int *algo_mask)
+{
+    for (int ds = ds_first; ds <= ds_last; ds++)
+        for (int l = 0; l < nlam; l++) {
+            int pi = prob_get(ds, table_lambdas[l]);
+
+            for (unsigned a = 0; a < NALGOS; a++) {
+                ec_algo_id algo = table_algos[a];
+                int full = algo_full(algo);
+
+                if (algo_mask && !algo_mask[a])
+                    continue;
+                for (int slot = 0; slot < CS_COUNT; slot++) {
+                    ec_comp_spec c = slot_spec(slot, datasets[ds].ds.d);
+
+                    if (ec_algo_compresses(algo) != (slot != CS_NONE))
+                        continue;
+                    for (int s = 1; s <= nseeds + 1; s++) {
+                        struct task *t;
+
+                        if (s > 1 && deterministic(algo, &c)) {
+                            if (s > 2)
+                                continue;
+                            /* Seed 2 for PROBE_ROUNDS only: the check that
+                             * the seed changes nothing. */
+                            t = task_add();
+                            t->part = PART_DETCHECK;
+                            t->max_rounds = PROBE_ROUNDS;
+                        } else if (s <= nseeds) {
+                            t = task_add();
+                            t->part = PART_TABLE;
+                            t->max_rounds = full ? datasets[ds].rounds_full
+                                                 : datasets[ds].rounds_stoch;
+                            t->stall_rule = 1;
+                        } else
+                            continue;
+                        t->prob = pi;
+                        t->algo = algo;
+                        t->slot = slot;
+                        t->comp = c;
+                        t->seed = (uint64_t)s;
+                        t->eval_every = full ? datasets[ds].eval_full
+                                             : datasets[ds].eval_stoch;
+                    }
+                }
+            }
+        }
+}
+
+#define DS_MUSHROOMS 1
+
+static uint64_t accel_budget(const char *algo, int l)
+{
+    /* Full-gradient rounds cost a pass over the data each. */
+    static const uint64_t full[] = {5000, 20000, 40000, 40000};
+    static const uint64_t stoch[] = {20000, 60000, 150000, 150000};
+
+    if (quick)
+        return l == 0 ? 5000 : 20000;
+    return strcmp(algo, "ec-gd-diana") == 0 || strcmp(algo, "ef21") == 0
+               ? full[l] : stoch[l];
+}
+
+static void add_accel_tasks(int nlam)
+{
+    static const uint32_t evals[] = {10, 10, 20, 50};
+
+    for (int l = 0; l < nlam; l++) {
+        int pi = prob_get(DS_MUSHROOMS, accel_lambdas[l]);
+
+        for (int a = 0; a < 4; a++) {
+            struct task *t = task_add();
+
+            t->part = PART_ACCEL;
+            t->prob = pi;
+            ec_algo_from_name(accel_algos[a], &t->algo);
+            t->comp = slot_spec(CS_TOPKD, datasets[DS_MUSHROOMS].ds.d);
+            t->seed = 1;
+            t->max_rounds = accel_budget(accel_algos[a], l);
+            t->eval_every = evals[l];
+            t->target = 1e-6;
+            t->stall_rule = 1;
+            t->aux = l;
+        }
+    }
+}
+
+/* ECLK's p around delta, for topk k = 1 and k = ceil(d/20), mushrooms at
+ * lambda2_rel 1e-3. */
+static void add_p_tasks(int nseeds)
+{
+    int pi = prob_get(DS_MUSHROOMS, 1e-3);
+    uint32_t d = datasets[DS_MUSHROOMS].ds.d;
+    int slots[2] = {CS_TOPK1, CS_TOPKD};
+
+    for (int k = 0; k < 2; k++) {
+        ec_comp_spec c = slot_spec(slots[k], d);
+        double delta = (double)c.k / d;
+
+        for (unsigned f = 0; f < sizeof p_factors / sizeof p_factors[0]; f++)
+            for (int s = 1; s <= nseeds; s++) {
+                struct task *t = task_add();
+
+                t->part = PART_P;
+                t->prob = pi;
+                t->algo = EC_ALGO_ECLK;
+                t->slot = slots[k];
+                t->comp = c;
+                t->p = fmin(delta * p_factors[f], 1.0);
+                t->seed = (uint64_t)s;
+                t->max_rounds = 60000;
+                t->eval_every = 10;
+                t->target = 1e-6;
+                t->stall_rule = 1;
+                t->aux = (int)f;
+            }
+    }
+}
+
+static void add_step_tasks(void)
+{
+    int pi = prob_get(DS_MUSHROOMS, 1e-3);
+    uint32_t d = datasets[DS_MUSHROOMS].ds.d;
+
+    for (unsigned a = 0; a < NALGOS; a++)
+        for (unsigned m = 0; m < sizeof step_mults / sizeof step_mults[0]; m++) {
+            struct task *t = task_add();
+
+            t->part = PART_STEP;
+            t->prob = pi;
+            t->algo = table_algos[a];
+            t->slot = ec_algo_compresses(t->algo) ? CS_TOPKD : CS_NONE;
+            t->comp = slot_spec(t->slot, d);
+            t->step_mult = step_mults[m];
+            t->seed = 1;
+            t->max_rounds = algo_full(t->algo) ? 5000 : 20000;
+            t->eval_every = algo_full(t->algo) ? 10 : 50;
+            t->target = 1e-6;
+            t->stall_rule = 1;
+            t->aux = (int)m;
+        }
+}
+
+#define DS_A9A 2
+#define NSMALL_SLOTS 3
+static const int small_slots[NSMALL_SLOTS] = {CS_RANDK1, CS_RANDKD, CS_DITHER};
+
+static void add_small_step_tasks(void)
+{
+    int pi = prob_get(DS_A9A, 1e-4);
+
+    for (int c = 0; c < NSMALL_SLOTS; c++)
+        for (unsigned m = 0; m < sizeof small_mults / sizeof small_mults[0]; m++) {
+            struct task *t = task_add();
+
+            t->part = PART_STEP_SMALL;
+            t->prob = pi;
+            t->algo = EC_ALGO_ECLK;
+            t->slot = small_slots[c];
+            t->comp = slot_spec(t->slot, datasets[DS_A9A].ds.d);
+            t->step_mult = small_mults[m];
+            t->seed = 1;
+            t->max_rounds = 12000;
+            t->eval_every = 50;
+            t->target = 1e-6;
+            t->stall_rule = 1;
+            t->aux = (int)m;
+        }
+}
+
+/* The quick subset's own checks: ECLK twice with one seed. */
+static void add_repro_tasks(void)
+{
+    int pi = prob_get(DS_MUSHROOMS, 1e-3);
+
+    for (int rep = 0; rep < 2; rep++) {
+        struct task *t = task_add();
+
+        t->part = PART_REPRO;
+        t->prob = pi;
+        t->algo = EC_ALGO_ECLK;
+        t->slot = CS_RANDKD;
+        t->comp = slot_spec(CS_RANDKD, datasets[DS_MUSHROOMS].ds.d);
+        t->seed = 7;
+        t->max_rounds = 30000;
+        t->eval_every = 10;
+        t->target = 1e-6;
+        t->aux = rep;
+    }
+}
+
+/* Longest first, so the two processes finish together. */
+static double task_cost(const struct task *t)
+{
+    const struct dataset_info *di = &datasets[probs[t->prob].ds];
+    double nnz = (double)di->ds.nnz;
+
+    return (double)t->max_rounds * nnz *
+           (algo_full(t->algo) ? 1.2 : 2.0 / t->eval_every + 0.05);
+}
+
+static int cost_cmp(const void *a, const void *b)
+{
+    double ca = task_cost(a), cb = task_cost(b);
+
+    return ca < cb ? 1 : ca > cb ? -1 : 0;
+}
+
+/* The runs went longest first; the tables list them as they were made. */
+static void restore_order(void)
+{
+    struct task *t2 = malloc(ntasks * sizeof *t2);
+    struct result *r2 = malloc(ntasks * sizeof *r2);
+
+    if (!t2 || !r2)
+        die("results", "out of memory");
+    for (unsigned i = 0; i < ntasks; i++) {
+        t2[tasks[i].id] = tasks[i];
+        r2[tasks[i].id] = results[i];
+    }
+    tasks = t2;
+    results = r2;
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+static FILE *out_open(const char *dir, const char *name)
+{
+    char path[1200];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!(f = fopen(path, "w")))
+        die(path, strerror(errno));
+    return f;
+}
+
+static void svg_write(const char *dir, const char *name, const plot_spec *sp,
+                      const plot_series *s, size_t ns)
+{
+    size_t len = 0;
+    char *svg = plot_svg(sp, s, ns, &len);
+    FILE *f;
+
+    if (!svg)
+        die(name, "plot_svg failed");
+    f = out_open(dir, name);
+    if (fwrite(svg, 1, len, f) != len || fclose(f) != 0)
+        die(name, "write failed");
+    free(svg);
+}
+
+static void header(FILE *f, const char *title)
+{
+    fprintf(f, "# %s\n\nCommand: `%s`\n\n", title, command);
+}
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static double median3(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, dcmp);
+    return v[n / 2];
+}
+
+/* The results of one table row: every seed (deterministic ones repeat
+ * seed 1, after the check). */
+static int row_results(unsigned first, const struct result **rs)
+{
+    int n = 0;
+    const struct task *t0 = &tasks[first];
+
+    for (unsigned i = 0; i < ntasks; i++) {
+        const struct task *t = &tasks[i];
+
+        if (t->part == PART_TABLE && t->prob == t0->prob &&
+            t->algo == t0->algo && t->slot == t0->slot)
+            rs[n++] = &results[i];
+    }
+    if (n == 1 && deterministic(t0->algo, &t0->comp))
+        while (n < NSEEDS && !quick)
+            rs[n++] = rs[0];
+    return n;
+}
+
+static void stop_text(const struct result *r, uint64_t budget, char *buf,
+                      size_t len)
+{
+    switch (r->stop) {
+    case EC_STOP_DIVERGED:
+        snprintf(buf, len, "diverged at round %llu",
+                 (unsigned long long)r->rounds);
+        break;
+    case STOP_STALLED:
+        snprintf(buf, len, "not reached in %llu rounds (stopped at %llu, gap %.2g: "
+                 "its rate would not get there)",
+                 (unsigned long long)budget, (unsigned long long)r->rounds,
+                 r->final_gap);
+        break;
+    default:
+        snprintf(buf, len, "not reached in %llu rounds (final gap %.2g)",
+                 (unsigned long long)budget, r->final_gap);
+    }
+}
+
+/* "rounds / bits / s", median over the seeds, or why not; returns whether
+ * the median run reached the target. */
+static int target_cell(const struct result **rs, int n, int j,
+                        uint64_t budget, char *buf, size_t len)
+{
+    double ro[NSEEDS], bi[NSEEDS], se[NSEEDS], gaps[NSEEDS];
+    int reached = 0;
+
+    for (int s = 0; s < n; s++) {
+        ro[s] = rs[s]->hit[j] ? (double)rs[s]->hit_rounds[j] : INFINITY;
+        bi[s] = rs[s]->hit[j] ? rs[s]->hit_bits[j] : INFINITY;
+        se[s] = rs[s]->hit[j] ? rs[s]->hit_secs[j] : INFINITY;
+        gaps[s] = rs[s]->final_gap;
+        reached += rs[s]->hit[j];
+    }
+    if (isinf(median3(ro, n))) {
+        /* Describe the seed with the median final gap. */
+        double g = median3(gaps, n);
+
+        for (int s = 0; s < n; s++)
+            if (rs[s]->final_gap == g || isnan(g)) {
+                stop_text(rs[s], budget, buf, len);
+                return 0;
+            }
+        snprintf(buf, len, "not reached");
+        return 0;
+    }
+    snprintf(buf, len, "%.0f / %.3g / %.2f%s", median3(ro, n), median3(bi, n),
+             median3(se, n), reached < n ? " (1 seed not)" : "");
+    return 1;
+}
+
+static void write_tables(const char *dir)
+{
+    for (unsigned ds = 0; ds < NDATASETS; ds++) {
+        FILE *f = NULL;
+
+        for (unsigned l = 0; l < 2; l++) {
+            int printed = 0;
+
+            for (unsigned i = 0; i < ntasks; i++) {
+                const struct task *t = &tasks[i];
+                const struct prob *pr = &probs[t->prob];
+                const struct result *rs[NSEEDS];
+                char cb[32], cell[NTARGETS][160];
+                int n;
+
+                if (t->part != PART_TABLE || t->seed != 1 ||
+                    pr->ds != (int)ds || pr->lambda2_rel != table_lambdas[l])
+                    continue;
+                if (!f) {
+                    char name[64], title[128];
+
+                    snprintf(name, sizeof name, "targets-%s.md", datasets[ds].label);
+                    snprintf(title, sizeof title,
+                             "%s: rounds, bits and seconds to relative gap 1e-4, 1e-6, 1e-9",
+                             datasets[ds].label);
+                    f = out_open(dir, name);
+                    header(f, title);
+                    fprintf(f,
+                            "%s: N = %u rows, d = %u. Logistic loss, 20 workers, contiguous "
+                            "split, batch 1, theory steps, in process.\n"
+                            "Round budget R: %llu for gd, ec-gd, ec-gd-diana, ef21 (a full "
+                            "local gradient per round), %llu for the others; evaluation "
+                            "every %u and %u rounds respectively (rounds are multiples of it).\n"
+                            "Each cell: rounds / bits up per worker / wall seconds, the "
+                            "median of %d seeds (a run that missed counts as infinite). "
+                            "Runs of gd, and of ec-gd and ef21 with topk, have no randomness: "
+                            "they ran once; a second seed was run for %d rounds and compared "
+                            "bit for bit (see the check below). Wall seconds were measured "
+                            "with 2 runs at a time on a shared 2-core machine.\n"
+                            "\"stopped at r\": from R/4 on, a run whose best gap, improving "
+                            "for the rest of the budget at the rate it improved over about "
+                            "the last half of its rounds, would still be 10x above its next "
+                            "target at R was stopped there (a stall, a noise floor, or "
+                            "divergence too slow for the engine's 1e6 rule). \"not reached\" "
+                            "in a later column: not reached either.\n",
+                            datasets[ds].label, datasets[ds].ds.n_rows, datasets[ds].ds.d,
+                            (unsigned long long)datasets[ds].rounds_full,
+                            (unsigned long long)datasets[ds].rounds_stoch,
+                            datasets[ds].eval_full, datasets[ds].eval_stoch,
+                            quick ? 1 : NSEEDS, PROBE_ROUNDS);
+                }
+                if (!printed) {
+                    fprintf(f, "\n## lambda2_rel = %g (kappa %.4g)\n\n", table_lambdas[l],
+                            pr->pb.kappa);
+                    fprintf(f, "| algorithm | compressor | to 1e-4 | to 1e-6 | to 1e-9 |\n"
+                               "|---|---|---|---|---|\n");
+                    printed = 1;
+                }
+                n = row_results(i, rs);
+                for (int j = 0, prev = 1; j < NTARGETS; j++) {
+                    if (prev)
+                        prev = target_cell(rs, n, j, t->max_rounds, cell[j],
+                                           sizeof cell[j]);
+                    else
+                        snprintf(cell[j], sizeof cell[j], "not reached");
+                }
+                comp_text(&t->comp, cb, sizeof cb);
+                fprintf(f, "| %s | %s | %s | %s | %s |\n", ec_algo_name(t->algo), cb,
+                        cell[0], cell[1], cell[2]);
+            }
+        }
+        if (f)
+            fclose(f);
+    }
+}
+
+/* Compares every deterministic check run with its seed-1 run. Returns the
+ * number of mismatches; writes the check's table. */
+static int write_detchecks(const char *dir)
+{
+    FILE *f = out_open(dir, "determinism.md");
+    int bad = 0, n = 0;
+
+    header(f, "Deterministic combinations: does the seed change them?");
+    fprintf(f, "gd, and ec-gd and ef21 with topk, draw no random numbers. Each was "
+               "run with seed 2 for %d rounds and its row at the last evaluation "
+               "up to round %d compared bit for bit with seed 1's.\n\n"
+               "| dataset | lambda2_rel | algorithm | compressor | round | rel gap seed 1 | seed 2 | same |\n"
+               "|---|---|---|---|---|---|---|---|\n",
+            PROBE_ROUNDS, PROBE_ROUNDS);
+    for (unsigned i = 0; i < ntasks; i++) {
+        const struct task *t = &tasks[i];
+        const struct result *c = &results[i], *r1 = NULL;
+        char cb[32];
+        int same;
+
+        if (t->part != PART_DETCHECK)
+            continue;
+        for (unsigned k = 0; k < ntasks; k++)
+            if (tasks[k].part == PART_TABLE && tasks[k].prob == t->prob &&
+                tasks[k].algo == t->algo && tasks[k].slot == t->slot &&
+                tasks[k].seed == 1)
+                r1 = &results[k];
+        if (!r1)
+            continue;
+        same = r1->probe_round == c->probe_round &&
+               memcmp(&r1->probe_gap, &c->probe_gap, sizeof c->probe_gap) == 0 &&
+               memcmp(&r1->probe_bits, &c->probe_bits, sizeof c->probe_bits) == 0;
+        bad += !same;
+        n++;
+        comp_text(&t->comp, cb, sizeof cb);
+        fprintf(f, "| %s | %g | %s | %s | %llu | %.17g | %.17g | %s |\n",
+                datasets[probs[t->prob].ds].label, probs[t->prob].lambda2_rel,
+                ec_algo_name(t->algo), cb, (unsigned long long)c->probe_round,
+                r1->probe_gap, c->probe_gap, same ? "yes" : "NO");
+    }
+    fprintf(f, "\n%d of %d identical.\n", n - bad, n);
+    fclose(f);
+    return bad;
+}
+
+static void write_curves(const char *dir)
+{
+    for (unsigned i = 0; i < ntasks; i++) {
+        const struct task *t0 = &tasks[i];
+        plot_series s[NALGOS];
+        double *xs[NALGOS][2], *ys[NALGOS];
+        char names[NALGOS][48], title[160], file[96], cb[32];
+        size_t ns = 0;
+        const struct prob *pr = &probs[t0->prob];
+
+        /* One plot per problem, drawn at its first table task. */
+        if (t0->part != PART_TABLE || t0->seed != 1 || t0->algo != table_algos[0] ||
+            t0->slot != CS_TOPKD)
+            continue;
+        for (unsigned k = 0; k < ntasks; k++) {
+            const struct task *t = &tasks[k];
+            const struct result *r = &results[k];
+
+            if (t->part != PART_TABLE || t->seed != 1 || t->prob != t0->prob ||
+                (t->slot != CS_TOPKD && t->slot != CS_NONE))
+                continue;
+            xs[ns][0] = malloc(r->ncurve * sizeof(double) + 1);
+            xs[ns][1] = malloc(r->ncurve * sizeof(double) + 1);
+            ys[ns] = malloc(r->ncurve * sizeof(double) + 1);
+            if (!xs[ns][0] || !xs[ns][1] || !ys[ns])
+                die("curves", "out of memory");
+            for (unsigned p = 0; p < r->ncurve; p++) {
+                xs[ns][0][p] = r->curve[p][0];
+                xs[ns][1][p] = r->curve[p][1];
+                ys[ns][p] = r->curve[p][2];
+            }
+            comp_text(&t->comp, cb, sizeof cb);
+            snprintf(names[ns], sizeof names[ns], "%s (%s)", ec_algo_name(t->algo),
+                     cb);
+            s[ns].name = names[ns];
+            s[ns].y = ys[ns];
+            s[ns].n = r->ncurve;
+            ns++;
+        }
+        for (int axis = 0; axis < 2; axis++) {
+            plot_spec sp = {0};
+
+            for (size_t k = 0; k < ns; k++)
+                s[k].x = xs[k][axis];
+            snprintf(title, sizeof title,
+                     "%s, lambda2_rel %g, 20 workers, topk k=%u: relative gap vs %s (seed 1)",
+                     datasets[pr->ds].label, pr->lambda2_rel, t0->comp.k,
+                     axis ? "bits up per worker" : "rounds");
+            sp.title = title;
+            sp.xlabel = axis ? "bits sent up per worker" : "rounds";
+            sp.ylabel = "relative gap (P - P*) / (P(x0) - P*)";
+            sp.ylog = 1;
+            sp.xlog = axis;   /* bits span decades (dense init rounds) */
+            snprintf(file, sizeof file, "curves-%s-%g-%s.svg", datasets[pr->ds].label,
+                     pr->lambda2_rel, axis ? "bits" : "rounds");
+            svg_write(dir, file, &sp, s, ns);
+        }
+        for (size_t k = 0; k < ns; k++) {
+            free(xs[k][0]);
+            free(xs[k][1]);
+            free(ys[k]);
+        }
+    }
+}
+
+static int fit_slope(const double *x, const double *y, int n, double *slope)
+{
+    double mx = 0, my = 0, sxx = 0, sxy = 0;
+
+    if (n < 2)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        mx += log(x[i]) / n;
+        my += log(y[i]) / n;
+    }
+    for (int i = 0; i < n; i++) {
+        sxx += (log(x[i]) - mx) * (log(x[i]) - mx);
+        sxy += (log(x[i]) - mx) * (log(y[i]) - my);
+    }
+    *slope = sxy / sxx;
+    return 0;
+}
+
+static void write_accel(const char *dir, int nlam, double slopes[4], int npts[4])
+{
+    FILE *f = out_open(dir, "accel.md");
+    double kx[4][4], ry[4][4];
+    plot_series s[4];
+    char names[4][64];
+    plot_spec sp = {0};
+
+    header(f, "Acceleration: rounds to relative gap 1e-6 as kappa grows");
+    fprintf(f, "mushrooms, logistic, 20 workers, contiguous split, topk k = %u "
+               "(ceil(d/20)), batch 1, theory steps, seed 1. Budgets per lambda2_rel: "
+               "ec-gd-diana and ef21 (a full local gradient per round) ",
+            k_frac(datasets[DS_MUSHROOMS].ds.d));
+    for (int l = 0; l < nlam; l++)
+        fprintf(f, "%s%llu", l ? ", " : "", (unsigned long long)accel_budget("ef21", l));
+    fprintf(f, "; eclk and ec-lsvrg ");
+    for (int l = 0; l < nlam; l++)
+        fprintf(f, "%s%llu", l ? ", " : "", (unsigned long long)accel_budget("eclk", l));
+    fprintf(f, " rounds.\nThe slope is the least-squares fit of log(rounds) on "
+               "log(kappa) over the points that reached 1e-6: 1/2 for an accelerated "
+               "method, 1 for a non-accelerated one.\n\n| algorithm |");
+    for (int l = 0; l < nlam; l++) {
+        for (unsigned i = 0; i < ntasks; i++)
+            if (tasks[i].part == PART_ACCEL && tasks[i].aux == l) {
+                fprintf(f, " kappa %.4g |", results[i].kappa);
+                break;
+            }
+    }
+    fprintf(f, " slope |\n|---|");
+    for (int l = 0; l <= nlam; l++)
+        fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int a = 0; a < 4; a++) {
+        npts[a] = 0;
+        fprintf(f, "| %s |", accel_algos[a]);
+        for (unsigned i = 0; i < ntasks; i++) {
+            const struct task *t = &tasks[i];
+            const struct result *r = &results[i];
+            char buf[160];
+
+            if (t->part != PART_ACCEL || strcmp(ec_algo_name(t->algo), accel_algos[a]))
+                continue;
+            if (r->hit[1]) {
+                kx[a][npts[a]] = r->kappa;
+                ry[a][npts[a]] = (double)r->hit_rounds[1];
+                npts[a]++;
+                fprintf(f, " %llu |", (unsigned long long)r->hit_rounds[1]);
+            } else {
+                stop_text(r, t->max_rounds, buf, sizeof buf);
+                fprintf(f, " %s |", buf);
+            }
+        }
+        if (fit_slope(kx[a], ry[a], npts[a], &slopes[a]) == 0)
+            fprintf(f, " %.2f (%d points) |\n", slopes[a], npts[a]);
+        else {
+            slopes[a] = NAN;
+            fprintf(f, " n/a (%d point%s) |\n", npts[a], npts[a] == 1 ? "" : "s");
+        }
+        snprintf(names[a], sizeof names[a], "%s (slope %.2f)", accel_algos[a], slopes[a]);
+        s[a].name = names[a];
+        s[a].x = kx[a];
+        s[a].y = ry[a];
+        s[a].n = (size_t)npts[a];
+    }
+    fprintf(f, "\nPlot: `accel.svg`.\n");
+    fclose(f);
+    sp.title = "mushrooms, topk k=ceil(d/20): rounds to relative gap 1e-6 against kappa";
+    sp.xlabel = "kappa = L_f / mu";
+    sp.ylabel = "rounds to 1e-6";
+    sp.xlog = sp.ylog = 1;
+    svg_write(dir, "accel.svg", &sp, s, 4);
+}
+
+static void write_p(const char *dir, int nseeds)
+{
+    FILE *f = out_open(dir, "p-tradeoff.md");
+    uint32_t d = datasets[DS_MUSHROOMS].ds.d;
+    int slots[2] = {CS_TOPK1, CS_TOPKD};
+    const unsigned nf = sizeof p_factors / sizeof p_factors[0];
+    double px[2][8], by[2][8];
+    size_t np[2] = {0, 0};
+    plot_series s[2];
+    char names[2][64];
+    plot_spec sp = {0};
+
+    header(f, "ECLK: bits to relative gap 1e-6 as p varies around delta = k/d");
+    fprintf(f, "mushrooms (d = %u), lambda2_rel 1e-3, logistic, 20 workers, contiguous "
+               "split, batch 1, theory steps for each p, budget 60000 rounds; median of %d "
+               "seeds. The default p is max(b/m, delta) = delta here. Bits are uplink bits "
+               "per worker, the dense gradients of the coin rounds included.\n",
+            d, nseeds);
+    for (int k = 0; k < 2; k++) {
+        ec_comp_spec c = slot_spec(slots[k], d);
+        double best = INFINITY;
+        unsigned best_f = 0;
+
+        fprintf(f, "\n## topk k = %u (delta = %.4g)\n\n"
+                   "| p / delta | p | rounds to 1e-6 | bits up to 1e-6 | seeds reached |\n"
+                   "|---|---|---|---|---|\n",
+                c.k, (double)c.k / d);
+        for (unsigned fi = 0; fi < nf; fi++) {
+            double ro[NSEEDS], bi[NSEEDS], p = NAN;
+            const struct result *last = NULL;
+            int n = 0, reached = 0;
+            uint64_t budget = 0;
+
+            for (unsigned i = 0; i < ntasks; i++) {
+                const struct task *t = &tasks[i];
+                const struct result *r = &results[i];
+
+                if (t->part != PART_P || t->slot != slots[k] || t->aux != (int)fi)
+                    continue;
+                ro[n] = r->hit[1] ? (double)r->hit_rounds[1] : INFINITY;
+                bi[n] = r->hit[1] ? r->hit_bits[1] : INFINITY;
+                reached += r->hit[1];
+                p = t->p;
+                budget = t->max_rounds;
+                last = r;
+                n++;
+            }
+            if (!n)
+                continue;
+            median3(ro, n);
+            median3(bi, n);
+            if (isinf(bi[n / 2])) {
+                char buf[160];
+
+                stop_text(last, budget, buf, sizeof buf);
+                fprintf(f, "| %g | %.4g | %s | | %d of %d |\n", p_factors[fi], p, buf,
+                        reached, n);
+            } else {
+                fprintf(f, "| %g | %.4g | %.0f | %.4g | %d of %d |\n", p_factors[fi], p,
+                        ro[n / 2], bi[n / 2], reached, n);
+                px[k][np[k]] = p;
+                by[k][np[k]] = bi[n / 2];
+                np[k]++;
+                if (bi[n / 2] < best) {
+                    best = bi[n / 2];
+                    best_f = fi;
+                }
+            }
+        }
+        if (isfinite(best))
+            fprintf(f, "\nFewest bits at p = %g delta.\n", p_factors[best_f]);
+        snprintf(names[k], sizeof names[k], "topk k=%u (delta %.3g)", c.k,
+                 (double)c.k / d);
+        s[k].name = names[k];
+        s[k].x = px[k];
+        s[k].y = by[k];
+        s[k].n = np[k];
+    }
+    fprintf(f, "\nPlot: `p-tradeoff.svg`.\n");
+    fclose(f);
+    sp.title = "ECLK on mushrooms, lambda2_rel 1e-3: bits up per worker to 1e-6 against p";
+    sp.xlabel = "p (probability of a dense refresh round)";
+    sp.ylabel = "bits up per worker to 1e-6";
+    sp.xlog = sp.ylog = 1;
+    svg_write(dir, "p-tradeoff.svg", &sp, s, 2);
+}
+
+static void write_steps(const char *dir)
+{
+    FILE *f = out_open(dir, "steps.md");
+    const unsigned nm = sizeof step_mults / sizeof step_mults[0];
+
+    header(f, "Step multipliers: what converges, what diverges");
+    fprintf(f, "mushrooms, lambda2_rel 1e-3, logistic, 20 workers, contiguous split, "
+               "batch 1, topk k = %u for the compressing methods (none for lkatyusha "
+               "and gd), seed 1. Step = multiplier x the algorithm's theory step "
+               "(DESIGN.md section 6). \"converged\": reached relative gap 1e-6 (rounds "
+               "given); \"diverged\": the engine stopped it (gap not finite, or above "
+               "1e6 times the start); otherwise not reached, with the final gap. "
+               "Budgets: 5000 rounds for gd, ec-gd, ec-gd-diana, ef21; 20000 for the "
+               "others.\n\n| algorithm | compressor | theory step |",
+            k_frac(datasets[DS_MUSHROOMS].ds.d));
+    for (unsigned m = 0; m < nm; m++)
+        fprintf(f, " x%g |", step_mults[m]);
+    fprintf(f, "\n|---|---|---|");
+    for (unsigned m = 0; m < nm; m++)
+        fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (unsigned a = 0; a < NALGOS + NSMALL_SLOTS; a++) {
+        int first = 1;
+        int part = a < NALGOS ? PART_STEP : PART_STEP_SMALL;
+        ec_algo_id algo = a < NALGOS ? table_algos[a] : EC_ALGO_ECLK;
+        int slot = a >= NALGOS ? small_slots[a - NALGOS]
+                   : ec_algo_compresses(algo) ? CS_TOPKD : CS_NONE;
+
+        if (a == NALGOS) {
+            fprintf(f, "\n## Smaller steps for ECLK with random compressors\n\n"
+                       "a9a, lambda2_rel 1e-4 (where ECLK with randk and dither "
+                       "does not reach 1e-6 at its theory step), seed 1, budget "
+                       "12000 rounds, the same rules.\n\n"
+                       "| algorithm | compressor | theory step |");
+            for (unsigned m = 0; m < nm; m++)
+                fprintf(f, " x%g |", small_mults[m]);
+            fprintf(f, "\n|---|---|---|");
+            for (unsigned m = 0; m < nm; m++)
+                fprintf(f, "---|");
+            fprintf(f, "\n");
+        }
+
+        for (unsigned i = 0; i < ntasks; i++) {
+            const struct task *t = &tasks[i];
+            const struct result *r = &results[i];
+            char buf[160], cb[32];
+
+            if (t->part != part || t->algo != algo || t->slot != slot)
+                continue;
+            if (first) {
+                comp_text(&t->comp, cb, sizeof cb);
+                fprintf(f, "| %s | %s | %.4g |", ec_algo_name(t->algo), cb,
+                        r->theory_step);
+                first = 0;
+            }
+            if (r->hit[1])
+                fprintf(f, " converged (%llu) |", (unsigned long long)r->hit_rounds[1]);
+            else if (r->stop == EC_STOP_DIVERGED)
+                fprintf(f, " diverged at %llu |", (unsigned long long)r->rounds);
+            else {
+                stop_text(r, t->max_rounds, buf, sizeof buf);
+                fprintf(f, " %s%s |", buf, r->final_gap > 1 ? ", above the start" : "");
+            }
+        }
+        if (!first)
+            fprintf(f, "\n");
+    }
+    fclose(f);
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+static int has_part(int part)
+{
+    for (unsigned i = 0; i < ntasks; i++)
+        if (tasks[i].part == part)
+            return 1;
+    return 0;
+}
+
+static void load_all(const char *dir)
+{
+    for (unsigned i = 0; i < NDATASETS; i++) {
+        char path[1200];
+        ec_err e = {0};
+
+        if (quick && i != DS_MUSHROOMS)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, datasets[i].name);
+        if (ec_libsvm_read(path, NULL, &datasets[i].ds, &e) < 0)
+            die(path, e.msg);
+    }
+}
+
+static void solve_all(void)
+{
+    for (int i = 0; i < nprobs; i++) {
+        ec_job job;
+        ec_err e = {0};
+
+        ec_job_defaults(&job);
+        snprintf(job.dataset, sizeof job.dataset, "%s", datasets[probs[i].ds].name);
+        job.lambda2_rel = probs[i].lambda2_rel;
+        job.workers = 20;
+        if (ec_problem_init(&probs[i].pb, &datasets[probs[i].ds].ds, &job, &e) < 0 ||
+            ec_problem_solve(&probs[i].pb, &e) < 0)
+            die(datasets[probs[i].ds].label, e.msg);
+    }
+}
+
+static int quick_checks(void)
+{
+    const struct result *rep[2] = {NULL, NULL};
+    int fails = 0;
+
+    for (unsigned i = 0; i < ntasks; i++)
+        if (tasks[i].part == PART_REPRO)
+            rep[tasks[i].aux] = &results[i];
+    if (!rep[0]->hit[1]) {
+        fprintf(stderr, "FAIL: ECLK (randk, seed 7) did not reach 1e-6 on mushrooms in "
+                        "30000 rounds (gap %.3g)\n", rep[0]->final_gap);
+        fails++;
+    }
+    if (rep[0]->rounds != rep[1]->rounds ||
+        memcmp(&rep[0]->final_gap, &rep[1]->final_gap, sizeof(double)) != 0 ||
+        memcmp(&rep[0]->final_bits, &rep[1]->final_bits, sizeof(double)) != 0) {
+        fprintf(stderr, "FAIL: the same seed gave different runs: %llu rounds, gap "
+                        "%.17g against %llu rounds, gap %.17g\n",
+                (unsigned long long)rep[0]->rounds, rep[0]->final_gap,
+                (unsigned long long)rep[1]->rounds, rep[1]->final_gap);
+        fails++;
+    } else
+        fprintf(stderr, "ok: same seed, same run twice (%llu rounds, gap %.17g)\n",
+                (unsigned long long)rep[0]->rounds, rep[0]->final_gap);
+    for (unsigned i = 0; i < ntasks; i++) {
+        const struct task *t = &tasks[i];
+
+        if (t->part == PART_TABLE && t->algo == EC_ALGO_ECLK && t->slot == CS_TOPKD &&
+            !results[i].hit[1]) {
+            fprintf(stderr, "FAIL: ECLK (topk k=%u) did not reach 1e-6 on mushrooms "
+                            "in %llu rounds (gap %.3g)\n", t->comp.k,
+                    (unsigned long long)t->max_rounds, results[i].final_gap);
+            fails++;
+        }
+    }
+    return fails;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data_dir = getenv("ECOPT_DATA_DIR");
+    const char *out_dir = "bench/results/paper";
+    const char *only = NULL;     /* one dataset's tables alone (development) */
+    double scale = 1.0;          /* budgets times this (development; the
+                                    tables' headers then overstate them) */
+    int jobs = 2, nseeds = NSEEDS, nlam_accel = 4, fails = 0;
+    pid_t pids[16];
+    struct timespec t0, t1;
+    struct rusage ru;
+    size_t off = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out_dir = argv[++i];
+        else if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc)
+            jobs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
+        else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc)
+            nseeds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+            scale = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--out DIR] [--jobs N] "
+                            "[--only DATASET] [--seeds N] [--scale F]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (jobs < 1 || jobs > 16)
+        jobs = 2;
+    if (nseeds < 1 || nseeds > NSEEDS)
+        nseeds = NSEEDS;
+    for (int i = 0; i < argc && off < sizeof command - 1; i++)
+        off += (size_t)snprintf(command + off, sizeof command - off, "%s%s",
+                                i ? " " : "", argv[i]);
+    if (!data_dir)
+        data_dir = "../shared/datasets";
+    if (mkdir(out_dir, 0777) < 0 && errno != EEXIST)
+        die(out_dir, strerror(errno));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    load_all(data_dir);
+    if (quick) {
+        static const int mask[NALGOS] = {1, 0, 0, 1, 0, 0, 1, 0, 1};
+
+        nseeds = 1;
+        nlam_accel = 2;
+        datasets[DS_MUSHROOMS].rounds_full = 3000;
+        datasets[DS_MUSHROOMS].rounds_stoch = 20000;
+        add_table_tasks(DS_MUSHROOMS, DS_MUSHROOMS, 1, 1, mask);
+        add_accel_tasks(nlam_accel);
+        add_repro_tasks();
+    } else if (only) {
+        for (unsigned i = 0; i < NDATASETS; i++)
+            if (strcmp(datasets[i].label, only) == 0)
+                add_table_tasks((int)i, (int)i, 2, nseeds, NULL);
+        if (!ntasks)
+            die(only, "no such dataset");
+    } else {
+        add_table_tasks(0, (int)NDATASETS - 1, 2, NSEEDS, NULL);
+        add_accel_tasks(nlam_accel);
+        add_p_tasks(NSEEDS);
+        add_step_tasks();
+        add_small_step_tasks();
+    }
+    if (scale > 0 && scale != 1.0)
+        for (unsigned i = 0; i < ntasks; i++)
+            if (tasks[i].part != PART_DETCHECK && tasks[i].part != PART_REPRO)
+                tasks[i].max_rounds = (uint64_t)fmax(
+                    (double)tasks[i].eval_every, floor(tasks[i].max_rounds * scale));
+    solve_all();
+    qsort(tasks, ntasks, sizeof *tasks, cost_cmp);
+
+    {
+        size_t bytes = sizeof *shared + ntasks * sizeof *results;
+        void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+        if (mem == MAP_FAILED)
+            die("mmap", strerror(errno));
+        shared = mem;
+        results = (struct result *)((char *)mem + sizeof *shared);
+        atomic_init(&shared->next, 0);
+        shared->ntasks = ntasks;
+    }
+    fprintf(stderr, "bench_paper: %u runs on %d processes\n", ntasks, jobs);
+    fflush(stderr);
+    for (int j = 0; j < jobs; j++) {
+        if ((pids[j] = fork()) < 0)
+            die("fork", strerror(errno));
+        if (pids[j] == 0) {
+            worker_loop((unsigned)j);
+            fflush(stderr);
+            _exit(0);
+        }
+    }
+    for (int j = 0; j < jobs; j++) {
+        int status;
+
+        if (waitpid(pids[j], &status, 0) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            die("worker process", "failed");
+    }
+    for (unsigned i = 0; i < ntasks; i++)
+        if (!results[i].done)
+            die("results", "a run did not finish");
+    restore_order();
+
+    write_tables(out_dir);
+    fails += write_detchecks(out_dir);
+    write_curves(out_dir);
+    {
+        double slopes[4];
+        int npts[4];
+
+        if (has_part(PART_ACCEL)) {
+            write_accel(out_dir, nlam_accel, slopes, npts);
+            for (int a = 0; a < 4; a++)
+                fprintf(stderr, "slope %-12s %.3f (%d points)\n", accel_algos[a],
+                        slopes[a], npts[a]);
+        }
+    }
+    if (has_part(PART_P))
+        write_p(out_dir, nseeds);
+    if (has_part(PART_STEP))
+        write_steps(out_dir);
+    if (quick)
+        fails += quick_checks();
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    getrusage(RUSAGE_CHILDREN, &ru);
+    fprintf(stderr, "bench_paper: %u runs, wall %.1f s, CPU of the runs %.1f s; %s\n",
+            ntasks, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+            (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec,
+            fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}

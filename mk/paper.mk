@@ -1,0 +1,15 @@
+# The paper's comparison (bench/bench_paper.c): every table and plot of
+# bench/results/paper/ from scratch, and the quick subset CI runs.
+.PHONY: bench-paper bench-paper-quick
+
+# About 20 minutes on 2 cores: two processes share the runs.
+bench-paper: $(BUILD)/bench/bench_paper
+	rm -rf bench/results/paper
+	mkdir -p bench/results/paper
+	$(BUILD)/bench/bench_paper --out bench/results/paper --jobs 2
+
+# Under 2 minutes; fails unless ECLK reaches 1e-6 on mushrooms within its
+# budget and the same seed gives the same run twice.
+bench-paper-quick: $(BUILD)/bench/bench_paper
+	@mkdir -p $(BUILD)/paper-quick
+	$(BUILD)/bench/bench_paper --quick --out $(BUILD)/paper-quick --jobs 2

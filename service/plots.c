@@ -1,0 +1,305 @@
+/*
+ * The plot routes: decode the query, read the curves from the store,
+ * draw them with plot_svg, reply image/svg+xml. A job another user owns
+ * is a 404 here exactly as on GET /v1/jobs/{id}.
+ */
+#include "plots.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "plot.h"
+
+#define PLOT_POINTS_DEFAULT 1000
+#define PLOT_POINTS_MIN 10
+#define PLOT_POINTS_MAX 5000
+
+enum plot_x { PLOT_X_ROUNDS, PLOT_X_BITS, PLOT_X_SECONDS };
+
+static const char *const x_names[] = {"rounds", "bits", "seconds"};
+static const char *const x_labels[] = {
+    "communication rounds",
+    "bits sent up per worker",
+    "seconds",
+};
+
+/* One curve read from the store: x and the relative gap. */
+struct curve {
+    double *x, *y;
+    size_t n;
+};
+
+static void curve_free(struct curve *c)
+{
+    free(c->x);
+    free(c->y);
+    c->x = c->y = NULL;
+    c->n = 0;
+}
+
+static const char *owner_of(const struct token *t)
+{
+    return t->admin ? NULL : t->name;
+}
+
+static int bad_param(struct http_resp *rs, const char *param, const char *detail)
+{
+    return http_reply_problem(rs, 400, NULL, detail, json_pack("{s:s}", "parameter", param));
+}
+
+/* ?x= and ?max_points=, or a 400 naming the parameter (returns -1). */
+static int plot_query(struct http_req *rq, struct http_resp *rs, enum plot_x *x,
+                      size_t *max_points)
+{
+    const char *xs = http_query(rq, "x"), *mp = http_query(rq, "max_points");
+    char detail[200];
+
+    *x = PLOT_X_ROUNDS;
+    if (xs) {
+        size_t i;
+        for (i = 0; i < sizeof x_names / sizeof x_names[0]; i++)
+            if (strcmp(xs, x_names[i]) == 0)
+                break;
+        if (i == sizeof x_names / sizeof x_names[0]) {
+            snprintf(detail, sizeof detail,
+                     "x must be one of rounds, bits, seconds (got '%.40s')", xs);
+            bad_param(rs, "x", detail);
+            return -1;
+        }
+        *x = (enum plot_x)i;
+    }
+    *max_points = PLOT_POINTS_DEFAULT;
+    if (mp) {
+        char *end;
+        long long v;
+        errno = 0;
+        v = strtoll(mp, &end, 10);
+        if (!*mp || *end || errno || v < PLOT_POINTS_MIN || v > PLOT_POINTS_MAX) {
+            snprintf(detail, sizeof detail,
+                     "max_points must be an integer in %d..%d (got '%.40s')",
+                     PLOT_POINTS_MIN, PLOT_POINTS_MAX, mp);
+            bad_param(rs, "max_points", detail);
+            return -1;
+        }
+        *max_points = (size_t)v;
+    }
+    return 0;
+}
+
+/* A job's rows, thinned by the store to at most about cap, as x and the
+   relative gap. Non-finite values stay NAN: the writer breaks there. */
+static int curve_load(struct store *st, const char *id, enum plot_x xaxis,
+                      size_t cap, struct curve *c, struct store_err *e)
+{
+    struct store_metrics_page page = {0};
+    int64_t count = 0;
+    size_t every = 1;
+    ec_metric *rows;
+    int rc;
+
+    c->x = c->y = NULL;
+    c->n = 0;
+    if ((rc = store_metrics_count(st, id, -1, &count, e)) < 0)
+        return rc;
+    if (count > (int64_t)cap)
+        every = (size_t)((count - 1) / (int64_t)(cap - 1) +
+                         ((count - 1) % (int64_t)(cap - 1) != 0));
+    /* cap rows and the last one, which the store always adds. */
+    rows = malloc((cap + 1) * sizeof *rows);
+    c->x = malloc((cap + 1) * sizeof *c->x);
+    c->y = malloc((cap + 1) * sizeof *c->y);
+    if (!rows || !c->x || !c->y) {
+        free(rows);
+        curve_free(c);
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        return STORE_ENOMEM;
+    }
+    rc = store_metrics_query(st, id, -1, cap + 1, every, rows, &page, e);
+    if (rc < 0) {
+        free(rows);
+        curve_free(c);
+        return rc;
+    }
+    for (size_t i = 0; i < page.count; i++) {
+        const ec_metric *r = &rows[i];
+        c->x[i] = xaxis == PLOT_X_ROUNDS ? (double)r->round
+                  : xaxis == PLOT_X_BITS ? r->bits_up
+                                         : r->seconds;
+        c->y[i] = r->rel_gap;
+    }
+    c->n = page.count;
+    free(rows);
+    return 0;
+}
+
+/* "eclk, topk k=5" from the job's spec, with its name if it has one. */
+static void job_label(const struct store_job *job, char *out, size_t len)
+{
+    json_t *spec = job->spec ? json_loads(job->spec, 0, NULL) : NULL;
+    json_t *comp = json_object_get(spec, "compressor"), *v;
+    const char *key;
+    size_t o;
+
+    o = (size_t)snprintf(out, len, "%s, %s", job->algorithm ? job->algorithm : "?",
+                         job->compressor ? job->compressor : "?");
+    json_object_foreach(comp, key, v) {
+        if (strcmp(key, "type") == 0 || o >= len)
+            continue;
+        if (json_is_integer(v))
+            o += (size_t)snprintf(out + o, len - o, " %s=%lld", key,
+                                  (long long)json_integer_value(v));
+        else if (json_is_real(v))
+            o += (size_t)snprintf(out + o, len - o, " %s=%g", key, json_real_value(v));
+    }
+    if (job->name && job->name[0] && o < len)
+        snprintf(out + o, len - o, " (%s)", job->name);
+    json_decref(spec);
+}
+
+/* "mushrooms: logistic, λ2 = 1.63e-04", from the resolved problem when
+   the job has started, else from its spec. */
+static void problem_title(const char *prefix, const struct store_job *job, char *out,
+                          size_t len)
+{
+    json_t *pb = job->problem ? json_loads(job->problem, 0, NULL) : NULL;
+    json_t *spec = job->spec ? json_loads(job->spec, 0, NULL) : NULL;
+    json_t *src = pb ? pb : spec;
+    const char *loss = json_string_value(json_object_get(src, "loss"));
+    json_t *l2 = json_object_get(src, "lambda2");
+    json_t *l1 = json_object_get(src, "lambda1");
+    char lam[96] = "";
+
+    if (json_is_number(l2))
+        snprintf(lam, sizeof lam, ", \xce\xbb" "2 = %.3g", json_number_value(l2));
+    else if (json_is_number(json_object_get(spec, "lambda2_rel")))
+        snprintf(lam, sizeof lam, ", \xce\xbb" "2_rel = %.3g",
+                 json_number_value(json_object_get(spec, "lambda2_rel")));
+    if (json_is_number(l1) && json_number_value(l1) > 0) {
+        size_t o = strlen(lam);
+        snprintf(lam + o, sizeof lam - o, ", \xce\xbb" "1 = %.3g", json_number_value(l1));
+    }
+    snprintf(out, len, "%s%s%s: %s%s", prefix ? prefix : "", prefix && *prefix ? " \xe2\x80\x94 " : "",
+             job->dataset ? job->dataset : "?", loss ? loss : "?", lam);
+    json_decref(pb);
+    json_decref(spec);
+}
+
+/* The SVG reply, with headers that keep a browser from running or
+   sniffing anything in it. */
+static int reply_svg(struct http_resp *rs, const plot_spec *sp, const plot_series *s,
+                     size_t ns)
+{
+    size_t len = 0;
+    char *svg = plot_svg(sp, s, ns, &len);
+    int rc;
+
+    if (!svg)
+        return http_reply_problem(rs, 500, NULL, "out of memory drawing the plot", NULL);
+    http_reply_header(rs, "Cache-Control", "no-cache");
+    http_reply_header(rs, "X-Content-Type-Options", "nosniff");
+    http_reply_header(rs, "Content-Security-Policy",
+                      "default-src 'none'; style-src 'unsafe-inline'");
+    rc = http_reply_text(rs, 200, "image/svg+xml", svg, len);
+    free(svg);
+    return rc;
+}
+
+int plots_job(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = app_authn(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    struct curve c = {0};
+    struct store *st;
+    enum plot_x xaxis;
+    size_t max_points;
+    char title[256], label[200];
+    int rc;
+
+    if (!t || plot_query(rq, rs, &xaxis, &max_points) < 0)
+        return 0;
+    st = app_reader(a);
+    rc = store_job_get(st, http_param(rq, "id"), owner_of(t), &job, &e);
+    if (rc == 0)
+        rc = curve_load(st, job.id, xaxis, PLOTS_JOB_ROWS, &c, &e);
+    app_reader_done(a, st);
+    if (rc < 0) {
+        store_job_clear(&job);
+        return store_problem(rs, &e, "no such job");
+    }
+    problem_title(NULL, &job, title, sizeof title);
+    job_label(&job, label, sizeof label);
+    plot_series s = {label, c.x, c.y, c.n};
+    plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
+                    .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
+                    .ylog = 1, .max_points = max_points};
+    rc = reply_svg(rs, &sp, &s, 1);
+    curve_free(&c);
+    store_job_clear(&job);
+    return rc;
+}
+
+int plots_experiment(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t = app_authn(rq, rs);
+    struct store_experiment x = {0};
+    struct store_job *jobs = NULL;
+    struct store_err e = {0};
+    struct curve *curves = NULL;
+    plot_series *series = NULL;
+    char (*labels)[200] = NULL, title[300];
+    struct store *st;
+    enum plot_x xaxis;
+    size_t max_points, n = 0;
+    int rc;
+
+    if (!t || plot_query(rq, rs, &xaxis, &max_points) < 0)
+        return 0;
+    st = app_reader(a);
+    rc = store_experiment_get(st, http_param(rq, "id"), owner_of(t), &x, &e);
+    if (rc == 0)
+        rc = store_experiment_list_jobs(st, x.id, owner_of(t), &jobs, &n, &e);
+    if (rc == 0 && n > 0) {
+        curves = calloc(n, sizeof *curves);
+        series = calloc(n, sizeof *series);
+        labels = calloc(n, sizeof *labels);
+        if (!curves || !series || !labels) {
+            e.code = rc = STORE_ENOMEM;
+            snprintf(e.msg, sizeof e.msg, "out of memory");
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = curve_load(st, jobs[i].id, xaxis, PLOTS_EXPERIMENT_ROWS, &curves[i], &e);
+        job_label(&jobs[i], labels[i], sizeof labels[i]);
+        series[i] = (plot_series){labels[i], curves[i].x, curves[i].y, curves[i].n};
+    }
+    app_reader_done(a, st);
+    if (rc < 0) {
+        rc = store_problem(rs, &e, "no such experiment");
+    } else {
+        if (n > 0) {
+            problem_title(x.name, &jobs[0], title, sizeof title);
+        } else {
+            snprintf(title, sizeof title, "%s", x.name && *x.name ? x.name : x.id);
+        }
+        plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
+                        .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
+                        .ylog = 1, .max_points = max_points};
+        rc = reply_svg(rs, &sp, series, n);
+    }
+    for (size_t i = 0; curves && i < n; i++)
+        curve_free(&curves[i]);
+    free(curves);
+    free(series);
+    free(labels);
+    store_jobs_free(jobs, n);
+    store_experiment_clear(&x);
+    return rc;
+}

@@ -1,0 +1,775 @@
+/*
+ * Faults and isolation of the real service: SIGKILL a worker, a
+ * coordinator and then the server itself while three jobs run and clients
+ * poll (long-poll and SSE); after a restart the database is intact, every
+ * row a client saw is still there and every job says how it ended. And
+ * the workers a job runs on: an unprivileged user when the service is
+ * root, no descriptor but their socket, and CPU, file and core limits.
+ */
+#include <curl/curl.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "serverutil.h"
+#include "testutil.h"
+
+/* Long enough to outlast any test: a stop only by fault or cancel. */
+static const char long_job[] =
+    "{\"dataset\": \"a9a\", \"workers\": 2, \"max_rounds\": 40000000, \"target\": 0}";
+
+/* ---- processes, from /proc ------------------------------------------------ */
+
+/* The children of every thread of pid (the server spawns from several). */
+static int proc_children(pid_t pid, pid_t *out, int max)
+{
+    char path[384], buf[4096];
+    struct dirent *de;
+    DIR *d;
+    int n = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    if (!(d = opendir(path)))
+        return 0;
+    while ((de = readdir(d)) && n < max) {
+        FILE *f;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/children", pid, de->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *s = buf, *end;
+            for (long v; n < max && (v = strtol(s, &end, 10), end != s); s = end)
+                out[n++] = (pid_t)v;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Gone, or a zombie nobody has reaped yet: either way it runs no more. */
+static int proc_gone(pid_t pid)
+{
+    char path[64], buf[512];
+    FILE *f;
+    char *p;
+    int gone = 1;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (!(f = fopen(path, "r")))
+        return 1;
+    if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+        gone = p[2] == 'Z' || p[2] == 'X';
+    fclose(f);
+    return gone;
+}
+
+/* The line of /proc/PID/FILE that starts with key, without the key. */
+static int proc_line(pid_t pid, const char *file, const char *key, char *out,
+                     size_t len)
+{
+    char path[96], buf[512];
+    size_t kl = strlen(key);
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    while (!found && fgets(buf, sizeof buf, f)) {
+        if (strncmp(buf, key, kl) == 0) {
+            snprintf(out, len, "%s", buf + kl);
+            out[strcspn(out, "\n")] = '\0';
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The coordinator of job id: the server's child whose command line names
+ * the job's spec file. Waits for it up to timeout seconds. */
+static pid_t coordinator_of(const struct server *s, const char *id, double timeout)
+{
+    double until = tu_now() + timeout;
+
+    for (;;) {
+        pid_t kids[64];
+        int n = proc_children(s->pid, kids, 64);
+
+        for (int i = 0; i < n; i++) {
+            char path[64], cmd[4096];
+            size_t len;
+            FILE *f;
+
+            snprintf(path, sizeof path, "/proc/%d/cmdline", kids[i]);
+            if (!(f = fopen(path, "r")))
+                continue;
+            len = fread(cmd, 1, sizeof cmd - 1, f);
+            fclose(f);
+            for (size_t k = 0; k < len; k++)
+                if (cmd[k] == '\0')
+                    cmd[k] = ' ';
+            cmd[len] = '\0';
+            if (strstr(cmd, id) && strstr(cmd, " run "))
+                return kids[i];
+        }
+        ck_assert_msg(tu_now() < until, "no coordinator for job %s after %g s",
+                      id, timeout);
+        usleep(20000);
+    }
+}
+
+/* The n workers of a coordinator, once all are there. */
+static void workers_of(pid_t coord, pid_t *out, int n, double timeout)
+{
+    double until = tu_now() + timeout;
+
+    while (proc_children(coord, out, n) < n) {
+        ck_assert_msg(tu_now() < until, "coordinator %d has not %d workers "
+                      "after %g s", (int)coord, n, timeout);
+        usleep(20000);
+    }
+}
+
+/* ---- the API -------------------------------------------------------------- */
+
+static void create(const struct server *s, const char *spec, char id[32])
+{
+    struct reply r = req(s, "POST", "/v1/jobs", ALICE, spec, NULL);
+    json_t *doc;
+
+    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
+    json_decref(doc);
+    free(r.body);
+}
+
+static json_t *job_get(const struct server *s, const char *id)
+{
+    char path[96];
+    struct reply r;
+    json_t *doc;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    r = req(s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status, r.body);
+    doc = json_of(&r);
+    free(r.body);
+    return doc;
+}
+
+static int terminal(const char *state)
+{
+    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+           strcmp(state, "cancelled") == 0 || strcmp(state, "interrupted") == 0;
+}
+
+/* Polls the job until its state is `state` ("terminal" for any end). */
+static json_t *wait_state(const struct server *s, const char *id,
+                          const char *state, double timeout)
+{
+    double until = tu_now() + timeout;
+
+    for (;;) {
+        json_t *doc = job_get(s, id);
+        const char *now = json_string_value(json_object_get(doc, "state"));
+
+        if (strcmp(now, state) == 0 ||
+            (strcmp(state, "terminal") == 0 && terminal(now)))
+            return doc;
+        ck_assert_msg(!terminal(now) || strcmp(state, "running") != 0,
+                      "job %s ended (%s: %s) before it ran", id, now,
+                      json_string_value(json_object_get(doc, "reason")));
+        ck_assert_msg(tu_now() < until, "job %s still %s after %g s", id, now,
+                      timeout);
+        json_decref(doc);
+        usleep(50000);
+    }
+}
+
+/* Rows stored for a job: the count in the `latest` row's round terms is
+ * not enough, so ask for the rows. */
+static size_t rows_stored(const struct server *s, const char *id)
+{
+    char path[128];
+    struct reply r;
+    json_t *doc;
+    size_t n;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=500", id);
+    r = req(s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    doc = json_of(&r);
+    n = json_array_size(json_object_get(doc, "rows"));
+    json_decref(doc);
+    free(r.body);
+    return n;
+}
+
+/* ---- clients that watch a job --------------------------------------------- */
+
+struct seen {
+    long long round;
+    double rel_gap;
+};
+
+struct watcher {
+    const struct server *s;
+    char id[32];
+    int sse;                 /* the event stream, else long-polls */
+    atomic_int stop;
+    atomic_int count;        /* rows seen so far */
+    pthread_t thread;
+    struct seen *rows;       /* the watcher's own until joined */
+    size_t cap;
+    long long after;
+    char *buf;               /* SSE bytes not yet a whole event */
+    size_t len;
+};
+
+static void seen_add(struct watcher *w, long long round, double rel_gap)
+{
+    size_t n = (size_t)atomic_load(&w->count);
+
+    if (n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 256;
+        w->rows = realloc(w->rows, w->cap * sizeof *w->rows);
+        ck_assert_ptr_nonnull(w->rows);
+    }
+    w->rows[n].round = round;
+    w->rows[n].rel_gap = rel_gap;
+    atomic_store(&w->count, (int)n + 1);
+    if (round > w->after)
+        w->after = round;
+}
+
+/* Whole events out of the SSE bytes: `event: metric`, `id: R`, `data: {}`. */
+static size_t on_sse(char *p, size_t sz, size_t nm, void *ctx)
+{
+    struct watcher *w = ctx;
+    size_t len = sz * nm;
+    char *end;
+
+    w->buf = realloc(w->buf, w->len + len + 1);
+    memcpy(w->buf + w->len, p, len);
+    w->len += len;
+    w->buf[w->len] = '\0';
+    while ((end = strstr(w->buf, "\n\n"))) {
+        char *data;
+
+        *end = '\0';
+        if (strncmp(w->buf, "event: metric\n", 14) == 0 &&
+            (data = strstr(w->buf, "\ndata: "))) {
+            json_t *row = json_loads(data + 7, 0, NULL);
+            if (row) {
+                seen_add(w, json_integer_value(json_object_get(row, "round")),
+                         json_number_value(json_object_get(row, "rel_gap")));
+                json_decref(row);
+            }
+        }
+        w->len -= (size_t)(end + 2 - w->buf);
+        memmove(w->buf, end + 2, w->len + 1);
+    }
+    return len;
+}
+
+static int on_progress(void *ctx, curl_off_t a, curl_off_t b, curl_off_t c,
+                       curl_off_t d)
+{
+    struct watcher *w = ctx;
+
+    (void)a, (void)b, (void)c, (void)d;
+    return atomic_load(&w->stop);      /* non-zero aborts the transfer */
+}
+
+static void *watch_main(void *arg)
+{
+    struct watcher *w = arg;
+
+    while (!atomic_load(&w->stop)) {
+        CURL *c = curl_easy_init();
+        struct reply r = {0};
+        char url[256];
+        long status = 0;
+        CURLcode rc;
+        struct curl_slist *h =
+            curl_slist_append(NULL, "Authorization: Bearer " ALICE);
+
+        if (w->sse)
+            snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/jobs/%s/events?after=%lld",
+                     w->s->port, w->id, w->after);
+        else
+            snprintf(url, sizeof url,
+                     "http://127.0.0.1:%u/v1/jobs/%s/metrics?after=%lld&wait=2&limit=1000",
+                     w->s->port, w->id, w->after);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, w->sse ? 0L : 30L);
+        w->len = 0;
+        if (w->sse) {
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_sse);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
+        } else {
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+        }
+        rc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        if (rc == CURLE_OK && status == 200 && !w->sse) {
+            json_t *doc = json_loads(r.body, 0, NULL);
+            json_t *rows = json_object_get(doc, "rows");
+            for (size_t i = 0; i < json_array_size(rows); i++) {
+                json_t *row = json_array_get(rows, i);
+                seen_add(w, json_integer_value(json_object_get(row, "round")),
+                         json_number_value(json_object_get(row, "rel_gap")));
+            }
+            json_decref(doc);
+        }
+        free(r.body);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        /* A refused connection (the server is down) or a finished job:
+         * try again a little later, not in a tight loop. */
+        if (rc != CURLE_OK || status != 200 || w->sse)
+            usleep(100000);
+    }
+    return NULL;
+}
+
+static void watcher_start(struct watcher *w, const struct server *s,
+                          const char *id, int sse)
+{
+    memset(w, 0, sizeof *w);
+    w->s = s;
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->sse = sse;
+    w->after = -1;
+    ck_assert_int_eq(pthread_create(&w->thread, NULL, watch_main, w), 0);
+}
+
+static void watcher_stop(struct watcher *w)
+{
+    atomic_store(&w->stop, 1);
+    pthread_join(w->thread, NULL);
+    free(w->buf);
+    w->buf = NULL;
+}
+
+/* Every row of the job as the server has it now: round -> rel_gap. */
+static json_t *all_rows(const struct server *s, const char *id)
+{
+    json_t *all = json_object();
+    long long after = -1;
+
+    for (int page = 0; page < 10000; page++) {
+        char path[128], key[32];
+        struct reply r;
+        json_t *doc, *rows;
+        int more;
+
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=%lld&limit=500", id, after);
+        r = req(s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_msg(r.status == 200, "%s: %ld", path, r.status);
+        doc = json_of(&r);
+        rows = json_object_get(doc, "rows");
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i);
+            snprintf(key, sizeof key, "%lld",
+                     (long long)json_integer_value(json_object_get(row, "round")));
+            json_object_set(all, key, json_object_get(row, "rel_gap"));
+        }
+        after = json_integer_value(json_object_get(doc, "next_after"));
+        more = json_is_true(json_object_get(doc, "more"));
+        json_decref(doc);
+        free(r.body);
+        if (!more)
+            break;
+    }
+    return all;
+}
+
+static void check_integrity(const char *db)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_msg(strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0,
+                  "integrity_check of %s: %s", db, sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+/*
+ * Three jobs run, two watched by long-polls and one by SSE (and another
+ * long-poll on each). A random worker of one job is SIGKILLed, then the
+ * coordinator of another, then the server. After a restart on the same
+ * database: integrity_check is ok, every row a client saw is stored with
+ * the value it saw, and each job ended with a reason that says why.
+ */
+START_TEST(test_kill_worker_coordinator_server)
+{
+    struct server s;
+    struct watcher w[6];
+    char id[3][32];
+    pid_t coord[3], work[2];
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    int victim_job, victim_worker;
+    json_t *doc;
+    const char *reason;
+
+    if (getenv("ECOPT_FAULT_SEED"))
+        seed = (unsigned)strtoul(getenv("ECOPT_FAULT_SEED"), NULL, 10);
+    srand(seed);
+    victim_job = rand() % 3;
+    victim_worker = rand() % 2;
+    fprintf(stderr, "test_faults: seed %u: worker %d of job %d, then the "
+            "coordinator of job %d\n", seed, victim_worker, victim_job,
+            (victim_job + 1) % 3);
+
+    setenv("ECOPT_MAX_RUNNING", "3", 1);
+    server_start(&s, 0);
+    for (int j = 0; j < 3; j++)
+        create(&s, long_job, id[j]);
+    for (int j = 0; j < 3; j++) {
+        json_decref(wait_state(&s, id[j], "running", 60));
+        coord[j] = coordinator_of(&s, id[j], 30);
+    }
+    for (int j = 0; j < 3; j++) {
+        watcher_start(&w[j], &s, id[j], j == 1);
+        watcher_start(&w[3 + j], &s, id[j], 0);
+    }
+    /* Each watcher has seen rows: the clients are live when things die. */
+    for (double until = tu_now() + 90;;) {
+        int ready = 1;
+        for (int i = 0; i < 6; i++)
+            ready &= atomic_load(&w[i].count) >= 3;
+        if (ready)
+            break;
+        ck_assert_msg(tu_now() < until, "the watchers saw no rows in 90 s");
+        usleep(50000);
+    }
+
+    /* A worker: its job fails, saying which worker and the signal. */
+    workers_of(coord[victim_job], work, 2, 30);
+    ck_assert_int_eq(kill(work[victim_worker], SIGKILL), 0);
+    doc = wait_state(&s, id[victim_job], "failed", 60);
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_msg(reason && strstr(reason, "died (signal 9)"), "reason '%s'", reason);
+    json_decref(doc);
+
+    /* Another job's coordinator: that job fails too; the third runs on. */
+    int b = (victim_job + 1) % 3, c = (victim_job + 2) % 3;
+    workers_of(coord[b], work, 2, 30);
+    ck_assert_int_eq(kill(coord[b], SIGKILL), 0);
+    doc = wait_state(&s, id[b], "failed", 60);
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_msg(reason && strstr(reason, "coordinator died (signal 9)"),
+                  "reason '%s'", reason);
+    json_decref(doc);
+    /* Its workers die with it (parent-death signal). */
+    for (double until = tu_now() + 30; !proc_gone(work[0]) || !proc_gone(work[1]);) {
+        ck_assert_msg(tu_now() < until, "workers of a killed coordinator live on");
+        usleep(20000);
+    }
+    doc = job_get(&s, id[c]);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "running");
+    json_decref(doc);
+    /* The survivor's watchers keep getting rows. */
+    {
+        int before = atomic_load(&w[c].count), before2 = atomic_load(&w[3 + c].count);
+        for (double until = tu_now() + 60;
+             atomic_load(&w[c].count) <= before || atomic_load(&w[3 + c].count) <= before2;) {
+            ck_assert_msg(tu_now() < until, "no new rows for job %s in 60 s", id[c]);
+            usleep(50000);
+        }
+    }
+
+    /* The server. Its last job's coordinator and workers end on their own
+     * once the report pipe is broken. */
+    workers_of(coord[c], work, 2, 30);
+    server_stop(&s, SIGKILL);
+    for (double until = tu_now() + 30;
+         !proc_gone(coord[c]) || !proc_gone(work[0]) || !proc_gone(work[1]);) {
+        ck_assert_msg(tu_now() < until, "job processes outlived the server by 30 s");
+        usleep(20000);
+    }
+    for (int i = 0; i < 6; i++)
+        watcher_stop(&w[i]);
+    check_integrity(s.db);
+
+    server_start(&s, 1);
+    check_integrity(s.db);
+    for (int j = 0; j < 3; j++) {
+        const char *state;
+
+        doc = job_get(&s, id[j]);
+        state = json_string_value(json_object_get(doc, "state"));
+        reason = json_string_value(json_object_get(doc, "reason"));
+        ck_assert_msg(terminal(state) || strcmp(state, "running") == 0 ||
+                          strcmp(state, "queued") == 0, "job %s: %s", id[j], state);
+        ck_assert_msg(reason && *reason, "job %s (%s) has no reason", id[j], state);
+        if (j == c) {
+            ck_assert_str_eq(state, "interrupted");
+            ck_assert_msg(strstr(reason, "service stopped"), "reason '%s'", reason);
+        } else {
+            ck_assert_str_eq(state, "failed");
+        }
+        json_decref(doc);
+    }
+    /* Every row any client saw is there, with the value it saw. */
+    for (int j = 0; j < 3; j++) {
+        json_t *rows = all_rows(&s, id[j]);
+        size_t checked = 0;
+
+        for (int i = j; i < 6; i += 3) {
+            int n = atomic_load(&w[i].count);
+            ck_assert_int_gt(n, 0);
+            for (int k = 0; k < n; k++, checked++) {
+                char key[32];
+                json_t *v;
+
+                snprintf(key, sizeof key, "%lld", w[i].rows[k].round);
+                v = json_object_get(rows, key);
+                ck_assert_msg(v != NULL, "job %s: round %s, seen by a client, "
+                              "is gone after the restart", id[j], key);
+                ck_assert_msg(json_number_value(v) == w[i].rows[k].rel_gap,
+                              "job %s round %s: rel_gap %.17g stored, %.17g seen",
+                              id[j], key, json_number_value(v), w[i].rows[k].rel_gap);
+            }
+        }
+        fprintf(stderr, "test_faults: job %d: %zu rows stored, %zu client "
+                "observations checked\n", j, json_object_size(rows), checked);
+        json_decref(rows);
+    }
+    for (int i = 0; i < 6; i++)
+        free(w[i].rows);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* ---- isolation ------------------------------------------------------------ */
+
+/* What a job's worker may hold and be, as /proc shows it. The service runs
+ * as root in the tests, so the drop to `nobody` (the default) is real. */
+START_TEST(test_worker_isolation)
+{
+    struct server s;
+    char id[32], path[96], line[256], target[128];
+    pid_t coord, work[2];
+    struct dirent *de;
+    DIR *d;
+    struct reply r;
+
+    ck_assert_msg(geteuid() == 0, "this case tests the drop from root");
+    server_start(&s, 0);
+    create(&s, long_job, id);
+    json_decref(wait_state(&s, id, "running", 60));
+    coord = coordinator_of(&s, id, 30);
+    workers_of(coord, work, 2, 60);
+    for (double until = tu_now() + 60; rows_stored(&s, id) < 1;) {
+        ck_assert_msg(tu_now() < until, "no rows in 60 s");
+        usleep(50000);
+    }
+    /* The coordinator has dropped to nobody too, once the data was read. */
+    ck_assert(proc_line(coord, "status", "Uid:", line, sizeof line));
+    ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
+    for (int i = 0; i < 2; i++) {
+        int fds = 0;
+
+        ck_assert(proc_line(work[i], "status", "Uid:", line, sizeof line));
+        ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
+        ck_assert(proc_line(work[i], "status", "Gid:", line, sizeof line));
+        ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
+        ck_assert(proc_line(work[i], "status", "Groups:", line, sizeof line));
+        {
+            char *end;
+            long g = strtol(line, &end, 10);
+            ck_assert_msg(g == 65534 && end[strspn(end, " \t")] == '\0',
+                          "groups '%s'", line);
+        }
+        /* Descriptors: stdin, stdout, stderr and the socket, nothing else. */
+        snprintf(path, sizeof path, "/proc/%d/fd", work[i]);
+        ck_assert_ptr_nonnull(d = opendir(path));
+        while ((de = readdir(d))) {
+            long fd;
+            ssize_t n;
+            char fdpath[384];
+
+            if (de->d_name[0] == '.')
+                continue;
+            fd = strtol(de->d_name, NULL, 10);
+            ck_assert_msg(fd >= 0 && fd <= 3, "worker %d holds descriptor %s",
+                          (int)work[i], de->d_name);
+            snprintf(fdpath, sizeof fdpath, "%s/%s", path, de->d_name);
+            n = readlink(fdpath, target, sizeof target - 1);
+            ck_assert_int_gt(n, 0);
+            target[n] = '\0';
+            if (fd == 3)
+                ck_assert_msg(strncmp(target, "socket:", 7) == 0, "fd 3 is %s", target);
+            fds++;
+        }
+        closedir(d);
+        ck_assert_int_eq(fds, 4);
+        /* Limits: CPU (the job's time budget by default), files, no cores. */
+        ck_assert(proc_line(work[i], "limits", "Max cpu time", line, sizeof line));
+        ck_assert_msg(strstr(line, " 86400 ") && strstr(line, " 86405 "), "cpu '%s'", line);
+        ck_assert(proc_line(work[i], "limits", "Max open files", line, sizeof line));
+        ck_assert_msg(strstr(line, " 16 "), "files '%s'", line);
+        ck_assert(proc_line(work[i], "limits", "Max core file size", line, sizeof line));
+        ck_assert_msg(strstr(line, " 0 "), "core '%s'", line);
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(&s, "POST", path, ALICE, "{}", NULL);
+    free(r.body);
+    json_decref(wait_state(&s, id, "cancelled", 30));
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A worker that uses more CPU than --worker-cpu-limit ends its job, and
+ * the reason says so. */
+START_TEST(test_worker_cpu_limit)
+{
+    struct server s;
+    char id[32];
+    json_t *doc;
+    const char *reason;
+    /* Full local gradients every round: the workers, not the coordinator,
+     * burn the CPU, and top-1 compression keeps it far from its target. */
+    static const char busy[] =
+        "{\"dataset\": \"a9a\", \"workers\": 2, \"algorithm\": \"ec-gd\","
+        " \"compressor\": {\"type\": \"topk\", \"k\": 1},"
+        " \"max_rounds\": 40000000, \"target\": 0}";
+
+    setenv("ECOPT_WORKER_CPU_LIMIT", "1", 1);
+    server_start(&s, 0);
+    create(&s, busy, id);
+    doc = wait_state(&s, id, "terminal", 120);
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "failed");
+    ck_assert_msg(reason && strstr(reason, "exceeded its CPU time limit of 1 s"),
+                  "reason '%s'", reason);
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Runs argv (with ECOPT_BIN as argv[0]) as uid, or as we are when uid < 0;
+ * returns the exit status and what it wrote to stderr. */
+static int run_as(int uid, const char *const *args, char *err, size_t errlen)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    const char *argv[16];
+    int p[2], st;
+    size_t n = 0;
+    ssize_t r;
+    pid_t pid;
+
+    argv[0] = bin && *bin ? bin : "build/ecopt";
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i], argv[i + 2] = NULL;
+    ck_assert_int_eq(pipe(p), 0);
+    pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        if (uid >= 0 && (setgroups(0, NULL) < 0 || setgid((gid_t)uid) < 0 ||
+                         setuid((uid_t)uid) < 0))
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    while (n + 1 < errlen && (r = read(p[0], err + n, errlen - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = '\0';
+    close(p[0]);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A worker user that does not exist, or a switch asked of a process that
+ * is not root: clear errors, exit status 2, no job run as the wrong user. */
+START_TEST(test_worker_user_errors)
+{
+    char spec[64], err[4096];
+    int fd, rc;
+
+    fd = open(tu_write_temp_str("{\"dataset\": \"heart_scale\", \"workers\": 2,"
+                                " \"max_rounds\": 20}", spec, sizeof spec),
+              O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fchmod(fd, 0644), 0);     /* readable by nobody below */
+    close(fd);
+
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-user",
+                                          "no-such-user-ecopt", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "worker user 'no-such-user-ecopt': no such user"), "%s", err);
+
+    rc = run_as(65534, (const char *const[]){"run", spec, "--worker-user", "root",
+                                             NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "only root can switch users"), "%s", err);
+
+    /* Asked for its own user, a non-root run just runs. */
+    rc = run_as(65534, (const char *const[]){"run", spec, "--worker-user", "nobody",
+                                             NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+
+    rc = run_as(-1, (const char *const[]){"serve", "--listen", "127.0.0.1:0", "--auth",
+                                          "off", "--db", "/tmp/ecopt-never.db",
+                                          "--worker-user", "no-such-user-ecopt", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "worker user 'no-such-user-ecopt'"), "%s", err);
+    ck_assert_int_ne(access("/tmp/ecopt-never.db", F_OK), 0);
+    unlink(spec);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("faults");
+    TCase *kill_tc = tcase_create("kill"), *iso = tcase_create("isolation");
+    int rc;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    tcase_set_timeout(kill_tc, 400);
+    tcase_add_test(kill_tc, test_kill_worker_coordinator_server);
+    tcase_set_timeout(iso, 200);
+    tcase_add_test(iso, test_worker_isolation);
+    tcase_add_test(iso, test_worker_cpu_limit);
+    tcase_add_test(iso, test_worker_user_errors);
+    suite_add_tcase(s, iso);
+    suite_add_tcase(s, kill_tc);
+    rc = tu_run(s);
+    curl_global_cleanup();
+    return rc;
+}

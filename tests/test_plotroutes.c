@@ -1,0 +1,320 @@
+/*
+ * The plot routes against the real server: a finished job's curve has one
+ * point per stored row with a positive gap, an experiment has one curve
+ * per job, long runs stay within max_points, bad parameters are 400s
+ * naming them, and another user's job or experiment is a 404.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+
+#include "serverutil.h"
+#include "testutil.h"
+
+static const char small_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"eclk\","
+    " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 300}";
+/* Thousands of rows: every round evaluated, to a gap of nothing. */
+static const char long_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 3, \"max_rounds\": 20000,"
+    " \"target\": 0, \"eval_every\": 1, \"backend\": \"inproc\"}";
+
+static void create(const struct server *s, const char *token, const char *spec,
+                   char id[32])
+{
+    struct reply r = req(s, "POST", "/v1/jobs", token, spec, NULL);
+    json_t *doc;
+
+    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
+    json_decref(doc);
+    free(r.body);
+}
+
+/* Waits for a final state (deadline in seconds); returns it. */
+static void wait_final(const struct server *s, const char *token, const char *id,
+                       double timeout, char state[32])
+{
+    char path[96];
+    double t0 = tu_now();
+
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (;;) {
+        struct reply r = req(s, "GET", path, token, NULL, NULL);
+        json_t *doc = json_of(&r);
+        snprintf(state, 32, "%s", json_string_value(json_object_get(doc, "state")));
+        json_decref(doc);
+        free(r.body);
+        if (strcmp(state, "queued") && strcmp(state, "running"))
+            return;
+        ck_assert_msg(tu_now() - t0 < timeout, "job %s still %s after %g s", id, state,
+                      timeout);
+        usleep(50000);
+    }
+}
+
+/* Points drawn by series i of an SVG (path vertices and lone dots); -1
+   when the series draws nothing. */
+static long svg_points(const char *svg, int i)
+{
+    char key[64];
+    const char *g, *end, *d;
+    long n = 0;
+
+    snprintf(key, sizeof key, "<g class=\"series\" data-index=\"%d\"", i);
+    if (!(g = strstr(svg, key)))
+        return -1;
+    end = strstr(g, "</g>");
+    ck_assert_ptr_nonnull(end);
+    if ((d = strstr(g, " d=\"")) && d < end)
+        for (d += 4; *d != '"'; d++)
+            n += *d == 'M' || *d == 'L';
+    for (const char *c = strstr(g, "<circle"); c && c < end; c = strstr(c + 1, "<circle"))
+        n++;
+    return n;
+}
+
+/* The text of the first <text class="cls"> element. */
+static void svg_text(const char *svg, const char *cls, char *out, size_t len)
+{
+    char key[64];
+    const char *p, *gt, *end;
+
+    snprintf(key, sizeof key, "<text class=\"%s\"", cls);
+    p = strstr(svg, key);
+    ck_assert_msg(p != NULL, "no %s in the plot", cls);
+    gt = strchr(p, '>');
+    end = strstr(gt, "</text>");
+    snprintf(out, len, "%.*s", (int)(end - gt - 1), gt + 1);
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A GET that must be a plot. */
+static char *get_svg(const struct server *s, const char *path, const char *token)
+{
+    struct reply r = req(s, "GET", path, token, NULL, NULL);
+
+    ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+    ck_assert_str_eq(r.content_type, "image/svg+xml");
+    ck_assert_ptr_eq(strstr(r.body, "<?xml"), r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "</svg>\n"));
+    return r.body;
+}
+
+/* Rows of the job's metrics whose relative gap can be drawn on a log
+   axis: what the plot must show when it is not downsampled. */
+static long drawable_rows(const struct server *s, const char *id)
+{
+    char path[128];
+    struct reply r;
+    json_t *doc, *rows;
+    long n = 0;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10000", id);
+    r = req(s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    doc = json_of(&r);
+    rows = json_object_get(doc, "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *g = json_object_get(json_array_get(rows, i), "rel_gap");
+        n += json_is_number(g) && json_number_value(g) > 0;
+    }
+    json_decref(doc);
+    free(r.body);
+    return n;
+}
+
+START_TEST(test_job_plot)
+{
+    struct server s;
+    char id[32], state[32], path[160], text[256];
+    char *svg;
+    long rows;
+
+    server_start(&s, 0);
+    create(&s, ALICE, small_job, id);
+    wait_final(&s, ALICE, id, 60, state);
+    ck_assert_str_eq(state, "succeeded");
+    rows = drawable_rows(&s, id);
+    ck_assert_int_ge(rows, 20);
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg", id);
+    svg = get_svg(&s, path, ALICE);
+    ck_assert_int_eq(svg_points(svg, 0), rows);
+    svg_text(svg, "title", text, sizeof text);
+    ck_assert_msg(starts_with(text, "heart_scale: logistic, \xce\xbb" "2 = "), "title %s", text);
+    svg_text(svg, "legend-name", text, sizeof text);
+    ck_assert_str_eq(text, "eclk, topk k=2");
+    svg_text(svg, "xlabel", text, sizeof text);
+    ck_assert_str_eq(text, "communication rounds");
+    /* Rounds 0..300 on the x axis, decades of the gap on y. */
+    ck_assert_ptr_nonnull(strstr(svg, "text-anchor=\"middle\">300</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "<text class=\"ytick\""));
+    ck_assert_ptr_nonnull(strstr(svg, ">10<tspan dy=\"-6\" font-size=\"9\">0</tspan>"));
+    free(svg);
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg?x=bits", id);
+    svg = get_svg(&s, path, ALICE);
+    svg_text(svg, "xlabel", text, sizeof text);
+    ck_assert_str_eq(text, "bits sent up per worker");
+    ck_assert_int_eq(svg_points(svg, 0), rows);
+    free(svg);
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg?x=seconds&max_points=10", id);
+    svg = get_svg(&s, path, ROOT);          /* the admin sees every job */
+    svg_text(svg, "xlabel", text, sizeof text);
+    ck_assert_str_eq(text, "seconds");
+    ck_assert_int_le(svg_points(svg, 0), 10);
+    ck_assert_int_ge(svg_points(svg, 0), 2);
+    free(svg);
+
+    /* What is refused, and how. */
+    {
+        static const struct {
+            const char *query, *token;
+            long status;
+            const char *phrase;
+        } bad[] = {
+            {"?x=iterations", ALICE, 400, "\"parameter\":\"x\""},
+            {"?x=", ALICE, 400, "x must be one of rounds, bits, seconds"},
+            {"?max_points=9", ALICE, 400, "\"parameter\":\"max_points\""},
+            {"?max_points=1e3", ALICE, 400, "max_points must be an integer in 10..5000"},
+            {"?max_points=5001", ALICE, 400, "\"parameter\":\"max_points\""},
+            {"", BOB, 404, "\"status\":404"},        /* not bob's job */
+            {"", NULL, 401, "Authorization: Bearer"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            struct reply r;
+            snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg%s", id, bad[i].query);
+            r = req(&s, "GET", path, bad[i].token, NULL, NULL);
+            ck_assert_msg(r.status == bad[i].status, "case %zu: %ld %s", i, r.status, r.body);
+            ck_assert_str_eq(r.content_type, "application/problem+json");
+            ck_assert_msg(strstr(r.body, bad[i].phrase), "case %zu: %s", i, r.body);
+            free(r.body);
+        }
+    }
+    {
+        struct reply r = req(&s, "GET", "/v1/jobs/j_0000000000000000/plot.svg", ALICE, NULL,
+                             NULL);
+        ck_assert_int_eq(r.status, 404);
+        free(r.body);
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Thousands of rows make a plot of at most max_points per curve, with
+   both ends. */
+START_TEST(test_long_run_is_bounded)
+{
+    struct server s;
+    char id[32], state[32], path[160];
+    char *svg;
+    long rows;
+
+    server_start(&s, 0);
+    create(&s, ALICE, long_job, id);
+    wait_final(&s, ALICE, id, 120, state);
+    ck_assert_msg(strcmp(state, "succeeded") == 0, "state %s", state);
+    rows = drawable_rows(&s, id);
+    ck_assert_msg(rows > 2000, "only %ld rows", rows);
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg", id);
+    svg = get_svg(&s, path, ALICE);
+    ck_assert_int_le(svg_points(svg, 0), 1000);
+    ck_assert_int_ge(svg_points(svg, 0), 500);
+    free(svg);
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg?max_points=50", id);
+    svg = get_svg(&s, path, ALICE);
+    ck_assert_int_le(svg_points(svg, 0), 50);
+    ck_assert_int_ge(svg_points(svg, 0), 20);
+    free(svg);
+    snprintf(path, sizeof path, "/v1/jobs/%s/plot.svg?max_points=5000", id);
+    svg = get_svg(&s, path, ALICE);
+    ck_assert_int_eq(svg_points(svg, 0), rows);
+    free(svg);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+START_TEST(test_experiment_plot)
+{
+    static const char body[] =
+        "{\"name\": \"cmp <&>\", \"base\": {\"dataset\": \"heart_scale\", \"workers\": 3,"
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 3000, \"target\": 1e-6,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}},"
+        " \"variants\": [{\"algorithm\": \"eclk\"}, {\"algorithm\": \"ec-gd\", \"name\": \"base\"}]}";
+    struct server s;
+    struct reply r;
+    json_t *doc, *jobs;
+    char path[400], xpath[300], state[32], text[256];
+    char *svg;
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(xpath, sizeof xpath, "%s/plot.svg", r.location);
+    doc = json_of(&r);
+    free(r.body);
+    jobs = json_object_get(doc, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 2);
+    for (size_t i = 0; i < 2; i++)
+        wait_final(&s, ALICE, json_string_value(json_object_get(json_array_get(jobs, i), "id")),
+                   60, state);
+
+    svg = get_svg(&s, xpath, ALICE);
+    for (int i = 0; i < 2; i++) {
+        const char *jid = json_string_value(json_object_get(json_array_get(jobs, i), "id"));
+        ck_assert_int_eq(svg_points(svg, i), drawable_rows(&s, jid));
+    }
+    ck_assert_int_eq(svg_points(svg, 2), -1);
+    svg_text(svg, "title", text, sizeof text);
+    ck_assert_msg(starts_with(text, "cmp &lt;&amp;&gt; \xe2\x80\x94 heart_scale: logistic, "),
+                  "title %s", text);
+    ck_assert_ptr_nonnull(strstr(svg, ">eclk, topk k=2</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">ec-gd, topk k=2 (base)</text>"));
+    free(svg);
+    snprintf(path, sizeof path, "%s?x=bits&max_points=20", xpath);
+    svg = get_svg(&s, path, ALICE);
+    ck_assert_int_le(svg_points(svg, 0), 20);
+    ck_assert_int_le(svg_points(svg, 1), 20);
+    free(svg);
+
+    r = req(&s, "GET", xpath, BOB, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_str_eq(r.content_type, "application/problem+json");
+    free(r.body);
+    snprintf(path, sizeof path, "%s?x=log", xpath);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"parameter\":\"x\""));
+    free(r.body);
+    r = req(&s, "GET", "/v1/experiments/x_0000000000000000/plot.svg", ROOT, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plotroutes");
+    TCase *tc = tcase_create("server");
+    int rc;
+
+    curl_global_init(CURL_GLOBAL_ALL);
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_job_plot);
+    tcase_add_test(tc, test_long_run_is_bounded);
+    tcase_add_test(tc, test_experiment_plot);
+    suite_add_tcase(s, tc);
+    rc = tu_run(s);
+    curl_global_cleanup();
+    return rc;
+}
