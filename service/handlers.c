@@ -379,7 +379,7 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
     struct store_counts c = {0};
     struct store_err e = {0};
     char detail[400], *spec_text = NULL, *labels_text = NULL, location[64];
-    int rc;
+    int rc, replay = 0;
 
     if (!t)
         return 0;
@@ -412,7 +412,11 @@ static int h_jobs_create(struct http_req *rq, struct http_resp *rs)
 
     pthread_mutex_lock(&a->wlock);
     rc = store_counts(a->writer, t->name, &c, &e);
-    if (rc == 0 && !in.idempotency_key && c.owner_queued >= a->cfg.max_queued_per_token) {
+    /* A replay creates nothing, and a conflicting key is refused below;
+     * every new key counts against the limit like no key at all. */
+    if (rc == 0 && in.idempotency_key)
+        replay = store_job_idem_known(a->writer, &in, &e) != 0;
+    if (rc == 0 && !replay && c.owner_queued >= a->cfg.max_queued_per_token) {
         pthread_mutex_unlock(&a->wlock);
         snprintf(detail, sizeof detail,
                  "max_queued_per_token: at most %u queued jobs per token (you have %lld)",

@@ -980,6 +980,16 @@ static int idem_lookup(struct store *st, const struct store_job_new *in,
     return rc;
 }
 
+int store_job_idem_known(struct store *st, const struct store_job_new *in,
+                         struct store_err *err)
+{
+    int64_t seq;
+
+    if (!in->owner || !in->idempotency_key || !in->request_hash)
+        return 0;
+    return idem_lookup(st, in, &seq, err);
+}
+
 int store_job_create(struct store *st, const struct store_job_new *in,
                      struct store_job *out, struct store_err *err)
 {

@@ -172,6 +172,12 @@ void store_jobs_free(struct store_job *jobs, size_t n); /* NULL is a no-op */
  * owner already used idempotency_key with the same request_hash;
  * STORE_ECONFLICT when the key was used with another hash.
  */
+/*
+ * Whether in's idempotency key is known for its owner: 0 no (or no key),
+ * 1 with this very request (a replay), STORE_ECONFLICT with another.
+ */
+int store_job_idem_known(struct store *st, const struct store_job_new *in,
+                         struct store_err *err);
 int store_job_create(struct store *st, const struct store_job_new *in,
                      struct store_job *out, struct store_err *err);
 

@@ -167,7 +167,8 @@ static void cancel_job(const struct server *s, const char *token, const char *id
 
     snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
     r = req(s, "POST", path, token, "{}", NULL);
-    ck_assert_msg(r.status == 202 || r.status == 409, "cancel %s: %ld", id, r.status);
+    ck_assert_msg(r.status == 200 || r.status == 202 || r.status == 409, "cancel %s: %ld", id,
+                  r.status);
     free(r.body);
     json_decref(wait_state(s, token, id, "cancelled", 10));
 }
@@ -203,6 +204,50 @@ START_TEST(test_running_per_token)
     json_decref(wait_state(&s, ALICE, a2, "running", 30));
     cancel_job(&s, ALICE, a2);
     cancel_job(&s, BOB, b1);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * The queued-jobs limit counts every new job, with or without an
+ * Idempotency-Key; only a replay of a known key gets through at the limit.
+ */
+START_TEST(test_queue_limit_with_keys)
+{
+    struct server s;
+    char running[32], queued[32];
+    struct reply r;
+    json_t *doc;
+
+    setenv("ECOPT_MAX_RUNNING", "1", 1);
+    setenv("ECOPT_MAX_QUEUED_PER_TOKEN", "1", 1);
+    server_start(&s, 0);
+    unsetenv("ECOPT_MAX_RUNNING");
+    unsetenv("ECOPT_MAX_QUEUED_PER_TOKEN");
+    create(&s, ALICE, long_job, running);
+    json_decref(wait_state(&s, ALICE, running, "running", 30));
+    r = req(&s, "POST", "/v1/jobs", ALICE, long_job, "Idempotency-Key: q-1");
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(queued, sizeof queued, "%s", json_string_value(json_object_get(doc, "id")));
+    json_decref(doc);
+    free(r.body);
+    for (int i = 0; i < 3; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "Idempotency-Key: fresh-%d", i);
+        r = req(&s, "POST", "/v1/jobs", ALICE, long_job, key);
+        ck_assert_msg(r.status == 429, "a new key at the limit: %ld %s", r.status, r.body);
+        ck_assert_str_ne(r.retry_after, "");
+        free(r.body);
+    }
+    r = req(&s, "POST", "/v1/jobs", ALICE, long_job, "Idempotency-Key: q-1");
+    ck_assert_msg(r.status == 200, "a replay at the limit: %ld %s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "id")), queued);
+    json_decref(doc);
+    free(r.body);
+    cancel_job(&s, ALICE, queued);
+    cancel_job(&s, ALICE, running);
     server_stop(&s, SIGTERM);
 }
 END_TEST
@@ -581,6 +626,7 @@ int main(void)
     tcase_add_test(tc, test_job_lifecycle);
     tcase_add_test(tc, test_cancel_running);
     tcase_add_test(tc, test_running_per_token);
+    tcase_add_test(tc, test_queue_limit_with_keys);
     tcase_add_test(tc, test_ownership_and_idempotency);
     tcase_add_test(tc, test_restart_recovery);
     tcase_add_test(tc, test_readme_walkthrough);
