@@ -17,6 +17,7 @@
 #include "describe.h"
 #include "jobspec.h"
 #include "plots.h"
+#include "ui.h"
 
 extern const char openapi_yaml[];
 extern const size_t openapi_yaml_len;
@@ -792,6 +793,8 @@ const struct http_route app_routes[] = {
     {"GET", "/readyz", h_readyz, 0},
     {"GET", "/metrics", h_prometheus, 0},
     {"GET", "/openapi.yaml", h_openapi, 0},
+    {"GET", "/", ui_index, 0},
+    {"GET", "/ui/{file}", ui_file, 0},
     {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY},
     {"GET", "/v1/jobs", h_jobs_list, 0},
     {"GET", "/v1/jobs/{id}", h_job_get, 0},

@@ -317,7 +317,8 @@ static void format_exp(char *out, size_t len, double v, int digits)
 }
 
 /* The label of a linear tick: fixed point with the decimals the step
-   needs, or exponent form for very large or small numbers. */
+   needs, thousands and up with a k, M, G or T suffix, and exponent form
+   for very large or small numbers. */
 static void format_linear(char *out, size_t len, const struct axis *ax, double v)
 {
     double mag = fmax(fabs(ax->lo), fabs(ax->hi));
@@ -327,8 +328,20 @@ static void format_linear(char *out, size_t len, const struct axis *ax, double v
         snprintf(out, len, "0");
         return;
     }
-    if (mag < 1e7 && ax->step >= 1e-4) {
+    if (mag < 1e4 && ax->step >= 1e-4) {
         snprintf(out, len, "%.*f", k < 0 ? -k : 0, v);
+        return;
+    }
+    if (mag >= 1e4 && mag < 1e15 && ax->step >= 1) {
+        /* Thousands and up as k, M, G, T: "200k", "1.5M" (bits, rounds). */
+        static const char suffix[] = "kMGT";
+        int u = (int)floor(log10(mag) / 3 + 1e-9);
+        double unit;
+        if (u > 4)
+            u = 4;
+        unit = pow(1000, u);
+        k = (int)floor(log10(ax->step / unit) + 1e-9);
+        snprintf(out, len, "%.*f%c", k < 0 ? -k : 0, v / unit, suffix[u - 1]);
         return;
     }
     int e = (int)floor(log10(fabs(v)));
@@ -340,7 +353,6 @@ static void format_linear(char *out, size_t len, const struct axis *ax, double v
    before it. */
 struct pt {
     double px, py;
-    double tx, ty;
     int brk;
 };
 
@@ -401,6 +413,34 @@ static size_t downsample(struct pt *p, size_t m, size_t max)
     /* The last point, with the break before it if there was one. */
     p[out++] = p[m - 1];
     return out;
+}
+
+/* The frame in pixels, and how data maps into it. */
+struct frame {
+    const struct axis *ax, *ay;
+    double left, bottom, pw, ph;
+};
+
+/* How many drawable points of all series fall inside a box: the legend
+   goes where it hides the fewest. */
+static size_t points_in(const struct frame *f, const plot_series *s, size_t ns,
+                        double bx, double by, double bw, double bh)
+{
+    size_t count = 0;
+
+    for (size_t i = 0; i < ns; i++) {
+        if (!s[i].x || !s[i].y)
+            continue;
+        for (size_t j = 0; j < s[i].n; j++) {
+            double x = s[i].x[j], y = s[i].y[j], px, py;
+            if (!drawable(f->ax->log, x) || !drawable(f->ay->log, y))
+                continue;
+            px = f->left + axis_frac(f->ax, transform(f->ax->log, x)) * f->pw;
+            py = f->bottom - axis_frac(f->ay, transform(f->ay->log, y)) * f->ph;
+            count += px >= bx && px <= bx + bw && py >= by && py <= by + bh;
+        }
+    }
+    return count;
 }
 
 /* Coordinates as text with one decimal: enough on a screen, and the
@@ -581,10 +621,8 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
                 gap = 1;
                 continue;
             }
-            pts[m].tx = transform(ax.log, x);
-            pts[m].ty = transform(ay.log, y);
-            pts[m].px = left + axis_frac(&ax, pts[m].tx) * pw;
-            pts[m].py = bottom - axis_frac(&ay, pts[m].ty) * ph;
+            pts[m].px = left + axis_frac(&ax, transform(ax.log, x)) * pw;
+            pts[m].py = bottom - axis_frac(&ay, transform(ay.log, y)) * ph;
             pts[m].brk = m > 0 && gap;
             gap = 0;
             m++;
@@ -646,9 +684,27 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
             widest = 60;
         double colw = 34 + 7.0 * (double)widest;
         double lw = colw * (double)cols + 8, lh = (double)rows * LEGEND_ROW + 8;
+        /* Top right, bottom right, bottom left or top left: the first
+           of those that covers the fewest points. */
+        const struct frame fr = {&ax, &ay, left, bottom, pw, ph};
         double lx = right - lw - 6, ly = top + 6;
         if (lx < left + 4)
             lx = left + 4;
+        if (have) {
+            const double cx[4] = {lx, lx, left + 6, left + 6};
+            const double cy[4] = {ly, bottom - lh - 6, bottom - lh - 6, ly};
+            size_t best = (size_t)-1;
+            for (int c = 0; c < 4; c++) {
+                size_t n = points_in(&fr, s, ns, cx[c], cy[c], lw, lh);
+                if (n < best) {
+                    best = n;
+                    lx = cx[c];
+                    ly = cy[c];
+                }
+                if (n == 0)
+                    break;
+            }
+        }
         sb_printf(&b, "<g class=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                       "height=\"%.1f\" fill=\"#fff\" fill-opacity=\"0.85\" "
                       "stroke=\"#bbb\"/>\n",

@@ -312,7 +312,13 @@ static const struct {
     {0, 0, 1, "0|0.2|0.4|0.6|0.8|1.0"},
     {0, -3, 7, "-4|-2|0|2|4|6|8"},
     {0, 0, 0.0037, "0|0.0005|0.0010|0.0015|0.0020|0.0025|0.0030|0.0035|0.0040"},
-    {0, 1e6, 5e7, "0|1e+07|2e+07|3e+07|4e+07|5e+07"},
+    {0, 1e6, 5e7, "0|10M|20M|30M|40M|50M"},
+    {0, 0, 960000, "0|0.2M|0.4M|0.6M|0.8M|1.0M"},
+    {0, 0, 1e5, "0|20k|40k|60k|80k|100k"},
+    {0, 5000, 12000, "5k|6k|7k|8k|9k|10k|11k|12k"},
+    {0, 500, 1200, "500|600|700|800|900|1000|1100|1200"},
+    {0, 0, 3e15, "0|5e+14|1e+15|1.5e+15|2e+15|2.5e+15|3e+15"},
+    {0, -2e9, 2e9, "-2.0G|-1.5G|-1.0G|-0.5G|0|0.5G|1.0G|1.5G|2.0G"},
     {0, 0, 3e-9, "0|5e-10|1e-09|1.5e-09|2e-09|2.5e-09|3e-09"},
     {1, 1e-6, 1, "10^-6|10^-5|10^-4|10^-3|10^-2|10^-1|10^0"},
     {1, 0.02, 3, "10^-2|10^-1|10^0|10^1"},
@@ -506,7 +512,13 @@ static void check_brackets(const char *labels, double v)
 
     snprintf(copy, sizeof copy, "%s", labels);
     for (char *t = strtok_r(copy, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
-        double val = strncmp(t, "10^", 3) == 0 ? pow(10, atof(t + 3)) : atof(t);
+        char *end;
+        double val = strncmp(t, "10^", 3) == 0 ? pow(10, atof(t + 3)) : strtod(t, &end);
+        if (strncmp(t, "10^", 3) != 0 && *end) {
+            const char *units = "kMGT", *u = strchr(units, *end);
+            ck_assert_msg(u && end[1] == '\0', "label %s", t);
+            val *= pow(1000, (double)(u - units + 1));
+        }
         ck_assert_msg(val > prev, "labels not increasing: %s", labels);
         prev = val;
         if (n++ == 0)
@@ -671,6 +683,41 @@ START_TEST(test_many_series_legend)
 }
 END_TEST
 
+/* The legend goes to the corner where it hides no point: here curves fill
+   the top right (a slow one) and the top left, so it goes below. */
+START_TEST(test_legend_avoids_curves)
+{
+    enum { N = 200 };
+    static double x[N], slow[N], fast[N], px[N], py[N];
+    plot_series s[] = {{"fast", x, fast, N}, {"slow", x, slow, N}};
+    plot_spec sp = {.ylog = 1};
+    double lx, ly, lw, lh;
+    size_t moves, dots;
+    const char *p;
+    char *svg;
+
+    for (int i = 0; i < N; i++) {
+        x[i] = i;
+        slow[i] = 1 - 0.8 * i / N;          /* stays near the top */
+        fast[i] = pow(10, -6.0 * i / N);    /* down to 1e-6 */
+    }
+    svg = plot_ok(&sp, s, 2);
+    p = strstr(svg, "<g class=\"legend\">\n<rect ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "<g class=\"legend\">\n<rect x=\"%lf\" y=\"%lf\" width=\"%lf\" "
+                               "height=\"%lf\"", &lx, &ly, &lw, &lh), 4);
+    for (int i = 0; i < 2; i++) {
+        long n = series_points(svg, (size_t)i, &moves, &dots, px, py, N);
+        ck_assert_int_eq(n, N);
+        for (long j = 0; j < n; j++)
+            ck_assert_msg(!(px[j] >= lx && px[j] <= lx + lw && py[j] >= ly && py[j] <= ly + lh),
+                          "series %d point %ld (%g, %g) under the legend", i, j, px[j], py[j]);
+    }
+    ck_assert_msg(ly > 200, "the legend is not at the bottom (y %g)", ly);
+    free(svg);
+}
+END_TEST
+
 static Suite *plot_suite(void)
 {
     Suite *s = suite_create("plot");
@@ -687,6 +734,7 @@ static Suite *plot_suite(void)
     tcase_add_test(tc, test_huge_ranges);
     tcase_add_test(tc, test_deterministic_and_distinct);
     tcase_add_test(tc, test_many_series_legend);
+    tcase_add_test(tc, test_legend_avoids_curves);
     suite_add_tcase(s, tc);
     return s;
 }

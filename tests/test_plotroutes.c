@@ -2,7 +2,9 @@
  * The plot routes against the real server: a finished job's curve has one
  * point per stored row with a positive gap, an experiment has one curve
  * per job, long runs stay within max_points, bad parameters are 400s
- * naming them, and another user's job or experiment is a 404.
+ * naming them, and another user's job or experiment is a 404. And the
+ * dashboard's files: served from the binary with their types, a
+ * Content-Security-Policy, an ETag that gives 304.
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -11,6 +13,7 @@
 
 #include "serverutil.h"
 #include "testutil.h"
+#include "ui.h"
 
 static const char small_job[] =
     "{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"eclk\","
@@ -302,6 +305,153 @@ START_TEST(test_experiment_plot)
 }
 END_TEST
 
+/* strcasestr is a GNU extension; this is the plain version. */
+static const char *strcasestr_portable(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return hay;
+    return NULL;
+}
+
+/* One GET with its response headers, as one string. */
+struct got {
+    long status;
+    char headers[4096];
+    size_t hlen;
+    char *body;
+    size_t len;
+};
+
+static size_t got_header(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct got *g = ctx;
+    size_t len = sz * n;
+
+    if (g->hlen + len < sizeof g->headers) {
+        memcpy(g->headers + g->hlen, p, len);
+        g->hlen += len;
+        g->headers[g->hlen] = '\0';
+    }
+    return len;
+}
+
+static size_t got_body(char *p, size_t sz, size_t n, void *ctx)
+{
+    struct got *g = ctx;
+    size_t len = sz * n;
+
+    g->body = realloc(g->body, g->len + len + 1);
+    memcpy(g->body + g->len, p, len);
+    g->len += len;
+    g->body[g->len] = '\0';
+    return len;
+}
+
+static struct got get(const struct server *s, const char *path, const char *header)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = header ? curl_slist_append(NULL, header) : NULL;
+    struct got g = {0};
+    char url[256];
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, got_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &g);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, got_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);    /* send "/ui/.." as it is */
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &g.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (!g.body)
+        g.body = calloc(1, 1);
+    return g;
+}
+
+/* The value of header name (with its ": "), up to the end of its line. */
+static void header_value(const struct got *g, const char *name, char *out, size_t len)
+{
+    char key[64];
+    const char *p, *e;
+
+    snprintf(key, sizeof key, "\n%s: ", name);
+    out[0] = '\0';
+    if (!(p = strcasestr_portable(g->headers, key)))
+        return;
+    p += strlen(key);
+    e = strpbrk(p, "\r\n");
+    snprintf(out, len, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
+}
+
+START_TEST(test_dashboard_files)
+{
+    static const struct {
+        const char *path, *type, *phrase;
+    } files[] = {
+        {"/", "text/html; charset=utf-8", "<script src=\"/ui/app.js\" defer></script>"},
+        {"/ui/index.html", "text/html; charset=utf-8", "<title>ecopt</title>"},
+        {"/ui/app.js", "text/javascript; charset=utf-8", "readEvents"},
+        {"/ui/app.css", "text/css; charset=utf-8", ".badge"},
+    };
+    struct server s;
+    char value[512], etag[64], inm[128];
+
+    /* The test links the same service objects: web/ is in them. */
+    ck_assert_uint_eq(ui_file_count(), 3);
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        struct got g = get(&s, files[i].path, NULL);
+        ck_assert_msg(g.status == 200, "%s: %ld", files[i].path, g.status);
+        header_value(&g, "Content-Type", value, sizeof value);
+        ck_assert_str_eq(value, files[i].type);
+        ck_assert_msg(strstr(g.body, files[i].phrase), "%s lacks %s", files[i].path,
+                      files[i].phrase);
+        header_value(&g, "Cache-Control", value, sizeof value);
+        ck_assert_str_eq(value, "no-cache");
+        header_value(&g, "X-Content-Type-Options", value, sizeof value);
+        ck_assert_str_eq(value, "nosniff");
+        header_value(&g, "Content-Security-Policy", value, sizeof value);
+        if (strstr(files[i].type, "html"))
+            ck_assert_msg(strstr(value, "default-src 'none'") && strstr(value, "script-src 'self'") &&
+                          !strstr(value, "unsafe"), "CSP: %s", value);
+        /* Unchanged: 304 with no body. */
+        header_value(&g, "ETag", etag, sizeof etag);
+        ck_assert_int_eq(etag[0], '"');
+        snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+        free(g.body);
+        g = get(&s, files[i].path, inm);
+        ck_assert_int_eq(g.status, 304);
+        ck_assert_uint_eq(g.len, 0);
+        free(g.body);
+        g = get(&s, files[i].path, "If-None-Match: \"0000000000000000\"");
+        ck_assert_int_eq(g.status, 200);
+        free(g.body);
+    }
+    /* The page is public (it holds no data); what it calls is not. */
+    {
+        struct got g = get(&s, "/ui/missing.js", NULL);
+        ck_assert_int_eq(g.status, 404);
+        ck_assert_ptr_nonnull(strstr(g.body, "no dashboard file 'missing.js'"));
+        free(g.body);
+        g = get(&s, "/ui/..", NULL);
+        ck_assert_msg(g.status == 400 || g.status == 404, "/ui/..: %ld", g.status);
+        ck_assert_ptr_nonnull(strstr(g.body, "\"status\":"));
+        free(g.body);
+        g = get(&s, "/v1/jobs", NULL);
+        ck_assert_int_eq(g.status, 401);
+        free(g.body);
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plotroutes");
@@ -310,6 +460,7 @@ int main(void)
 
     curl_global_init(CURL_GLOBAL_ALL);
     tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_dashboard_files);
     tcase_add_test(tc, test_job_plot);
     tcase_add_test(tc, test_long_run_is_bounded);
     tcase_add_test(tc, test_experiment_plot);
