@@ -78,7 +78,8 @@ static json_t *ms_or_null(int64_t ms)
     return ms > 0 ? json_integer(ms) : json_null();
 }
 
-static json_t *job_json(const struct store_job *j)
+/* A job's fields but its stored documents (spec, problem, params). */
+static json_t *job_json_base(const struct store_job *j)
 {
     json_t *o = json_object();
 
@@ -102,10 +103,61 @@ static json_t *job_json(const struct store_job *j)
                                   "rel_gap", describe_real(j->rel_gap), "bits_up",
                                   describe_real(j->bits_up), "updated_at",
                                   ms_or_null(j->updated_at)));
+    return o;
+}
+
+static json_t *job_json(const struct store_job *j)
+{
+    json_t *o = job_json_base(j);
+
     json_object_set_new(o, "spec", parsed_or_null(j->spec));
     json_object_set_new(o, "problem", parsed_or_null(j->problem));
     json_object_set_new(o, "params", parsed_or_null(j->params));
     return o;
+}
+
+/* The service wrote these documents with json_dumps; NULL is null. */
+static const char *stored_doc(const char *text)
+{
+    return text && text[0] == '{' ? text : "null";
+}
+
+/*
+ * GET /v1/jobs/{id}: the fields formatted, then the stored documents
+ * (spec, problem, params and the latest row) joined in as they are, so
+ * that their numbers are not parsed and formatted again on every poll.
+ */
+static int reply_job(struct http_resp *rs, const struct store_job *j,
+                     const char *latest)
+{
+    json_t *o = job_json_base(j);
+    char *head = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    const char *part[] = {",\"spec\":", stored_doc(j->spec), ",\"problem\":",
+                          stored_doc(j->problem), ",\"params\":", stored_doc(j->params),
+                          ",\"latest\":", latest ? latest : "null", "}"};
+    size_t len, cap, n = sizeof part / sizeof part[0];
+    char *text;
+    int rc;
+
+    json_decref(o);
+    if (!head || (len = strlen(head)) < 2)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    len--;                      /* the closing brace goes to the end */
+    cap = len + 1;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(part[i]);
+    if (!(text = realloc(head, cap))) {
+        free(head);
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(part[i]);
+        memcpy(text + len, part[i], l);
+        len += l;
+    }
+    rc = http_reply_text(rs, 200, "application/json", text, len);
+    free(text);
+    return rc;
 }
 
 /* Store failures as problems: 404, 409, 503 for a full disk, else 500. */
@@ -532,20 +584,25 @@ static int h_job_get(struct http_req *rq, struct http_resp *rs)
     struct store_job job = {0};
     struct store_err e = {0};
     ec_metric last;
-    json_t *o;
+    char *latest = NULL;
     struct store *st;
+    int rc, found;
 
     if (!t || load_job(rq, rs, t, &job) < 0)
         return 0;
-    o = job_json(&job);
     st = app_reader(a);
-    if (store_metrics_last(st, job.id, &last, &e) == 1)
-        json_object_set_new(o, "latest", describe_metric(&last));
-    else
-        json_object_set_new(o, "latest", json_null());
+    found = store_metrics_last_doc(st, job.id, &last, &latest, &e) == 1;
     app_reader_done(a, st);
+    if (found && !latest) {
+        /* A row stored without its document: formatted from its numbers. */
+        json_t *o = describe_metric(&last);
+        latest = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+    }
+    rc = reply_job(rs, &job, latest);
+    free(latest);
     store_job_clear(&job);
-    return http_reply_json(rs, 200, o);
+    return rc;
 }
 
 static int h_job_cancel(struct http_req *rq, struct http_resp *rs)
@@ -628,55 +685,101 @@ static int wants_csv(struct http_req *rq)
            (accept && strstr(accept, "text/csv"));
 }
 
+/*
+ * The JSON page from the rows' stored documents, joined as they are: no
+ * number is formatted again. A row stored without one (before migration
+ * 0002) is formatted from its numbers.
+ */
+static int reply_metrics_docs(struct http_resp *rs, const ec_metric *rows,
+                              char **docs, const struct store_metrics_page *page,
+                              size_t every)
+{
+    size_t cap = 128, len = 0;
+    char *text, tail[128];
+    int rc, n;
+
+    for (size_t i = 0; i < page->count; i++) {
+        if (!docs[i]) {
+            json_t *o = describe_metric(&rows[i]);
+            docs[i] = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            json_decref(o);
+            if (!docs[i])
+                return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+        }
+        cap += strlen(docs[i]) + 1;
+    }
+    if (!(text = malloc(cap)))
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    memcpy(text, "{\"rows\":[", 9);
+    len = 9;
+    for (size_t i = 0; i < page->count; i++) {
+        size_t l = strlen(docs[i]);
+        if (i)
+            text[len++] = ',';
+        memcpy(text + len, docs[i], l);
+        len += l;
+    }
+    n = snprintf(tail, sizeof tail, "],\"next_after\":%lld,\"more\":%s,\"every\":%zu}",
+                 (long long)page->next_after, page->more ? "true" : "false", every);
+    memcpy(text + len, tail, (size_t)n);
+    len += (size_t)n;
+    rc = http_reply_text(rs, 200, "application/json", text, len);
+    free(text);
+    return rc;
+}
+
 int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
                       long long after, size_t limit, size_t every, int csv)
 {
     struct store_err e = {0};
     struct store_metrics_page page = {0};
     ec_metric *rows = malloc(limit * sizeof *rows);
+    char **docs = csv ? NULL : calloc(limit, sizeof *docs);
     struct store *st;
     int rc;
 
-    if (!rows)
+    if (!rows || (!csv && !docs)) {
+        free(rows);
+        free(docs);
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    }
     st = app_reader(a);
-    rc = store_metrics_query(st, id, after, limit, every, rows, &page, &e);
+    rc = store_metrics_query_docs(st, id, after, limit, every, rows, docs, &page, &e);
     app_reader_done(a, st);
     if (rc < 0) {
         free(rows);
+        free(docs);
         return store_problem(rs, &e, "no such job");
     }
-    if (csv) {
-        size_t cap = 128 + page.count * 400, len = 0;
-        char *text = malloc(cap), line[512], next[32];
-        if (!text) {
-            free(rows);
-            return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-        }
-        len = (size_t)snprintf(text, cap, "%s\n", describe_csv_header);
-        for (size_t i = 0; i < page.count; i++) {
-            int n = describe_csv_row(&rows[i], line, sizeof line);
-            if (n > 0 && len + (size_t)n + 2 < cap) {
-                memcpy(text + len, line, (size_t)n);
-                len += (size_t)n;
-                text[len++] = '\n';
-            }
-        }
-        snprintf(next, sizeof next, "%lld", (long long)page.next_after);
-        http_reply_header(rs, "X-Next-After", next);
-        rc = http_reply_text(rs, 200, "text/csv", text, len);
-        free(text);
+    if (!csv) {
+        rc = reply_metrics_docs(rs, rows, docs, &page, every);
+        for (size_t i = 0; i < page.count; i++)
+            free(docs[i]);
+        free(docs);
         free(rows);
         return rc;
     }
-    json_t *list = json_array();
-    for (size_t i = 0; i < page.count; i++)
-        json_array_append_new(list, describe_metric(&rows[i]));
+    size_t cap = 128 + page.count * 400, len = 0;
+    char *text = malloc(cap), line[512], next[32];
+    if (!text) {
+        free(rows);
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    }
+    len = (size_t)snprintf(text, cap, "%s\n", describe_csv_header);
+    for (size_t i = 0; i < page.count; i++) {
+        int n = describe_csv_row(&rows[i], line, sizeof line);
+        if (n > 0 && len + (size_t)n + 2 < cap) {
+            memcpy(text + len, line, (size_t)n);
+            len += (size_t)n;
+            text[len++] = '\n';
+        }
+    }
+    snprintf(next, sizeof next, "%lld", (long long)page.next_after);
+    http_reply_header(rs, "X-Next-After", next);
+    rc = http_reply_text(rs, 200, "text/csv", text, len);
+    free(text);
     free(rows);
-    return http_reply_json(rs, 200, json_pack("{s:o, s:I, s:b, s:I}", "rows", list,
-                                              "next_after", (json_int_t)page.next_after,
-                                              "more", page.more, "every",
-                                              (json_int_t)every));
+    return rc;
 }
 
 int metrics_cursor_parse(const struct http_req *rq, struct metrics_cursor *c,

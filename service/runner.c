@@ -25,7 +25,15 @@ struct runner_job {
     int reaped;
     char *buf;           /* bytes of an incomplete line */
     size_t len, cap;
+    const char *line;    /* the record being delivered, as it came */
+    size_t line_len;
 };
+
+const char *runner_line(const struct runner_job *j, size_t *len)
+{
+    *len = j->line ? j->line_len : 0;
+    return j->line;
+}
 
 static double mono_now(void)
 {
@@ -180,7 +188,10 @@ static int deliver(struct runner_job *j, void (*cb)(void *, json_t *),
             json_decref(rec);
             return -1;
         }
+        j->line = j->buf + start;
+        j->line_len = i - start;
         cb(ctx, rec);
+        j->line = NULL;
         json_decref(rec);
         start = i + 1;
     }

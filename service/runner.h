@@ -44,6 +44,8 @@ int runner_fd(const struct runner_job *j);
  */
 int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
                 void *ctx, char *err, size_t errlen);
+/* Within cb: the record's line as it came (no newline, not terminated). */
+const char *runner_line(const struct runner_job *j, size_t *len);
 
 /* SIGTERM to the job's process group (the coordinator and its workers). */
 void runner_cancel(struct runner_job *j);

@@ -49,6 +49,7 @@ struct running {
     enum store_job_state final_state;
     char reason[512];
     ec_metric *batch;              /* rows not yet in the store */
+    char **docs;                   /* and their documents (NULL: none) */
     size_t nbatch, capbatch;
     int reaped;                    /* the coordinator is gone; end_* say */
     enum store_job_state end_state;  /* how, until it is recorded */
@@ -132,7 +133,8 @@ static int flush_batch(struct running *r)
     if (!r->nbatch)
         return 0;
     wlock(r->app);
-    rc = store_metrics_append(r->app->writer, r->id, r->batch, r->nbatch, &e);
+    rc = store_metrics_append_docs(r->app->writer, r->id, r->batch, r->docs,
+                                   r->nbatch, &e);
     wunlock(r->app);
     if (rc < 0 && transient(&e)) {
         write_failed(r, "metric rows held", &e);
@@ -144,6 +146,8 @@ static int flush_batch(struct running *r)
     else if (r->write_failing)
         fprintf(stderr, "ecopt serve: job %s: writes work again\n", r->id);
     r->write_failing = 0;
+    for (size_t i = 0; i < r->nbatch; i++)
+        free(r->docs[i]);
     r->nbatch = 0;
     watch_notify(r->app, r->id);
     return 0;
@@ -155,13 +159,76 @@ static ec_metric *batch_slot(struct running *r)
     if (r->nbatch == r->capbatch) {
         size_t ncap = r->capbatch ? 2 * r->capbatch : MAX_BATCH;
         ec_metric *nb = realloc(r->batch, ncap * sizeof *nb);
+        char **nd;
 
         if (!nb)
             return NULL;
         r->batch = nb;
+        if (!(nd = realloc(r->docs, ncap * sizeof *nd)))
+            return NULL;
+        r->docs = nd;
         r->capbatch = ncap;
     }
+    r->docs[r->nbatch] = NULL;
     return &r->batch[r->nbatch];
+}
+
+/* Removes the member `pat` (a whole "key":value) and one comma beside it. */
+static int cut_member(char *s, size_t *len, const char *pat)
+{
+    size_t pl = strlen(pat);
+    char *p = strstr(s, pat), *from, *to;
+
+    if (!p || (p[pl] != ',' && p[pl] != '}') || strstr(p + pl, pat))
+        return -1;
+    if (p > s && p[-1] == ',') {
+        from = p - 1;
+        to = p + pl;
+    } else if (p[pl] == ',') {
+        from = p;
+        to = p + pl + 1;
+    } else {
+        return -1;
+    }
+    memmove(from, to, (size_t)(s + *len + 1 - to));
+    *len -= (size_t)(to - from);
+    return 0;
+}
+
+/*
+ * The metric row's document as the API serves it: the record's own text
+ * (numbers exactly as the coordinator formatted them) without its "type"
+ * and "v". NULL when the record is not the plain shape that makes this
+ * safe; the row is then formatted from its numbers when read.
+ */
+static char *metric_doc(const struct running *r, json_t *rec)
+{
+    static const char *const keys[] = {
+        "round", "bits_up", "bits_down", "paper_bits", "P", "gap", "rel_gap",
+        "grad_norm", "seconds", "wire_up", "wire_down"};
+    size_t len;
+    const char *line = runner_line(r->rj, &len);
+    char *doc;
+
+    if (!line || json_object_size(rec) != 13 ||
+        json_integer_value(json_object_get(rec, "v")) != 1 ||
+        !json_is_integer(json_object_get(rec, "v")))
+        return NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(rec, keys[i]);
+        if (!json_is_number(v) && !json_is_null(v))
+            return NULL;
+    }
+    if (memchr(line, '\0', len) || !(doc = malloc(len + 1)))
+        return NULL;
+    memcpy(doc, line, len);
+    doc[len] = '\0';
+    if (cut_member(doc, &len, "\"type\":\"metric\"") < 0 ||
+        cut_member(doc, &len, "\"v\":1") < 0) {
+        free(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 /*
@@ -284,6 +351,7 @@ static void on_record(void *ctx, json_t *rec)
         m->seconds = num(rec, "seconds");
         m->wire_up = num(rec, "wire_up");
         m->wire_down = num(rec, "wire_down");
+        r->docs[r->nbatch] = metric_doc(r, rec);
         if (++r->nbatch % MAX_BATCH == 0)
             flush_batch(r);
     } else if (strcmp(type, "final") == 0) {
@@ -373,6 +441,9 @@ static int record_end(struct sched *s, struct running *r)
 static void remove_running(struct sched *s, size_t i)
 {
     pthread_mutex_lock(&s->lock);
+    for (size_t k = 0; k < s->run[i]->nbatch; k++)
+        free(s->run[i]->docs[k]);
+    free(s->run[i]->docs);
     free(s->run[i]->batch);
     free(s->run[i]);
     s->run[i] = s->run[--s->nrun];

@@ -213,17 +213,17 @@ enum job_column {
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
       " finished_at = ?2 WHERE state = 'running'")                         \
     X(SQL_METRIC_INSERT,                                                   \
-      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS ")"       \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")       \
+      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS ", doc)"  \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \
     X(SQL_METRIC_PROGRESS,                                                 \
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
-    X(SQL_METRIC_PAGE, "SELECT " METRIC_COLUMNS " FROM metrics"            \
+    X(SQL_METRIC_PAGE, "SELECT " METRIC_COLUMNS ", doc FROM metrics"       \
                        " WHERE job_seq = ?1 AND round > ?2"                \
                        " ORDER BY round LIMIT ?3")                         \
     X(SQL_METRIC_COUNT, "SELECT count(*) FROM metrics"                     \
                         " WHERE job_seq = ?1 AND round > ?2")              \
-    X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS " FROM metrics"            \
+    X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS ", doc FROM metrics"       \
                        " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
     X(SQL_PSTAR_GET,                                                       \
       "SELECT p_star, method, bound, computed_at FROM pstar"               \
@@ -1298,7 +1298,8 @@ static void metric_from_row(sqlite3_stmt *s, ec_metric *m)
 }
 
 static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
-                         const char *what, struct store_err *err)
+                         const char *doc, const char *what,
+                         struct store_err *err)
 {
     struct use u = use(st, SQL_METRIC_INSERT);
 
@@ -1314,12 +1315,20 @@ static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
     bind_real(&u, 10, m->seconds);
     bind_real(&u, 11, m->wire_up);
     bind_real(&u, 12, m->wire_down);
+    bind_text(&u, 13, doc);
     return exec_use(st, &u, what, err);
 }
 
 int store_metrics_append(struct store *st, const char *id,
                          const ec_metric *rows, size_t n,
                          struct store_err *err)
+{
+    return store_metrics_append_docs(st, id, rows, NULL, n, err);
+}
+
+int store_metrics_append_docs(struct store *st, const char *id,
+                              const ec_metric *rows, char *const *docs,
+                              size_t n, struct store_err *err)
 {
     char what[64];
     const ec_metric *latest = NULL;
@@ -1342,7 +1351,7 @@ int store_metrics_append(struct store *st, const char *id,
         return rc;
     rc = job_seq(st, id, &seq, err);
     for (size_t i = 0; rc >= 0 && i < n; i++)
-        rc = metric_insert(st, seq, &rows[i], what, err);
+        rc = metric_insert(st, seq, &rows[i], docs ? docs[i] : NULL, what, err);
     if (rc >= 0) {
         struct use u = use(st, SQL_METRIC_PROGRESS);
 
@@ -1369,6 +1378,30 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
                         struct store_metrics_page *page,
                         struct store_err *err)
 {
+    return store_metrics_query_docs(st, id, after, limit, every, rows, NULL,
+                                    page, err);
+}
+
+/* The doc column of the current row, copied; NULL when it is NULL. */
+static char *doc_of_row(sqlite3_stmt *s, int *nomem)
+{
+    const char *t = (const char *)sqlite3_column_text(s, 11);
+    char *copy;
+
+    if (!t)
+        return NULL;
+    if (!(copy = strdup(t)))
+        *nomem = 1;
+    return copy;
+}
+
+int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
+                             size_t limit, size_t every, ec_metric *rows,
+                             char **docs, struct store_metrics_page *page,
+                             struct store_err *err)
+{
+    char *last_doc = NULL;
+    int nomem = 0;
     ec_metric last = {0};
     int64_t seq, window, position = 0, before_last = after;
     struct use u;
@@ -1397,8 +1430,15 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
         }
         before_last = position ? (int64_t)last.round : after;
         metric_from_row(u.s, &last);
-        if (position % (int64_t)every == 0)
+        if (position % (int64_t)every == 0) {
+            if (docs)
+                docs[page->count] = doc_of_row(u.s, &nomem);
             rows[page->count++] = last;
+        } else if (docs) {
+            /* Perhaps the job's last row, kept below: its doc, now. */
+            free(last_doc);
+            last_doc = doc_of_row(u.s, &nomem);
+        }
         position++;
     }
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -1412,6 +1452,10 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
     if (page->more || (position - 1) % (int64_t)every == 0)
         goto out; /* the window is full, or the last row was kept */
     if (page->count < limit) {
+        if (docs) {
+            docs[page->count] = last_doc;
+            last_doc = NULL;
+        }
         rows[page->count++] = last;
     } else {
         /* Full: the last row opens the next page, as its first. */
@@ -1420,6 +1464,16 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
     }
 out:
     done(&u);
+    free(last_doc);
+    if (docs && (rc < 0 || nomem)) {
+        for (size_t i = 0; i < page->count; i++) {
+            free(docs[i]);
+            docs[i] = NULL;
+        }
+        if (rc >= 0)
+            rc = set_err(err, STORE_ENOMEM, 0, "read metrics: out of memory");
+        page->count = 0;
+    }
     return rc;
 }
 
@@ -1450,10 +1504,18 @@ int store_metrics_count(struct store *st, const char *id, int64_t after,
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err)
 {
+    return store_metrics_last_doc(st, id, row, NULL, err);
+}
+
+int store_metrics_last_doc(struct store *st, const char *id, ec_metric *row,
+                           char **doc, struct store_err *err)
+{
     struct use u;
     int64_t seq;
-    int rc;
+    int rc, nomem = 0;
 
+    if (doc)
+        *doc = NULL;
     if ((rc = job_seq(st, id, &seq, err)) < 0)
         return rc;
     u = use(st, SQL_METRIC_LAST);
@@ -1461,6 +1523,8 @@ int store_metrics_last(struct store *st, const char *id, ec_metric *row,
     rc = step(&u);
     if (rc == SQLITE_ROW) {
         metric_from_row(u.s, row);
+        if (doc)
+            *doc = doc_of_row(u.s, &nomem);   /* NULL on no memory: formatted */
         rc = 1;
     } else if (rc == SQLITE_DONE) {
         rc = 0;

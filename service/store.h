@@ -287,6 +287,11 @@ int store_recover(struct store *st, const char *reason,
 int store_metrics_append(struct store *st, const char *id,
                          const ec_metric *rows, size_t n,
                          struct store_err *err);
+/* The same, each row with its JSON document (docs[i] NULL: none), which
+   the _docs query gives back so that pages need no formatting. */
+int store_metrics_append_docs(struct store *st, const char *id,
+                              const ec_metric *rows, char *const *docs,
+                              size_t n, struct store_err *err);
 
 /* Where a page of metric rows ended. */
 struct store_metrics_page {
@@ -309,6 +314,12 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
                         size_t limit, size_t every, ec_metric *rows,
                         struct store_metrics_page *page,
                         struct store_err *err);
+/* The same, and docs[i] each row's stored document (malloc'd, the caller
+   frees them) or NULL where the row has none. */
+int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
+                             size_t limit, size_t every, ec_metric *rows,
+                             char **docs, struct store_metrics_page *page,
+                             struct store_err *err);
 
 /* How many rows have round > after, to choose every for a max_points. */
 int store_metrics_count(struct store *st, const char *id, int64_t after,
@@ -317,6 +328,9 @@ int store_metrics_count(struct store *st, const char *id, int64_t after,
 /* The job's latest row: 1 when found, 0 when it has none yet, or < 0. */
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err);
+/* The same, with the row's stored document (*doc malloc'd, or NULL). */
+int store_metrics_last_doc(struct store *st, const char *id, ec_metric *row,
+                           char **doc, struct store_err *err);
 
 /* ---- The P* cache ---------------------------------------------------- */
 

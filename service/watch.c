@@ -290,14 +290,16 @@ static int send_rows(struct waiter *w, struct http_stream *st, struct store *db,
     struct store_metrics_page page = {0};
     struct store_err e = {0};
     ec_metric rows[100];
-    char idbuf[32];
+    char *docs[100], idbuf[32];
 
     while (*sent < EVENTS_PER_WAKE &&
-           store_metrics_query(db, w->id, w->last_round, 100, 1, rows, &page, &e) == 0 &&
+           store_metrics_query_docs(db, w->id, w->last_round, 100, 1, rows, docs, &page,
+                                    &e) == 0 &&
            page.count > 0) {
         for (size_t i = 0; i < page.count; i++) {
-            json_t *o = describe_metric(&rows[i]);
-            char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            /* The stored document as it is; formatted only for old rows. */
+            json_t *o = docs[i] ? NULL : describe_metric(&rows[i]);
+            char *text = docs[i] ? docs[i] : o ? json_dumps(o, JSON_COMPACT) : NULL;
             snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)rows[i].round);
             if (text)
                 http_sse_event(st, "metric", idbuf, text);

@@ -107,6 +107,34 @@ START_TEST(test_job_lifecycle)
     ck_assert_int_eq(r.status, 200);
     ck_assert_str_eq(r.content_type, "text/csv");
     ck_assert_ptr_eq(strstr(r.body, "round,bits_up,"), r.body);
+    {
+        /* JSON rows (stored documents) and CSV rows (formatted from the
+         * numbers) say the same, to the last bit. */
+        struct reply rj;
+        const char *line = strchr(r.body, '\n');
+        size_t n = 0;
+
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=1000", id);
+        rj = req(&s, "GET", path, ALICE, NULL, NULL);
+        doc = json_of(&rj);
+        rows = json_object_get(doc, "rows");
+        for (; line && line[1]; line = strchr(line + 1, '\n'), n++) {
+            unsigned long long round;
+            double v[10];
+            json_t *row = json_array_get(rows, n);
+            ck_assert_int_eq(sscanf(line + 1, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &round,
+                                    &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]), 8);
+            ck_assert_int_eq(json_integer_value(json_object_get(row, "round")), round);
+            ck_assert(json_real_value(json_object_get(row, "bits_up")) == v[0]);
+            ck_assert(json_real_value(json_object_get(row, "P")) == v[3]);
+            ck_assert(json_real_value(json_object_get(row, "rel_gap")) == v[5]);
+            ck_assert(json_real_value(json_object_get(row, "grad_norm")) == v[6]);
+        }
+        ck_assert_uint_eq(n, json_array_size(rows));
+        ck_assert_uint_eq(n, 31);
+        json_decref(doc);
+        free(rj.body);
+    }
     free(r.body);
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?max_points=5", id);
     r = req(&s, "GET", path, ALICE, NULL, NULL);

@@ -1128,6 +1128,63 @@ START_TEST(test_metrics_pages)
 }
 END_TEST
 
+/*
+ * Rows stored with their documents give them back exactly, kept rows and
+ * the job's last row alike; a row stored without one reads back NULL.
+ */
+START_TEST(test_metrics_docs)
+{
+    struct store_job_new in = job_new("alice", "docs");
+    struct store_metrics_page page;
+    struct store_err err = {0};
+    ec_metric rows[8], got[8], last;
+    char *docs[8], *back[8], *ldoc, id[STORE_ID_LEN + 1];
+
+    create_id(&in, id);
+    for (int i = 0; i < 6; i++) {
+        memset(&rows[i], 0, sizeof rows[i]);
+        rows[i].round = (uint64_t)i;
+        rows[i].rel_gap = 1.0 / (i + 1);
+        docs[i] = NULL;
+        if (i != 3) {
+            char text[64];
+            snprintf(text, sizeof text, "{\"round\":%d,\"x\":\"row %d\"}", i, i);
+            ck_assert_ptr_nonnull(docs[i] = strdup(text));
+        }
+    }
+    expect_rc(store_metrics_append_docs(st, id, rows, docs, 6, &err), 0, &err, "append");
+
+    expect_rc(store_metrics_query_docs(st, id, -1, 8, 1, got, back, &page, &err), 0, &err,
+              "all");
+    ck_assert_uint_eq(page.count, 6);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_uint_eq(got[i].round, (uint64_t)i);
+        if (i == 3)
+            ck_assert_ptr_null(back[i]);
+        else
+            ck_assert_str_eq(back[i], docs[i]);
+        free(back[i]);
+    }
+    /* every 2 over rounds 0..5 keeps 0, 2, 4 and the last, 5 */
+    expect_rc(store_metrics_query_docs(st, id, -1, 8, 2, got, back, &page, &err), 0, &err,
+              "every 2");
+    ck_assert_uint_eq(page.count, 4);
+    ck_assert_str_eq(back[0], docs[0]);
+    ck_assert_str_eq(back[1], docs[2]);
+    ck_assert_str_eq(back[2], docs[4]);
+    ck_assert_uint_eq(got[3].round, 5);
+    ck_assert_str_eq(back[3], docs[5]);
+    for (size_t i = 0; i < page.count; i++)
+        free(back[i]);
+    ck_assert_int_eq(store_metrics_last_doc(st, id, &last, &ldoc, &err), 1);
+    ck_assert_uint_eq(last.round, 5);
+    ck_assert_str_eq(ldoc, docs[5]);
+    free(ldoc);
+    for (int i = 0; i < 6; i++)
+        free(docs[i]);
+}
+END_TEST
+
 START_TEST(test_metrics_live_and_after)
 {
     struct store_job_new in = job_new("alice", "live");
@@ -1603,6 +1660,7 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_metrics_live_and_after);
     tcase_add_test(metrics, test_metrics_rules);
     tcase_add_test(metrics, test_metrics_nan);
+    tcase_add_test(metrics, test_metrics_docs);
     tcase_add_test(metrics, test_delete_takes_rows);
 
     tcase_add_test(caches, test_pstar_cache);
