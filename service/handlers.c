@@ -16,6 +16,7 @@
 #include "datasets.h"
 #include "describe.h"
 #include "jobspec.h"
+#include "pagecache.h"
 #include "plots.h"
 #include "ui.h"
 
@@ -274,16 +275,22 @@ static int h_prometheus(struct http_req *rq, struct http_resp *rs)
     struct store_counts c = {0};
     struct store_err e = {0};
     char *out = NULL;
+    unsigned long long hits, misses;
     int rc;
 
     store_counts(st, NULL, &c, &e);
     app_reader_done(a, st);
+    pagecache_counts(&hits, &misses);
     if (asprintf(&out,
+                 "# HELP ecopt_metric_page_cache Metric pages served from the cache, or not.\n"
+                 "# TYPE ecopt_metric_page_cache counter\n"
+                 "ecopt_metric_page_cache{result=\"hit\"} %llu\n"
+                 "ecopt_metric_page_cache{result=\"miss\"} %llu\n"
                  "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n"
                  "ecopt_jobs{state=\"queued\"} %lld\necopt_jobs{state=\"running\"} %lld\n"
                  "# HELP ecopt_running_workers Workers of running jobs.\n"
                  "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n%s",
-                 (long long)c.queued, (long long)c.running,
+                 hits, misses, (long long)c.queued, (long long)c.running,
                  (long long)c.running_workers, http_text ? http_text : "") < 0)
         out = NULL;
     free(http_text);
@@ -669,6 +676,7 @@ static int h_job_delete(struct http_req *rq, struct http_resp *rs)
     pthread_mutex_unlock(&a->wlock);
     if (rc < 0)
         return store_problem(rs, &e, "no such job");
+    pagecache_forget(id);
     snprintf(path, sizeof path, "%s/%s.json", a->cfg.state_dir, id);
     unlink(path);
     snprintf(path, sizeof path, "%s/%s.log", a->cfg.state_dir, id);
@@ -690,9 +698,10 @@ static int wants_csv(struct http_req *rq)
  * number is formatted again. A row stored without one (before migration
  * 0002) is formatted from its numbers.
  */
-static int reply_metrics_docs(struct http_resp *rs, const ec_metric *rows,
-                              char **docs, const struct store_metrics_page *page,
-                              size_t every)
+static int reply_metrics_docs(struct http_resp *rs, const char *id, long long after,
+                              size_t limit, const ec_metric *rows, char **docs,
+                              const struct store_metrics_page *page, size_t every,
+                              int final)
 {
     size_t cap = 128, len = 0;
     char *text, tail[128];
@@ -723,21 +732,35 @@ static int reply_metrics_docs(struct http_resp *rs, const ec_metric *rows,
                  (long long)page->next_after, page->more ? "true" : "false", every);
     memcpy(text + len, tail, (size_t)n);
     len += (size_t)n;
+    /* A full window, or a job that has ended: no later row can change it. */
+    if (page->more || final)
+        pagecache_put(id, after, limit, every, text, len);
     rc = http_reply_text(rs, 200, "application/json", text, len);
     free(text);
     return rc;
 }
 
 int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
-                      long long after, size_t limit, size_t every, int csv)
+                      long long after, size_t limit, size_t every, int csv,
+                      int final)
 {
     struct store_err e = {0};
     struct store_metrics_page page = {0};
     ec_metric *rows = malloc(limit * sizeof *rows);
     char **docs = csv ? NULL : calloc(limit, sizeof *docs);
     struct store *st;
+    size_t clen;
+    char *cached;
     int rc;
 
+    if (!csv && docs && rows &&
+        (cached = pagecache_get(id, after < -1 ? -1 : after, limit, every, &clen))) {
+        free(rows);
+        free(docs);
+        rc = http_reply_text(rs, 200, "application/json", cached, clen);
+        free(cached);
+        return rc;
+    }
     if (!rows || (!csv && !docs)) {
         free(rows);
         free(docs);
@@ -752,7 +775,8 @@ int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
         return store_problem(rs, &e, "no such job");
     }
     if (!csv) {
-        rc = reply_metrics_docs(rs, rows, docs, &page, every);
+        rc = reply_metrics_docs(rs, id, after < -1 ? -1 : after, limit, rows, docs, &page,
+                                every, final);
         for (size_t i = 0; i < page.count; i++)
             free(docs[i]);
         free(docs);
@@ -802,12 +826,11 @@ void metrics_cursor_fit(struct metrics_cursor *c, int64_t count)
         return;
     /*
      * Downsample so that the whole remaining curve fits in max_points:
-     * every = ceil((count - 1) / (max_points - 1)), written so that no
-     * count can overflow it.
+     * every = (count + max_points - 2) / (max_points - 1), written so that
+     * no count can overflow it.
      */
     if (count > c->max_points)
-        c->every = (count - 1) / (c->max_points - 1) +
-                   ((count - 1) % (c->max_points - 1) != 0);
+        c->every = (count - 1) / (c->max_points - 1) + 1;
     if (c->limit > c->max_points)
         c->limit = c->max_points;
 }
@@ -848,7 +871,7 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
         return rc;
     }
     rc = app_reply_metrics(a, rs, job.id, c.after, (size_t)c.limit,
-                           (size_t)c.every, wants_csv(rq));
+                           (size_t)c.every, wants_csv(rq), finished);
     store_job_clear(&job);
     return rc;
 }

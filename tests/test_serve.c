@@ -102,6 +102,27 @@ START_TEST(test_job_lifecycle)
         after = next;
     }
     ck_assert_int_eq(seen, 31);         /* rounds 0, 10, ..., 300 */
+    {
+        /* A page of an ended job is kept: the second read is a cache hit
+         * with the same bytes. */
+        struct reply r1, r2, m;
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=20&limit=5", id);
+        r1 = req(&s, "GET", path, ALICE, NULL, NULL);
+        r2 = req(&s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_int_eq(r2.status, 200);
+        ck_assert_str_eq(r1.body, r2.body);
+        m = req(&s, "GET", "/metrics", NULL, NULL, NULL);
+        ck_assert_msg(strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} ") &&
+                          !strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} 0\n"),
+                      "%s", m.body);
+        /* Another token still gets 404, cache or not. */
+        free(r2.body);
+        r2 = req(&s, "GET", path, BOB, NULL, NULL);
+        ck_assert_int_eq(r2.status, 404);
+        free(r1.body);
+        free(r2.body);
+        free(m.body);
+    }
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics", id);
     r = req(&s, "GET", path, ALICE, NULL, "Accept: text/csv");
     ck_assert_int_eq(r.status, 200);

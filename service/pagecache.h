@@ -1,0 +1,30 @@
+/*
+ * Metric pages that can no longer change, kept as the bytes sent: a page
+ * whose window was full (more rows came after it) or of a job that has
+ * ended. Dashboards and scripts that page through a job fetch the same
+ * pages again and again; those are then served without SQLite or any
+ * formatting. Bounded in entries and bytes; least recently used goes.
+ *
+ * The cache knows nothing of owners: callers check that the token may
+ * see the job before they look.
+ */
+#ifndef ECOPT_PAGECACHE_H
+#define ECOPT_PAGECACHE_H
+
+#include <stddef.h>
+
+#define PAGECACHE_ENTRIES 128
+#define PAGECACHE_MAX_ENTRY (512u << 10)    /* larger pages are not kept */
+
+/* A copy of the page for this key in *body (the caller frees), or NULL. */
+char *pagecache_get(const char *job_id, long long after, size_t limit,
+                    size_t every, size_t *len);
+/* Keeps a copy; does nothing when the page is too large or memory short. */
+void pagecache_put(const char *job_id, long long after, size_t limit,
+                   size_t every, const char *body, size_t len);
+/* Forgets every page of a job (it was deleted). */
+void pagecache_forget(const char *job_id);
+/* Hits and misses so far, for /metrics. */
+void pagecache_counts(unsigned long long *hits, unsigned long long *misses);
+
+#endif
