@@ -129,7 +129,7 @@ static const char *stored_doc(const char *text)
  * that their numbers are not parsed and formatted again on every poll.
  */
 static int reply_job(struct http_resp *rs, const struct store_job *j,
-                     const char *latest)
+                     const char *latest, uint64_t gen)
 {
     json_t *o = job_json_base(j);
     char *head = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -156,6 +156,7 @@ static int reply_job(struct http_resp *rs, const struct store_job *j,
         memcpy(text + len, part[i], l);
         len += l;
     }
+    jobcache_put(j->id, gen, j->owner, text, len);
     rc = http_reply_text(rs, 200, "application/json", text, len);
     free(text);
     return rc;
@@ -591,11 +592,24 @@ static int h_job_get(struct http_req *rq, struct http_resp *rs)
     struct store_job job = {0};
     struct store_err e = {0};
     ec_metric last;
-    char *latest = NULL;
+    char *latest = NULL, *cached, owner[64];
     struct store *st;
     int rc, found;
+    size_t len;
+    /* Read before the store: a commit after it retires what we render. */
+    uint64_t gen = store_generation();
 
-    if (!t || load_job(rq, rs, t, &job) < 0)
+    if (!t)
+        return 0;
+    if ((cached = jobcache_get(http_param(rq, "id"), gen, owner, sizeof owner, &len))) {
+        if (t->admin || strcmp(owner, t->name) == 0) {
+            rc = http_reply_text(rs, 200, "application/json", cached, len);
+            free(cached);
+            return rc;
+        }
+        free(cached);           /* not theirs: the usual 404 below */
+    }
+    if (load_job(rq, rs, t, &job) < 0)
         return 0;
     st = app_reader(a);
     found = store_metrics_last_doc(st, job.id, &last, &latest, &e) == 1;
@@ -606,7 +620,7 @@ static int h_job_get(struct http_req *rq, struct http_resp *rs)
         latest = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
     }
-    rc = reply_job(rs, &job, latest);
+    rc = reply_job(rs, &job, latest, gen);
     free(latest);
     store_job_clear(&job);
     return rc;

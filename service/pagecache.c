@@ -110,3 +110,73 @@ void pagecache_counts(unsigned long long *hits, unsigned long long *misses)
     *misses = cache.misses;
     pthread_mutex_unlock(&cache.mu);
 }
+
+/* ---- job documents ------------------------------------------------------- */
+
+struct job_entry {
+    char id[128];
+    char owner[64];
+    unsigned long long gen;
+    char *body;
+    size_t len;
+    uint64_t used;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct job_entry e[JOBCACHE_ENTRIES];
+    uint64_t clock;
+} jobs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+char *jobcache_get(const char *job_id, unsigned long long gen, char *owner,
+                   size_t ownerlen, size_t *len)
+{
+    char *copy = NULL;
+
+    pthread_mutex_lock(&jobs.mu);
+    for (size_t i = 0; i < JOBCACHE_ENTRIES; i++) {
+        struct job_entry *e = &jobs.e[i];
+        if (e->body && e->gen == gen && strcmp(e->id, job_id) == 0) {
+            if ((copy = malloc(e->len + 1))) {
+                memcpy(copy, e->body, e->len + 1);
+                *len = e->len;
+                snprintf(owner, ownerlen, "%s", e->owner);
+                e->used = ++jobs.clock;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&jobs.mu);
+    return copy;
+}
+
+void jobcache_put(const char *job_id, unsigned long long gen, const char *owner,
+                  const char *body, size_t len)
+{
+    struct job_entry *victim = NULL;
+    char *copy;
+
+    if (strlen(job_id) >= sizeof jobs.e[0].id || strlen(owner) >= sizeof jobs.e[0].owner ||
+        len > PAGECACHE_MAX_ENTRY || !(copy = malloc(len + 1)))
+        return;
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&jobs.mu);
+    for (size_t i = 0; i < JOBCACHE_ENTRIES; i++) {
+        struct job_entry *e = &jobs.e[i];
+        if (e->body && strcmp(e->id, job_id) == 0) {
+            victim = e;
+            break;
+        }
+        if (!victim || !e->body || (victim->body && e->used < victim->used))
+            victim = e;
+    }
+    free(victim->body);
+    snprintf(victim->id, sizeof victim->id, "%s", job_id);
+    snprintf(victim->owner, sizeof victim->owner, "%s", owner);
+    victim->gen = gen;
+    victim->body = copy;
+    victim->len = len;
+    victim->used = ++jobs.clock;
+    pthread_mutex_unlock(&jobs.mu);
+}

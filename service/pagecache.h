@@ -27,4 +27,17 @@ void pagecache_forget(const char *job_id);
 /* Hits and misses so far, for /metrics. */
 void pagecache_counts(unsigned long long *hits, unsigned long long *misses);
 
+/*
+ * Job documents (GET /v1/jobs/{id}) as sent, each with the store
+ * generation it was read under (store_generation()) and its owner: valid
+ * only while the generation has not moved, so any commit (progress, a
+ * state change, a delete) retires them all at once. The caller still
+ * checks the owner against the token.
+ */
+#define JOBCACHE_ENTRIES 64
+char *jobcache_get(const char *job_id, unsigned long long gen, char *owner,
+                   size_t ownerlen, size_t *len);
+void jobcache_put(const char *job_id, unsigned long long gen, const char *owner,
+                  const char *body, size_t len);
+
 #endif

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +575,28 @@ static int migrate(sqlite3 *db, const char *path, struct store_err *err)
  * it returns, which a killed process cannot undo; only an OS crash or a
  * power cut may take the last commits back, never the file's integrity.
  */
+/* Bumped after every commit of a writer; see store_generation(). */
+static _Atomic uint64_t generation = 1;
+
+uint64_t store_generation(void)
+{
+    return atomic_load(&generation);
+}
+
+/*
+ * SQLite calls this after each commit in WAL mode, the write lock already
+ * released, so a reader that sees the new generation sees the commit.
+ * It stands in for the default hook, so it checkpoints as that does.
+ */
+static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    (void)arg;
+    atomic_fetch_add(&generation, 1);
+    if (pages >= 1000)
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK;
+}
+
 static int configure(struct store *st, const char *path, int reader,
                      struct store_err *err)
 {
@@ -596,6 +619,7 @@ static int configure(struct store *st, const char *path, int reader,
         return set_err(err, STORE_EIO, 0,
                        "database %s cannot use WAL (journal mode stays "
                        "\"%s\"): put it on a local file system", path, mode);
+    sqlite3_wal_hook(st->db, on_wal_commit, NULL);
     return 0;
 }
 

@@ -76,6 +76,12 @@ struct store_err {
 struct store;
 
 struct store *store_open(const char *path, struct store_err *err);
+/*
+ * A number that grows after every commit of any writer of this process
+ * (never before the commit is visible). What was read from the store
+ * under generation g still holds while store_generation() == g.
+ */
+uint64_t store_generation(void);
 struct store *store_open_reader(const char *path, struct store_err *err);
 void store_close(struct store *st); /* NULL is a no-op */
 

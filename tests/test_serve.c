@@ -164,6 +164,21 @@ START_TEST(test_job_lifecycle)
     json_decref(doc);
     free(r.body);
 
+    /* A job's document read twice (the second from the cache) is the
+     * same, and still not another token's to read. */
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    {
+        struct reply r1 = req(&s, "GET", path, ALICE, NULL, NULL);
+        struct reply r2 = req(&s, "GET", path, ALICE, NULL, NULL);
+        struct reply r3 = req(&s, "GET", path, BOB, NULL, NULL);
+        ck_assert_int_eq(r2.status, 200);
+        ck_assert_str_eq(r1.body, r2.body);
+        ck_assert_int_eq(r3.status, 404);
+        free(r1.body);
+        free(r2.body);
+        free(r3.body);
+    }
+
     /* delete a finished job: then it is gone */
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     r = req(&s, "DELETE", path, ALICE, NULL, NULL);
