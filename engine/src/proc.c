@@ -298,6 +298,15 @@ static void describe_death(struct proc *pc, uint32_t t, const char *what,
 {
     struct peer *p = &pc->peers[t];
 
+    if (ec_signal_caught()) {
+        /* SIGTERM to the process group (a cancel) reaches the workers as
+         * well: one may die before this process looks at its own flag. */
+        sum->stop = EC_STOP_CANCELLED;
+        snprintf(sum->reason, sizeof sum->reason,
+                 "cancelled by signal %d at round %llu", ec_signal_caught(),
+                 (unsigned long long)pc->round);
+        return;
+    }
     sum->stop = EC_STOP_FAILED;
     if (reap(p, 1.0) && WIFSIGNALED(p->status) &&
         WTERMSIG(p->status) == SIGXCPU)
