@@ -36,6 +36,9 @@ struct run_ctx {
     double last_line;     /* wall time of the last progress line */
     int report_fd;        /* progress records for the service; -1 none */
     int report_broken;    /* the reader went away: stop the job */
+    char *rbuf;           /* metric records not yet written */
+    size_t rlen, rcap;
+    double rflushed;      /* wall time of the last write */
 };
 
 static const char run_usage[] =
@@ -77,12 +80,41 @@ static const char run_usage[] =
     "2 bad arguments, spec or data, 3 the job failed (diverged, out of time,\n"
     "a worker died) or was cancelled, 1 internal failure.\n";
 
-/* Writes one record and a newline, whole; a reader that went away stops
- * the job, since nobody would see its results. */
-static void report(struct run_ctx *ctx, json_t *rec)
+static double wall_now(void);
+
+/* Records written at once, and the longest a metric record waits. */
+#define REPORT_BATCH_BYTES 16384
+#define REPORT_BATCH_SECONDS 0.02
+
+/* Writes what is held, whole; a reader that went away stops the job,
+ * since nobody would see its results. */
+static void report_flush(struct run_ctx *ctx)
+{
+    size_t off = 0;
+
+    while (off < ctx->rlen && !ctx->report_broken) {
+        ssize_t w = write(ctx->report_fd, ctx->rbuf + off, ctx->rlen - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            ctx->report_broken = 1;
+        else
+            off += (size_t)w;
+    }
+    ctx->rlen = 0;
+    ctx->rflushed = wall_now();
+}
+
+/*
+ * One record and a newline. Metric records (soon = 1) are held and
+ * written together, up to 16 KB or 20 ms: a job that reports every round
+ * then costs its reader one wake-up per batch rather than per row. Every
+ * other record goes out at once, with what was held before it.
+ */
+static void report_put(struct run_ctx *ctx, json_t *rec, int soon)
 {
     char *text;
-    size_t len, off = 0;
+    size_t len;
 
     if (ctx->report_fd < 0 || ctx->report_broken || !rec) {
         json_decref(rec);
@@ -96,18 +128,29 @@ static void report(struct run_ctx *ctx, json_t *rec)
         return;
     }
     len = strlen(text);
-    text[len++] = '\n';     /* the NUL becomes the newline */
-    while (off < len) {
-        ssize_t w = write(ctx->report_fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
+    if (ctx->rlen + len + 1 > ctx->rcap) {
+        size_t cap = ctx->rlen + len + 1 + REPORT_BATCH_BYTES;
+        char *nb = realloc(ctx->rbuf, cap);
+        if (!nb) {
+            free(text);
             ctx->report_broken = 1;
-            break;
+            return;
         }
-        off += (size_t)w;
+        ctx->rbuf = nb;
+        ctx->rcap = cap;
     }
+    memcpy(ctx->rbuf + ctx->rlen, text, len);
+    ctx->rlen += len;
+    ctx->rbuf[ctx->rlen++] = '\n';
     free(text);
+    if (!soon || ctx->rlen >= REPORT_BATCH_BYTES ||
+        wall_now() - ctx->rflushed >= REPORT_BATCH_SECONDS)
+        report_flush(ctx);
+}
+
+static void report(struct run_ctx *ctx, json_t *rec)
+{
+    report_put(ctx, rec, 0);
 }
 
 /* The final record for a job that could not start. */
@@ -348,7 +391,7 @@ static int on_metric(void *vctx, const ec_metric *row)
         json_t *rec = describe_metric(row);
         if (rec)
             json_object_set_new(rec, "type", json_string("metric"));
-        report(ctx, rec);
+        report_put(ctx, rec, 1);
         if (ctx->report_broken)
             return 1;
     }
@@ -776,6 +819,9 @@ out:
     if (ctx.rows && ctx.rows != stdout)
         fclose(ctx.rows);
     json_decref(ctx.json_rows);
+    if (ctx.rlen && ctx.report_fd >= 0)
+        report_flush(&ctx);     /* rows held when no final record came */
+    free(ctx.rbuf);
     ec_problem_clear(&pb);
     ec_dataset_clear(&ds);
     free(text);
