@@ -153,10 +153,11 @@ int metrics_cursor_parse(const struct http_req *rq, struct metrics_cursor *c,
  * sets every (count may be anything) and caps limit. */
 void metrics_cursor_fit(struct metrics_cursor *c, int64_t count);
 /* Replies with the job's rows after `after` (JSON, or CSV). final: the
-   job has ended, so every page of it is for keeps (pagecache.h). */
+   job has ended, so every page of it is for keeps (pagecache.h); owner,
+   when not NULL, lets such pages be kept. */
 int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
                       long long after, size_t limit, size_t every, int csv,
-                      int final);
+                      int final, const char *owner);
 
 /*
  * Watching jobs (watch.c): long-polls and SSE streams wait on a job; the

@@ -712,10 +712,10 @@ static int wants_csv(struct http_req *rq)
  * number is formatted again. A row stored without one (before migration
  * 0002) is formatted from its numbers.
  */
-static int reply_metrics_docs(struct http_resp *rs, const char *id, long long after,
-                              size_t limit, const ec_metric *rows, char **docs,
-                              const struct store_metrics_page *page, size_t every,
-                              int final)
+static int reply_metrics_docs(struct http_resp *rs, const char *id, const char *owner,
+                              long long after, size_t limit, const ec_metric *rows,
+                              char **docs, const struct store_metrics_page *page,
+                              size_t every, int final)
 {
     size_t cap = 128, len = 0;
     char *text, tail[128];
@@ -748,7 +748,7 @@ static int reply_metrics_docs(struct http_resp *rs, const char *id, long long af
     len += (size_t)n;
     /* A full window, or a job that has ended: no later row can change it. */
     if (page->more || final)
-        pagecache_put(id, after, limit, every, text, len);
+        pagecache_put(id, owner, after, limit, every, text, len);
     rc = http_reply_text(rs, 200, "application/json", text, len);
     free(text);
     return rc;
@@ -756,25 +756,15 @@ static int reply_metrics_docs(struct http_resp *rs, const char *id, long long af
 
 int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
                       long long after, size_t limit, size_t every, int csv,
-                      int final)
+                      int final, const char *owner)
 {
     struct store_err e = {0};
     struct store_metrics_page page = {0};
     ec_metric *rows = malloc(limit * sizeof *rows);
     char **docs = csv ? NULL : calloc(limit, sizeof *docs);
     struct store *st;
-    size_t clen;
-    char *cached;
     int rc;
 
-    if (!csv && docs && rows &&
-        (cached = pagecache_get(id, after < -1 ? -1 : after, limit, every, &clen))) {
-        free(rows);
-        free(docs);
-        rc = http_reply_text(rs, 200, "application/json", cached, clen);
-        free(cached);
-        return rc;
-    }
     if (!rows || (!csv && !docs)) {
         free(rows);
         free(docs);
@@ -789,8 +779,8 @@ int app_reply_metrics(struct app *a, struct http_resp *rs, const char *id,
         return store_problem(rs, &e, "no such job");
     }
     if (!csv) {
-        rc = reply_metrics_docs(rs, id, after < -1 ? -1 : after, limit, rows, docs, &page,
-                                every, final);
+        rc = reply_metrics_docs(rs, id, owner, after < -1 ? -1 : after, limit, rows, docs,
+                                &page, every, final);
         for (size_t i = 0; i < page.count; i++)
             free(docs[i]);
         free(docs);
@@ -865,6 +855,21 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
         query_problem_reply(rs, &qp);
         return 0;
     }
+    if (c.wait == 0 && c.max_points == 0 && !wants_csv(rq)) {
+        /* A page that can no longer change, if it is cached and theirs. */
+        char owner[64], *cached;
+        size_t clen;
+
+        cached = pagecache_get(http_param(rq, "id"), c.after < -1 ? -1 : c.after,
+                               (size_t)c.limit, (size_t)c.every, &clen, owner,
+                               sizeof owner);
+        if (cached && (t->admin || strcmp(owner, t->name) == 0)) {
+            rc = http_reply_text(rs, 200, "application/json", cached, clen);
+            free(cached);
+            return rc;
+        }
+        free(cached);           /* not theirs: the usual 404 below */
+    }
     if (load_job(rq, rs, t, &job) < 0)
         return 0;
     finished = store_job_state_is_final(job.state);
@@ -885,7 +890,7 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
         return rc;
     }
     rc = app_reply_metrics(a, rs, job.id, c.after, (size_t)c.limit,
-                           (size_t)c.every, wants_csv(rq), finished);
+                           (size_t)c.every, wants_csv(rq), finished, job.owner);
     store_job_clear(&job);
     return rc;
 }

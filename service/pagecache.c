@@ -13,6 +13,7 @@
 struct entry {
     char key[192];          /* "id after limit every"; "" when free */
     char job[128];
+    char owner[64];
     char *body;
     size_t len;
     uint64_t used;          /* the clock when last looked up or stored */
@@ -23,6 +24,10 @@ static struct {
     struct entry e[PAGECACHE_ENTRIES];
     uint64_t clock;
     unsigned long long hits, misses;
+    /* Jobs deleted lately: a reply rendered before the delete must not
+     * put their pages back (ids are never reused). */
+    char gone[256][128];
+    size_t ngone;
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int make_key(char key[192], const char *job_id, long long after,
@@ -33,7 +38,7 @@ static int make_key(char key[192], const char *job_id, long long after,
 }
 
 char *pagecache_get(const char *job_id, long long after, size_t limit,
-                    size_t every, size_t *len)
+                    size_t every, size_t *len, char *owner, size_t ownerlen)
 {
     char key[192], *copy = NULL;
 
@@ -46,6 +51,7 @@ char *pagecache_get(const char *job_id, long long after, size_t limit,
             if ((copy = malloc(e->len + 1))) {
                 memcpy(copy, e->body, e->len + 1);
                 *len = e->len;
+                snprintf(owner, ownerlen, "%s", e->owner);
                 e->used = ++cache.clock;
             }
             break;
@@ -59,18 +65,25 @@ char *pagecache_get(const char *job_id, long long after, size_t limit,
     return copy;
 }
 
-void pagecache_put(const char *job_id, long long after, size_t limit,
-                   size_t every, const char *body, size_t len)
+void pagecache_put(const char *job_id, const char *owner, long long after,
+                   size_t limit, size_t every, const char *body, size_t len)
 {
     char key[192], *copy;
     struct entry *victim = NULL;
 
-    if (len > PAGECACHE_MAX_ENTRY || make_key(key, job_id, after, limit, every) < 0 ||
-        !(copy = malloc(len + 1)))
+    if (!owner || strlen(owner) >= sizeof cache.e[0].owner || len > PAGECACHE_MAX_ENTRY ||
+        make_key(key, job_id, after, limit, every) < 0 || !(copy = malloc(len + 1)))
         return;
     memcpy(copy, body, len);
     copy[len] = '\0';
     pthread_mutex_lock(&cache.mu);
+    for (size_t i = 0; i < 256 && i < cache.ngone; i++) {
+        if (strcmp(cache.gone[i], job_id) == 0) {
+            pthread_mutex_unlock(&cache.mu);
+            free(copy);
+            return;
+        }
+    }
     for (size_t i = 0; i < PAGECACHE_ENTRIES; i++) {
         struct entry *e = &cache.e[i];
         if (e->body && strcmp(e->key, key) == 0) {
@@ -83,6 +96,7 @@ void pagecache_put(const char *job_id, long long after, size_t limit,
     free(victim->body);
     snprintf(victim->key, sizeof victim->key, "%s", key);
     snprintf(victim->job, sizeof victim->job, "%s", job_id);
+    snprintf(victim->owner, sizeof victim->owner, "%s", owner);
     victim->body = copy;
     victim->len = len;
     victim->used = ++cache.clock;
@@ -92,6 +106,7 @@ void pagecache_put(const char *job_id, long long after, size_t limit,
 void pagecache_forget(const char *job_id)
 {
     pthread_mutex_lock(&cache.mu);
+    snprintf(cache.gone[cache.ngone++ % 256], sizeof cache.gone[0], "%s", job_id);
     for (size_t i = 0; i < PAGECACHE_ENTRIES; i++) {
         struct entry *e = &cache.e[i];
         if (e->body && strcmp(e->job, job_id) == 0) {

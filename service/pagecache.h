@@ -5,8 +5,9 @@
  * pages again and again; those are then served without SQLite or any
  * formatting. Bounded in entries and bytes; least recently used goes.
  *
- * The cache knows nothing of owners: callers check that the token may
- * see the job before they look.
+ * Each page keeps its job's owner, so a lookup needs no database read;
+ * the caller checks that owner against the token and, when they differ,
+ * goes the usual way (which answers 404).
  */
 #ifndef ECOPT_PAGECACHE_H
 #define ECOPT_PAGECACHE_H
@@ -16,12 +17,13 @@
 #define PAGECACHE_ENTRIES 128
 #define PAGECACHE_MAX_ENTRY (512u << 10)    /* larger pages are not kept */
 
-/* A copy of the page for this key in *body (the caller frees), or NULL. */
+/* A copy of the page for this key (the caller frees it) and the job's
+   owner, or NULL. */
 char *pagecache_get(const char *job_id, long long after, size_t limit,
-                    size_t every, size_t *len);
+                    size_t every, size_t *len, char *owner, size_t ownerlen);
 /* Keeps a copy; does nothing when the page is too large or memory short. */
-void pagecache_put(const char *job_id, long long after, size_t limit,
-                   size_t every, const char *body, size_t len);
+void pagecache_put(const char *job_id, const char *owner, long long after,
+                   size_t limit, size_t every, const char *body, size_t len);
 /* Forgets every page of a job (it was deleted). */
 void pagecache_forget(const char *job_id);
 /* Hits and misses so far, for /metrics. */

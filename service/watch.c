@@ -85,7 +85,7 @@ static void longpoll_fill(struct http_resp *rs, void *arg)
 {
     struct waiter *w = arg;
 
-    app_reply_metrics(w->app, rs, w->id, w->after, w->limit, w->every, w->csv, 0);
+    app_reply_metrics(w->app, rs, w->id, w->after, w->limit, w->every, w->csv, 0, NULL);
 }
 
 /* Whether the job has rows after `after`, or has ended. */

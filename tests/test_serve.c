@@ -188,6 +188,11 @@ START_TEST(test_job_lifecycle)
     ck_assert_int_eq(r.status, 404);
     ck_assert_str_eq(r.content_type, "application/problem+json");
     free(r.body);
+    /* and so are its pages, cached ones too */
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=20&limit=5", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
     server_stop(&s, SIGTERM);
 }
 END_TEST
