@@ -7,8 +7,10 @@
  * same seed gives the same rounds; the runs are spread over --jobs forked
  * processes that take tasks from a shared counter.
  *
- *   bench_paper [--quick] [--out DIR] [--jobs N]
+ *   bench_paper [--quick] [--out DIR] [--jobs N] [--part tables|accel|p|steps]
  *
+ * --part regenerates one part's files alone; --only, --seeds and --scale
+ * are for development (one dataset's tables, fewer seeds, smaller budgets).
  * --quick is the CI subset: it exits 1 unless ECLK reaches 1e-6 on
  * mushrooms within its budget, the same seed gives the same run twice, and
  * a deterministic combination gives the same run for two seeds.
@@ -525,26 +527,30 @@ static void add_step_tasks(void)
 }
 
 #define DS_A9A 2
-#define NSMALL_SLOTS 3
-static const int small_slots[NSMALL_SLOTS] = {CS_RANDK1, CS_RANDKD, CS_DITHER};
+#define DS_MADELON 4
+/* The rows of the small-step table: where ECLK's theory step fails. */
+#define NSMALL_SLOTS 5
+static const struct { int ds; double lambda2_rel; int slot; }
+    small_rows[NSMALL_SLOTS] = {
+        {DS_A9A, 1e-4, CS_RANDK1}, {DS_A9A, 1e-4, CS_RANDKD},
+        {DS_A9A, 1e-4, CS_DITHER}, {DS_MADELON, 1e-3, CS_TOPK1},
+        {DS_MADELON, 1e-3, CS_TOPKD}};
 
 static void add_small_step_tasks(void)
 {
-    int pi = prob_get(DS_A9A, 1e-4);
-
     for (int c = 0; c < NSMALL_SLOTS; c++)
         for (unsigned m = 0; m < sizeof small_mults / sizeof small_mults[0]; m++) {
             struct task *t = task_add();
 
             t->part = PART_STEP_SMALL;
-            t->prob = pi;
+            t->prob = prob_get(small_rows[c].ds, small_rows[c].lambda2_rel);
             t->algo = EC_ALGO_ECLK;
-            t->slot = small_slots[c];
-            t->comp = slot_spec(t->slot, datasets[DS_A9A].ds.d);
+            t->slot = small_rows[c].slot;
+            t->comp = slot_spec(t->slot, datasets[small_rows[c].ds].ds.d);
             t->step_mult = small_mults[m];
             t->seed = 1;
-            t->max_rounds = 12000;
-            t->eval_every = 50;
+            t->max_rounds = datasets[small_rows[c].ds].rounds_stoch;
+            t->eval_every = datasets[small_rows[c].ds].eval_stoch;
             t->target = 1e-6;
             t->stall_rule = 1;
             t->aux = (int)m;
@@ -985,7 +991,12 @@ static void write_accel(const char *dir, int nlam, double slopes[4], int npts[4]
             slopes[a] = NAN;
             fprintf(f, " n/a (%d point%s) |\n", npts[a], npts[a] == 1 ? "" : "s");
         }
-        snprintf(names[a], sizeof names[a], "%s (slope %.2f)", accel_algos[a], slopes[a]);
+        if (isnan(slopes[a]))
+            snprintf(names[a], sizeof names[a], "%s (no slope: %d point%s)",
+                     accel_algos[a], npts[a], npts[a] == 1 ? "" : "s");
+        else
+            snprintf(names[a], sizeof names[a], "%s (slope %.2f)", accel_algos[a],
+                     slopes[a]);
         s[a].name = names[a];
         s[a].x = kx[a];
         s[a].y = ry[a];
@@ -1112,15 +1123,21 @@ static void write_steps(const char *dir)
         int first = 1;
         int part = a < NALGOS ? PART_STEP : PART_STEP_SMALL;
         ec_algo_id algo = a < NALGOS ? table_algos[a] : EC_ALGO_ECLK;
-        int slot = a >= NALGOS ? small_slots[a - NALGOS]
+        int slot = a >= NALGOS ? small_rows[a - NALGOS].slot
                    : ec_algo_compresses(algo) ? CS_TOPKD : CS_NONE;
+        int prob = a >= NALGOS ? prob_get(small_rows[a - NALGOS].ds,
+                                          small_rows[a - NALGOS].lambda2_rel)
+                               : prob_get(DS_MUSHROOMS, 1e-3);
 
         if (a == NALGOS) {
-            fprintf(f, "\n## Smaller steps for ECLK with random compressors\n\n"
-                       "a9a, lambda2_rel 1e-4 (where ECLK with randk and dither "
-                       "does not reach 1e-6 at its theory step), seed 1, budget "
-                       "12000 rounds, the same rules.\n\n"
-                       "| algorithm | compressor | theory step |");
+            fprintf(f, "\n## Smaller steps for ECLK where its theory step fails\n\n"
+                       "a9a at lambda2_rel 1e-4 with randk and dither, madelon at "
+                       "1e-3 with topk (where ECLK does not reach 1e-6 at its theory "
+                       "step in the tables), seed 1, budgets %llu (a9a) and %llu "
+                       "(madelon) rounds, the same rules.\n\n"
+                       "| problem | compressor | theory step |",
+                    (unsigned long long)datasets[DS_A9A].rounds_stoch,
+                    (unsigned long long)datasets[DS_MADELON].rounds_stoch);
             for (unsigned m = 0; m < nm; m++)
                 fprintf(f, " x%g |", small_mults[m]);
             fprintf(f, "\n|---|---|---|");
@@ -1134,12 +1151,18 @@ static void write_steps(const char *dir)
             const struct result *r = &results[i];
             char buf[160], cb[32];
 
-            if (t->part != part || t->algo != algo || t->slot != slot)
+            if (t->part != part || t->algo != algo || t->slot != slot ||
+                t->prob != prob)
                 continue;
             if (first) {
                 comp_text(&t->comp, cb, sizeof cb);
-                fprintf(f, "| %s | %s | %.4g |", ec_algo_name(t->algo), cb,
-                        r->theory_step);
+                if (part == PART_STEP)
+                    fprintf(f, "| %s | %s | %.4g |", ec_algo_name(t->algo), cb,
+                            r->theory_step);
+                else
+                    fprintf(f, "| eclk, %s %g | %s | %.4g |",
+                            datasets[probs[prob].ds].label, probs[prob].lambda2_rel,
+                            cb, r->theory_step);
                 first = 0;
             }
             if (r->hit[1])
@@ -1240,6 +1263,7 @@ int main(int argc, char **argv)
     const char *data_dir = getenv("ECOPT_DATA_DIR");
     const char *out_dir = "bench/results/paper";
     const char *only = NULL;     /* one dataset's tables alone (development) */
+    const char *part = NULL;     /* one part alone: tables, accel, p, steps */
     double scale = 1.0;          /* budgets times this (development; the
                                     tables' headers then overstate them) */
     int jobs = 2, nseeds = NSEEDS, nlam_accel = 4, fails = 0;
@@ -1259,11 +1283,14 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc)
             nseeds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--part") == 0 && i + 1 < argc)
+            part = argv[++i];
         else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
             scale = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--quick] [--out DIR] [--jobs N] "
-                            "[--only DATASET] [--seeds N] [--scale F]\n", argv[0]);
+                            "[--part tables|accel|p|steps] [--only DATASET] [--seeds N] "
+                            "[--scale F]\n", argv[0]);
             return 2;
         }
     }
@@ -1298,17 +1325,33 @@ int main(int argc, char **argv)
         if (!ntasks)
             die(only, "no such dataset");
     } else {
-        add_table_tasks(0, (int)NDATASETS - 1, 2, NSEEDS, NULL);
-        add_accel_tasks(nlam_accel);
-        add_p_tasks(NSEEDS);
-        add_step_tasks();
-        add_small_step_tasks();
+        if (!part || strcmp(part, "tables") == 0)
+            add_table_tasks(0, (int)NDATASETS - 1, 2, nseeds, NULL);
+        if (!part || strcmp(part, "accel") == 0)
+            add_accel_tasks(nlam_accel);
+        if (!part || strcmp(part, "p") == 0)
+            add_p_tasks(nseeds);
+        if (!part || strcmp(part, "steps") == 0) {
+            add_step_tasks();
+            add_small_step_tasks();
+        }
+        if (!ntasks)
+            die(part, "no such part (tables, accel, p or steps)");
     }
-    if (scale > 0 && scale != 1.0)
+    if (scale > 0 && scale != 1.0) {
         for (unsigned i = 0; i < ntasks; i++)
             if (tasks[i].part != PART_DETCHECK && tasks[i].part != PART_REPRO)
                 tasks[i].max_rounds = (uint64_t)fmax(
                     (double)tasks[i].eval_every, floor(tasks[i].max_rounds * scale));
+        /* A check compares the rows at the same round as its seed-1 run. */
+        for (unsigned i = 0; i < ntasks; i++)
+            for (unsigned k = 0; k < ntasks; k++)
+                if (tasks[i].part == PART_DETCHECK && tasks[k].part == PART_TABLE &&
+                    tasks[k].prob == tasks[i].prob && tasks[k].algo == tasks[i].algo &&
+                    tasks[k].slot == tasks[i].slot &&
+                    tasks[k].max_rounds < tasks[i].max_rounds)
+                    tasks[i].max_rounds = tasks[k].max_rounds;
+    }
     solve_all();
     qsort(tasks, ntasks, sizeof *tasks, cost_cmp);
 
@@ -1348,7 +1391,8 @@ int main(int argc, char **argv)
     restore_order();
 
     write_tables(out_dir);
-    fails += write_detchecks(out_dir);
+    if (has_part(PART_DETCHECK))
+        fails += write_detchecks(out_dir);
     write_curves(out_dir);
     {
         double slopes[4];
