@@ -723,6 +723,9 @@ static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
 
 #define ABOVE(x) ((struct range){(x), INFINITY, 1, 0})
 #define AT_LEAST(x) ((struct range){(x), INFINITY, 0, 0})
+#define LAMBDA_MAX 1e6
+/* [0, 1e6], or (0, 1e6] when open is 1. */
+#define LAMBDA_RANGE(open) ((struct range){0, LAMBDA_MAX, (open), 0})
 
 static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
 {
@@ -744,12 +747,14 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     if (read_choice(c, "loss", member(doc, "loss"), names, n, &index) == 1)
         job->loss = (ec_loss)index;
 
-    read_number(c, "lambda1", member(doc, "lambda1"), AT_LEAST(0),
+    /* Regularizers past 1e6 leave nothing of the data in the problem, and
+     * near DBL_MAX they overflow the constants: refused, not run. */
+    read_number(c, "lambda1", member(doc, "lambda1"), LAMBDA_RANGE(0),
                 &job->lambda1);
     has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"),
-                              AT_LEAST(0), &job->lambda2) != 0;
+                              LAMBDA_RANGE(0), &job->lambda2) != 0;
     has_lambda2_rel = read_number(c, "lambda2_rel",
-                                  member(doc, "lambda2_rel"), ABOVE(0),
+                                  member(doc, "lambda2_rel"), LAMBDA_RANGE(1),
                                   &job->lambda2_rel) != 0;
     if (has_lambda2 && has_lambda2_rel)
         fail(c, "lambda2", NULL, "cannot be given together with "
