@@ -450,6 +450,15 @@ static void remove_running(struct sched *s, size_t i)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Writes text and closes f, whatever happens; 1 when both worked. */
+static int write_close(FILE *f, const char *text)
+{
+    int put = fputs(text, f) >= 0;
+    int closed = fclose(f) == 0;
+
+    return put && closed;
+}
+
 /* How many of owner's jobs run now. */
 static unsigned owner_running(struct sched *s, const char *owner)
 {
@@ -540,7 +549,7 @@ static void start_jobs(struct sched *s)
         else if (!(f = fopen(spec_path, "w"))) {
             werr = errno;
             snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(werr));
-        } else if ((fputs(q[0].spec, f) < 0) | (fclose(f) != 0)) {
+        } else if (!write_close(f, q[0].spec)) {
             werr = errno;
             snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(werr));
         } else {
