@@ -2,7 +2,8 @@
  * libFuzzer target for the job spec parser (service/jobspec.c): any bytes
  * as the body of POST /v1/jobs. Besides not crashing, a spec the parser
  * accepts must survive its canonical form: jobspec_to_json, dumped and
- * parsed again, gives back the same canonical text.
+ * parsed again, gives back an equal spec, field by field (doubles bit for
+ * bit), and the same canonical text.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,11 +27,75 @@ static char *canonical(const struct jobspec *spec)
     return text;
 }
 
+static int same_double(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* The name of the first field that differs, or NULL. */
+static const char *differs(const struct jobspec *a, const struct jobspec *b)
+{
+    const ec_job *x = &a->job, *y = &b->job;
+
+    if (strcmp(x->dataset, y->dataset) != 0)
+        return "dataset";
+    if (x->loss != y->loss)
+        return "loss";
+    if (!same_double(x->lambda1, y->lambda1))
+        return "lambda1";
+    if (!same_double(x->lambda2, y->lambda2))
+        return "lambda2";
+    if (!same_double(x->lambda2_rel, y->lambda2_rel))
+        return "lambda2_rel";
+    if (x->workers != y->workers)
+        return "workers";
+    if (x->algorithm != y->algorithm)
+        return "algorithm";
+    if (x->compressor.type != y->compressor.type ||
+        x->compressor.k != y->compressor.k ||
+        x->compressor.s != y->compressor.s)
+        return "compressor";
+    if (!same_double(x->k_frac, y->k_frac))
+        return "k_frac";
+    if (x->batch != y->batch)
+        return "batch";
+    if (!same_double(x->p, y->p))
+        return "p";
+    if (!same_double(x->step_size, y->step_size))
+        return "step_size";
+    if (!same_double(x->step_multiplier, y->step_multiplier))
+        return "step_multiplier";
+    if (x->max_rounds != y->max_rounds)
+        return "max_rounds";
+    if (!same_double(x->target, y->target))
+        return "target";
+    if (x->eval_every != y->eval_every)
+        return "eval_every";
+    if (x->seed != y->seed)
+        return "seed";
+    if (x->shuffle != y->shuffle)
+        return "shuffle";
+    if (!same_double(x->max_seconds, y->max_seconds))
+        return "max_seconds";
+    if (strcmp(a->name, b->name) != 0)
+        return "name";
+    if (a->nlabels != b->nlabels)
+        return "labels";
+    for (unsigned i = 0; i < a->nlabels; i++)
+        if (strcmp(a->labels[i].key, b->labels[i].key) != 0 ||
+            strcmp(a->labels[i].value, b->labels[i].value) != 0)
+            return "labels";
+    if (a->backend != b->backend)
+        return "backend";
+    return NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct jobspec spec, again;
     struct jobspec_errors errs;
     char msg[4096], *text, *text2;
+    const char *field;
     int rc;
 
     rc = jobspec_parse((const char *)data, size, &spec, &errs);
@@ -51,6 +116,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc < 0) {
         jobspec_errors_format(&errs, msg, sizeof msg);
         fprintf(stderr, "canonical form rejected: %s\n%s\n", text, msg);
+        abort();
+    }
+    if ((field = differs(&spec, &again))) {
+        fprintf(stderr, "canonical form changed %s: %s\n", field, text);
         abort();
     }
     text2 = canonical(&again);

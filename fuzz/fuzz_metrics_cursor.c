@@ -1,11 +1,13 @@
 /*
  * libFuzzer target for the metrics cursor of GET /v1/jobs/{id}/metrics
  * (metrics_cursor_parse and metrics_cursor_fit in service/handlers.c). The
- * input is a little-endian int64 row count, the number of rows the store
- * would report after the cursor, then the raw query string, which goes
- * through the real query parser first as it does in the server. Accepted
- * cursors must be within the documented ranges, and after fitting the
- * remaining rows sampled every `every` must fit in max_points.
+ * input is a row count, the number of rows the store would report after
+ * the cursor, as one byte choosing its kind and 8 bytes (little-endian),
+ * then the raw query string, which goes through the real query parser
+ * first as it does in the server. The kinds make the edges easy to reach:
+ * small, just below INT64_MAX, negative, or any int64. Accepted cursors
+ * must be within the documented ranges, and after fitting the remaining
+ * rows sampled every `every` must fit in max_points.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,13 +36,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t count;
     char *copy;
 
-    if (size < 8)
+    if (size < 9)
         return 0;
     for (int i = 0; i < 8; i++)
-        raw |= (uint64_t)data[i] << (8 * i);
-    memcpy(&count, &raw, sizeof count);
-    data += 8;
-    size -= 8;
+        raw |= (uint64_t)data[1 + i] << (8 * i);
+    switch (data[0] % 4) {
+    case 0:
+        count = (int64_t)(raw % 65536);
+        break;
+    case 1:
+        count = INT64_MAX - (int64_t)(raw % 65536);
+        break;
+    case 2:
+        count = -(int64_t)(raw % 65536);
+        break;
+    default:
+        memcpy(&count, &raw, sizeof count);
+    }
+    data += 9;
+    size -= 9;
 
     if (!(copy = malloc(size ? size : 1)))
         abort();

@@ -14,6 +14,10 @@ crashes=$dir/crashes/$target
 log=$dir/logs/$target.log
 mkdir -p "$work" "$crashes" "$dir/logs"
 
+# A dictionary of the format's words, where there is one.
+dict=
+[ -f "fuzz/$target.dict" ] && dict="-dict=fuzz/$target.dict"
+
 start=$(date +%s)
 status=0
 # -timeout: an input slower than 10 s is a hang; -rss_limit_mb: a leak or
@@ -21,7 +25,7 @@ status=0
 # given in FUZZ_FLAGS.
 # shellcheck disable=SC2086
 "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_FLAGS:-} \
+    -print_final_stats=1 -artifact_prefix="$crashes/" $dict ${FUZZ_FLAGS:-} \
     "$work" "fuzz/corpus/$target" >"$log" 2>&1 || status=$?
 elapsed=$(( $(date +%s) - start ))
 

@@ -3,6 +3,7 @@
  * (with the file, line and reason a user would see), the valid spellings
  * it must accept, gzip input, and the real datasets against their texts.
  */
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <zlib.h>
@@ -713,6 +714,92 @@ START_TEST(test_invalid_arguments)
 }
 END_TEST
 
+/*
+ * ec_libsvm_read_fd: from a pipe (no seeking), from the current offset of
+ * a file, gzip from a descriptor; errors name the given name; the
+ * descriptor stays the caller's.
+ */
+START_TEST(test_read_fd)
+{
+    static const char text[] = "+1 3:1.5\n-1 1:2\n";
+    static const char bad[] = "+1 1:1\n-1 1:x\n";
+    ec_libsvm_opts opts = {0};
+    ec_dataset ds, from_path;
+    ec_err e = {0};
+    char path[64], gz[80];
+    int p[2], fd;
+    gzFile g;
+
+    /* A pipe: the reader must not need to seek. */
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq((long)write(p[1], text, sizeof text - 1),
+                     (long)sizeof text - 1);
+    close(p[1]);
+    ck_assert_int_eq(ec_libsvm_read_fd(p[0], "pipe", NULL, &ds, &e), 0);
+    ck_assert_uint_eq(ds.n_rows, 2);
+    ck_assert_uint_eq(ds.d, 3);
+    ck_assert_uint_eq(ds.nnz, 2);
+    ck_assert(ds.val[0] == 1.5 && ds.y[0] == 1.0 && ds.y[1] == -1.0);
+    ec_dataset_clear(&ds);
+    /* Still open, and the caller's to close. */
+    ck_assert_int_ne(fcntl(p[0], F_GETFD), -1);
+    close(p[0]);
+
+    /* From the current offset: the first line is skipped by the caller. */
+    tu_write_temp_str("junk that is no sample\n+1 2:1\n", path, sizeof path);
+    fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(lseek(fd, 23, SEEK_SET), 23);
+    ck_assert_int_eq(ec_libsvm_read_fd(fd, path, NULL, &ds, &e), 0);
+    ck_assert_uint_eq(ds.n_rows, 1);
+    ck_assert_uint_eq(ds.d, 2);
+    ec_dataset_clear(&ds);
+    close(fd);
+    unlink(path);
+
+    /* gzip, detected by content as with a path. */
+    tu_write_temp_str("", path, sizeof path);
+    snprintf(gz, sizeof gz, "%s.gz", path);
+    unlink(path);
+    ck_assert_ptr_nonnull(g = gzopen(gz, "wb"));
+    ck_assert_int_eq(gzputs(g, text), (int)sizeof text - 1);
+    ck_assert_int_eq(gzclose(g), Z_OK);
+    fd = open(gz, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ec_libsvm_read_fd(fd, gz, NULL, &ds, &e), 0);
+    read_ok(gz, NULL, &from_path);
+    ck_assert_uint_eq(ds.n_rows, from_path.n_rows);
+    ck_assert_uint_eq(ds.nnz, from_path.nnz);
+    ck_assert_mem_eq(ds.val, from_path.val, ds.nnz * sizeof *ds.val);
+    ec_dataset_clear(&ds);
+    ec_dataset_clear(&from_path);
+    close(fd);
+    unlink(gz);
+
+    /* Errors name the given name and line; a NULL name is "(input)". */
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq((long)write(p[1], bad, sizeof bad - 1),
+                     (long)sizeof bad - 1);
+    close(p[1]);
+    memset(&ds, 0x5a, sizeof ds);
+    ck_assert_int_eq(ec_libsvm_read_fd(p[0], NULL, &opts, &ds, &e), EC_EPARSE);
+    ck_assert_msg(strncmp(e.msg, "(input):2: feature 1: value 'x'", 31) == 0,
+                  "message '%s'", e.msg);
+    ck_assert(is_zeroed(&ds));
+    close(p[0]);
+
+    /* A bad descriptor is an error, not a crash. */
+    memset(&ds, 0x5a, sizeof ds);
+    ck_assert_int_eq(ec_libsvm_read_fd(-1, "x", NULL, &ds, &e), EC_EINVAL);
+    ck_assert(is_zeroed(&ds));
+    ck_assert_int_eq(ec_libsvm_read_fd(1 << 20, "closed", NULL, &ds, &e),
+                     EC_EIO);
+    ck_assert_msg(strncmp(e.msg, "closed: cannot read", 19) == 0,
+                  "message '%s'", e.msg);
+    ck_assert(is_zeroed(&ds));
+}
+END_TEST
+
 /* The real datasets, with the facts SOURCES.md verified by other means. */
 struct real_case {
     const char *name;
@@ -859,6 +946,7 @@ static Suite *libsvm_suite(void)
                         (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(hostile, test_cannot_open);
     tcase_add_test(hostile, test_invalid_arguments);
+    tcase_add_test(hostile, test_read_fd);
     suite_add_tcase(s, hostile);
 
     tcase_add_test(valid, test_canonical);
