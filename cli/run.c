@@ -111,10 +111,31 @@ static void report_flush(struct run_ctx *ctx)
  * then costs its reader one wake-up per batch rather than per row. Every
  * other record goes out at once, with what was held before it.
  */
+static void report_text(struct run_ctx *ctx, const char *text, size_t len, int soon)
+{
+    if (ctx->report_fd < 0 || ctx->report_broken)
+        return;
+    if (ctx->rlen + len + 1 > ctx->rcap) {
+        size_t cap = ctx->rlen + len + 1 + REPORT_BATCH_BYTES;
+        char *nb = realloc(ctx->rbuf, cap);
+        if (!nb) {
+            ctx->report_broken = 1;
+            return;
+        }
+        ctx->rbuf = nb;
+        ctx->rcap = cap;
+    }
+    memcpy(ctx->rbuf + ctx->rlen, text, len);
+    ctx->rlen += len;
+    ctx->rbuf[ctx->rlen++] = '\n';
+    if (!soon || ctx->rlen >= REPORT_BATCH_BYTES ||
+        wall_now() - ctx->rflushed >= REPORT_BATCH_SECONDS)
+        report_flush(ctx);
+}
+
 static void report_put(struct run_ctx *ctx, json_t *rec, int soon)
 {
     char *text;
-    size_t len;
 
     if (ctx->report_fd < 0 || ctx->report_broken || !rec) {
         json_decref(rec);
@@ -127,25 +148,8 @@ static void report_put(struct run_ctx *ctx, json_t *rec, int soon)
         ctx->report_broken = 1;
         return;
     }
-    len = strlen(text);
-    if (ctx->rlen + len + 1 > ctx->rcap) {
-        size_t cap = ctx->rlen + len + 1 + REPORT_BATCH_BYTES;
-        char *nb = realloc(ctx->rbuf, cap);
-        if (!nb) {
-            free(text);
-            ctx->report_broken = 1;
-            return;
-        }
-        ctx->rbuf = nb;
-        ctx->rcap = cap;
-    }
-    memcpy(ctx->rbuf + ctx->rlen, text, len);
-    ctx->rlen += len;
-    ctx->rbuf[ctx->rlen++] = '\n';
+    report_text(ctx, text, strlen(text), soon);
     free(text);
-    if (!soon || ctx->rlen >= REPORT_BATCH_BYTES ||
-        wall_now() - ctx->rflushed >= REPORT_BATCH_SECONDS)
-        report_flush(ctx);
 }
 
 static void report(struct run_ctx *ctx, json_t *rec)
@@ -388,10 +392,11 @@ static int on_metric(void *vctx, const ec_metric *row)
         json_array_append_new(ctx->json_rows, describe_metric(row));
     }
     if (ctx->report_fd >= 0) {
-        json_t *rec = describe_metric(row);
-        if (rec)
-            json_object_set_new(rec, "type", json_string("metric"));
-        report_put(ctx, rec, 1);
+        /* Every evaluation point: written directly, not through Jansson. */
+        char rec[DESCRIBE_RECORD_MAX];
+        int n = describe_metric_record(row, rec, sizeof rec);
+
+        report_text(ctx, rec, (size_t)n, 1);
         if (ctx->report_broken)
             return 1;
     }

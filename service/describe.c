@@ -2,7 +2,9 @@
 #include "describe.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 json_t *describe_real(double v)
 {
@@ -70,6 +72,67 @@ json_t *describe_params(const ec_params *prm)
     }
     json_object_set_new(o, "seed", json_integer((json_int_t)prm->seed));
     return o;
+}
+
+/*
+ * A JSON number for v, exactly (it reads back as the same double), or
+ * null. Whole numbers below 2^53 (bit and byte counts) are written as
+ * integers with ".0", without printf's floating-point path.
+ */
+static char *put_real(char *p, double v)
+{
+    if (!isfinite(v))
+        return memcpy(p, "null", 4), p + 4;
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        char digits[24];
+        uint64_t u = (uint64_t)fabs(v);
+        int n = 0;
+
+        if (v < 0 || (v == 0 && signbit(v)))
+            *p++ = '-';
+        do
+            digits[n++] = (char)('0' + u % 10);
+        while ((u /= 10) > 0);
+        while (n > 0)
+            *p++ = digits[--n];
+        return memcpy(p, ".0", 2), p + 2;
+    }
+    int n = snprintf(p, 32, "%.17g", v);
+    if (!memchr(p, '.', (size_t)n) && !memchr(p, 'e', (size_t)n))
+        memcpy(p + n, ".0", 2), n += 2;
+    return p + n;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+
+    memcpy(p, s, n);
+    return p + n;
+}
+
+int describe_metric_record(const ec_metric *r, char *buf, size_t len)
+{
+    char *p = buf;
+
+    /* 13 keys and 11 numbers of at most 25 bytes each: under 512. */
+    if (len < DESCRIBE_RECORD_MAX)
+        return -1;
+    p = put_real(put_str(p, "{\"P\":"), r->P);
+    p = put_real(put_str(p, ",\"bits_down\":"), r->bits_down);
+    p = put_real(put_str(p, ",\"bits_up\":"), r->bits_up);
+    p = put_real(put_str(p, ",\"gap\":"), r->gap);
+    p = put_real(put_str(p, ",\"grad_norm\":"), r->grad_norm);
+    p = put_real(put_str(p, ",\"paper_bits\":"), r->paper_bits);
+    p = put_real(put_str(p, ",\"rel_gap\":"), r->rel_gap);
+    p += snprintf(p, 40, ",\"round\":%llu", (unsigned long long)r->round);
+    p = put_real(put_str(p, ",\"seconds\":"), r->seconds);
+    p = put_str(p, ",\"type\":\"metric\",\"v\":1");
+    p = put_real(put_str(p, ",\"wire_down\":"), r->wire_down);
+    p = put_real(put_str(p, ",\"wire_up\":"), r->wire_up);
+    *p++ = '}';
+    *p = '\0';
+    return (int)(p - buf);
 }
 
 json_t *describe_metric(const ec_metric *r)

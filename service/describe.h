@@ -19,6 +19,14 @@ json_t *describe_dataset(const ec_dataset *ds);
 json_t *describe_problem(const ec_problem *pb);
 json_t *describe_params(const ec_params *prm);
 json_t *describe_metric(const ec_metric *row);
+/*
+ * The report channel's metric record (api/report-format.md) as text, keys
+ * sorted, numbers exact: what json_dumps of describe_metric plus "type"
+ * and "v" says, without building it. The length, or -1 when len is less
+ * than DESCRIBE_RECORD_MAX.
+ */
+#define DESCRIBE_RECORD_MAX 640
+int describe_metric_record(const ec_metric *row, char *buf, size_t len);
 json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */
