@@ -1,6 +1,9 @@
 /*
- * The page cache: a small table searched linearly (128 entries is a few
- * hundred nanoseconds), under one mutex, evicting the least recently used.
+ * The two caches of pagecache.h, on one kind of table: entries searched
+ * linearly (128 are a few hundred nanoseconds), under one mutex, the least
+ * recently used evicted. A metric page never goes stale (its generation is
+ * always 0); a job document is found only under the generation it was
+ * read at.
  */
 #include "pagecache.h"
 
@@ -11,83 +14,64 @@
 #include <string.h>
 
 struct entry {
-    char key[192];          /* "id after limit every"; "" when free */
+    char key[192];          /* the page's "id after limit every", or the id */
     char job[128];
     char owner[64];
-    char *body;
+    unsigned long long gen;
+    char *body;             /* NULL: the entry is free */
     size_t len;
     uint64_t used;          /* the clock when last looked up or stored */
 };
 
-static struct {
+struct table {
     pthread_mutex_t mu;
-    struct entry e[PAGECACHE_ENTRIES];
+    struct entry *e;
+    size_t n;
     uint64_t clock;
-    unsigned long long hits, misses;
-    /* Jobs deleted lately: a reply rendered before the delete must not
-     * put their pages back (ids are never reused). */
-    char gone[256][128];
-    size_t ngone;
-} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+};
 
-static int make_key(char key[192], const char *job_id, long long after,
-                    size_t limit, size_t every)
+/* A copy of the body under key and gen, and its owner; NULL if none. */
+static char *table_get(struct table *t, const char *key, unsigned long long gen,
+                       char *owner, size_t ownerlen, size_t *len)
 {
-    int n = snprintf(key, 192, "%s %lld %zu %zu", job_id, after, limit, every);
-    return n > 0 && n < 192 && strlen(job_id) < sizeof cache.e[0].job ? 0 : -1;
-}
+    char *copy = NULL;
 
-char *pagecache_get(const char *job_id, long long after, size_t limit,
-                    size_t every, size_t *len, char *owner, size_t ownerlen)
-{
-    char key[192], *copy = NULL;
-
-    if (make_key(key, job_id, after, limit, every) < 0)
-        return NULL;
-    pthread_mutex_lock(&cache.mu);
-    for (size_t i = 0; i < PAGECACHE_ENTRIES; i++) {
-        struct entry *e = &cache.e[i];
-        if (e->body && strcmp(e->key, key) == 0) {
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->n; i++) {
+        struct entry *e = &t->e[i];
+        if (e->body && e->gen == gen && strcmp(e->key, key) == 0) {
             if ((copy = malloc(e->len + 1))) {
                 memcpy(copy, e->body, e->len + 1);
                 *len = e->len;
                 snprintf(owner, ownerlen, "%s", e->owner);
-                e->used = ++cache.clock;
+                e->used = ++t->clock;
             }
             break;
         }
     }
-    if (copy)
-        cache.hits++;
-    else
-        cache.misses++;
-    pthread_mutex_unlock(&cache.mu);
+    pthread_mutex_unlock(&t->mu);
     return copy;
 }
 
-void pagecache_put(const char *job_id, const char *owner, long long after,
-                   size_t limit, size_t every, const char *body, size_t len)
+/* Keeps a copy of body under key (replacing one there), unless it is too
+   large, a name too long, or memory short. mu is held by the caller. */
+static void table_put_locked(struct table *t, const char *key, const char *job,
+                             const char *owner, unsigned long long gen,
+                             const char *body, size_t len)
 {
-    char key[192], *copy;
     struct entry *victim = NULL;
+    char *copy;
 
-    if (!owner || strlen(owner) >= sizeof cache.e[0].owner || len > PAGECACHE_MAX_ENTRY ||
-        make_key(key, job_id, after, limit, every) < 0 || !(copy = malloc(len + 1)))
+    if (!owner || strlen(key) >= sizeof t->e[0].key || strlen(job) >= sizeof t->e[0].job ||
+        strlen(owner) >= sizeof t->e[0].owner || len > PAGECACHE_MAX_ENTRY ||
+        !(copy = malloc(len + 1)))
         return;
     memcpy(copy, body, len);
     copy[len] = '\0';
-    pthread_mutex_lock(&cache.mu);
-    for (size_t i = 0; i < 256 && i < cache.ngone; i++) {
-        if (strcmp(cache.gone[i], job_id) == 0) {
-            pthread_mutex_unlock(&cache.mu);
-            free(copy);
-            return;
-        }
-    }
-    for (size_t i = 0; i < PAGECACHE_ENTRIES; i++) {
-        struct entry *e = &cache.e[i];
+    for (size_t i = 0; i < t->n; i++) {
+        struct entry *e = &t->e[i];
         if (e->body && strcmp(e->key, key) == 0) {
-            victim = e;             /* the same page again: replace it */
+            victim = e;         /* the same key again: replace it */
             break;
         }
         if (!victim || !e->body || (victim->body && e->used < victim->used))
@@ -95,103 +79,106 @@ void pagecache_put(const char *job_id, const char *owner, long long after,
     }
     free(victim->body);
     snprintf(victim->key, sizeof victim->key, "%s", key);
-    snprintf(victim->job, sizeof victim->job, "%s", job_id);
+    snprintf(victim->job, sizeof victim->job, "%s", job);
     snprintf(victim->owner, sizeof victim->owner, "%s", owner);
+    victim->gen = gen;
     victim->body = copy;
     victim->len = len;
-    victim->used = ++cache.clock;
-    pthread_mutex_unlock(&cache.mu);
+    victim->used = ++t->clock;
+}
+
+/* ---- metric pages ------------------------------------------------------- */
+
+static struct entry page_entries[PAGECACHE_ENTRIES];
+static struct table pages = {PTHREAD_MUTEX_INITIALIZER, page_entries,
+                             PAGECACHE_ENTRIES, 0};
+static unsigned long long hits, misses;     /* under pages.mu */
+/* Jobs deleted lately: a reply rendered before the delete must not put
+ * their pages back (ids are never reused). Under pages.mu. */
+static char gone[256][128];
+static size_t ngone;
+
+static int make_key(char key[192], const char *job_id, long long after,
+                    size_t limit, size_t every)
+{
+    int n = snprintf(key, 192, "%s %lld %zu %zu", job_id, after, limit, every);
+    return n > 0 && n < 192 ? 0 : -1;
+}
+
+char *pagecache_get(const char *job_id, long long after, size_t limit,
+                    size_t every, size_t *len, char *owner, size_t ownerlen)
+{
+    char key[192], *copy;
+
+    if (make_key(key, job_id, after, limit, every) < 0)
+        return NULL;
+    copy = table_get(&pages, key, 0, owner, ownerlen, len);
+    pthread_mutex_lock(&pages.mu);
+    if (copy)
+        hits++;
+    else
+        misses++;
+    pthread_mutex_unlock(&pages.mu);
+    return copy;
+}
+
+void pagecache_put(const char *job_id, const char *owner, long long after,
+                   size_t limit, size_t every, const char *body, size_t len)
+{
+    char key[192];
+
+    if (make_key(key, job_id, after, limit, every) < 0)
+        return;
+    pthread_mutex_lock(&pages.mu);
+    for (size_t i = 0; i < 256 && i < ngone; i++) {
+        if (strcmp(gone[i], job_id) == 0) {
+            pthread_mutex_unlock(&pages.mu);
+            return;
+        }
+    }
+    table_put_locked(&pages, key, job_id, owner, 0, body, len);
+    pthread_mutex_unlock(&pages.mu);
 }
 
 void pagecache_forget(const char *job_id)
 {
-    pthread_mutex_lock(&cache.mu);
-    snprintf(cache.gone[cache.ngone++ % 256], sizeof cache.gone[0], "%s", job_id);
-    for (size_t i = 0; i < PAGECACHE_ENTRIES; i++) {
-        struct entry *e = &cache.e[i];
+    pthread_mutex_lock(&pages.mu);
+    snprintf(gone[ngone++ % 256], sizeof gone[0], "%s", job_id);
+    for (size_t i = 0; i < pages.n; i++) {
+        struct entry *e = &pages.e[i];
         if (e->body && strcmp(e->job, job_id) == 0) {
             free(e->body);
             e->body = NULL;
             e->key[0] = '\0';
         }
     }
-    pthread_mutex_unlock(&cache.mu);
+    pthread_mutex_unlock(&pages.mu);
 }
 
-void pagecache_counts(unsigned long long *hits, unsigned long long *misses)
+void pagecache_counts(unsigned long long *h, unsigned long long *m)
 {
-    pthread_mutex_lock(&cache.mu);
-    *hits = cache.hits;
-    *misses = cache.misses;
-    pthread_mutex_unlock(&cache.mu);
+    pthread_mutex_lock(&pages.mu);
+    *h = hits;
+    *m = misses;
+    pthread_mutex_unlock(&pages.mu);
 }
 
-/* ---- job documents ------------------------------------------------------- */
+/* ---- job documents ------------------------------------------------------ */
 
-struct job_entry {
-    char id[128];
-    char owner[64];
-    unsigned long long gen;
-    char *body;
-    size_t len;
-    uint64_t used;
-};
-
-static struct {
-    pthread_mutex_t mu;
-    struct job_entry e[JOBCACHE_ENTRIES];
-    uint64_t clock;
-} jobs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static struct entry job_entries[JOBCACHE_ENTRIES];
+static struct table jobs = {PTHREAD_MUTEX_INITIALIZER, job_entries,
+                            JOBCACHE_ENTRIES, 0};
 
 char *jobcache_get(const char *job_id, unsigned long long gen, char *owner,
                    size_t ownerlen, size_t *len)
 {
-    char *copy = NULL;
-
-    pthread_mutex_lock(&jobs.mu);
-    for (size_t i = 0; i < JOBCACHE_ENTRIES; i++) {
-        struct job_entry *e = &jobs.e[i];
-        if (e->body && e->gen == gen && strcmp(e->id, job_id) == 0) {
-            if ((copy = malloc(e->len + 1))) {
-                memcpy(copy, e->body, e->len + 1);
-                *len = e->len;
-                snprintf(owner, ownerlen, "%s", e->owner);
-                e->used = ++jobs.clock;
-            }
-            break;
-        }
-    }
-    pthread_mutex_unlock(&jobs.mu);
-    return copy;
+    return table_get(&jobs, job_id, gen, owner, ownerlen, len);
 }
 
 void jobcache_put(const char *job_id, unsigned long long gen, const char *owner,
                   const char *body, size_t len)
 {
-    struct job_entry *victim = NULL;
-    char *copy;
-
-    if (strlen(job_id) >= sizeof jobs.e[0].id || strlen(owner) >= sizeof jobs.e[0].owner ||
-        len > PAGECACHE_MAX_ENTRY || !(copy = malloc(len + 1)))
-        return;
-    memcpy(copy, body, len);
-    copy[len] = '\0';
     pthread_mutex_lock(&jobs.mu);
-    for (size_t i = 0; i < JOBCACHE_ENTRIES; i++) {
-        struct job_entry *e = &jobs.e[i];
-        if (e->body && strcmp(e->id, job_id) == 0) {
-            victim = e;
-            break;
-        }
-        if (!victim || !e->body || (victim->body && e->used < victim->used))
-            victim = e;
-    }
-    free(victim->body);
-    snprintf(victim->id, sizeof victim->id, "%s", job_id);
-    snprintf(victim->owner, sizeof victim->owner, "%s", owner);
-    victim->gen = gen;
-    victim->body = copy;
-    victim->len = len;
-    victim->used = ++jobs.clock;
+    table_put_locked(&jobs, job_id, job_id, owner, gen, body, len);
     pthread_mutex_unlock(&jobs.mu);
 }
