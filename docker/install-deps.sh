@@ -2,11 +2,13 @@
 # Installs the Debian packages ecopt builds, tests and runs with. The
 # Makefile, CI and the Dockerfile all use this one list.
 # As root it installs what is missing; otherwise it prints the apt-get line.
+# Given package names, it does the same for those instead (fuzz/ uses it).
 set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
       libcurl4-openssl-dev"
+[ $# -gt 0 ] && PKGS="$*"
 
 missing=""
 for p in $PKGS; do
