@@ -267,22 +267,14 @@ static int resolve_dataset(const char *name, const char *dir, char *out,
     return 0;
 }
 
-/* The file identity a P* hint is for: a file replaced by rename (as
-   uploads are) has another inode, and one changed in place another ctime. */
+/* Whether a P* hint's file identity is that of st (describe.h). */
 static int hint_same_file(json_t *id, const struct stat *st)
 {
-    json_int_t v[5] = {(json_int_t)st->st_dev, (json_int_t)st->st_ino,
-                       (json_int_t)st->st_size,
-                       (json_int_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
-                       (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec};
-    static const char *const key[5] = {"dev", "ino", "size", "mtime_ns", "ctime_ns"};
+    json_t *mine = describe_file_identity(st);
+    int same = mine && json_equal(mine, id);
 
-    for (int i = 0; i < 5; i++) {
-        json_t *x = json_object_get(id, key[i]);
-        if (!json_is_integer(x) || json_integer_value(x) != v[i])
-            return 0;
-    }
-    return 1;
+    json_decref(mine);
+    return same;
 }
 
 /*

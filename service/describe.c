@@ -135,6 +135,15 @@ int describe_metric_record(const ec_metric *r, char *buf, size_t len)
     return (int)(p - buf);
 }
 
+json_t *describe_file_identity(const struct stat *st)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "dev", (json_int_t)st->st_dev, "ino",
+                     (json_int_t)st->st_ino, "size", (json_int_t)st->st_size, "mtime_ns",
+                     (json_int_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+                     "ctime_ns",
+                     (json_int_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec);
+}
+
 json_t *describe_metric(const ec_metric *r)
 {
     return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "round",

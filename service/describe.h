@@ -8,6 +8,7 @@
 #define ECOPT_DESCRIBE_H
 
 #include <jansson.h>
+#include <sys/stat.h>
 
 #include "ecopt/algo.h"
 #include "ecopt/data.h"
@@ -19,6 +20,10 @@ json_t *describe_dataset(const ec_dataset *ds);
 json_t *describe_problem(const ec_problem *pb);
 json_t *describe_params(const ec_params *prm);
 json_t *describe_metric(const ec_metric *row);
+/* A file's identity, {dev, ino, size, mtime_ns, ctime_ns}: a file replaced
+   by rename (as uploads are) has another inode, one changed in place
+   another ctime. The P* hint carries it (api/report-format.md). */
+json_t *describe_file_identity(const struct stat *st);
 /*
  * The report channel's metric record (api/report-format.md) as text, keys
  * sorted, numbers exact: what json_dumps of describe_metric plus "type"

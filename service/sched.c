@@ -273,13 +273,8 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
                                         "bound", describe_real(v[i].bound), "method",
                                         v[i].method));
     free(v);
-    root = json_pack("{s:{s:I, s:I, s:I, s:I, s:I}, s:s, s:o}", "file", "dev",
-                     (json_int_t)df.st.st_dev, "ino", (json_int_t)df.st.st_ino, "size",
-                     (json_int_t)df.st.st_size, "mtime_ns",
-                     (json_int_t)df.st.st_mtim.tv_sec * 1000000000 + df.st.st_mtim.tv_nsec,
-                     "ctime_ns",
-                     (json_int_t)df.st.st_ctim.tv_sec * 1000000000 + df.st.st_ctim.tv_nsec,
-                     "loss", r->loss, "entries", entries);
+    root = json_pack("{s:o, s:s, s:o}", "file", describe_file_identity(&df.st), "loss",
+                     r->loss, "entries", entries);
     if (root && json_dump_file(root, path, JSON_COMPACT) == 0)
         rc = 1;
     else
