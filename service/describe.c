@@ -1,9 +1,12 @@
 /* JSON and CSV views of engine results, shared by the CLI and the service. */
 #include "describe.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 json_t *describe_real(double v)
@@ -133,6 +136,116 @@ int describe_metric_record(const ec_metric *r, char *buf, size_t len)
     *p++ = '}';
     *p = '\0';
     return (int)(p - buf);
+}
+
+/*
+ * The length of the number at p in JSON's grammar that has a fraction or
+ * an exponent (as put_real writes every finite value), or 0. Integers are
+ * left to the JSON parser: it has its own range for them.
+ */
+static size_t real_span(const char *p, const char *end)
+{
+    const char *q = p;
+    int frac = 0;
+
+    if (q < end && *q == '-')
+        q++;
+    if (q < end && *q == '0')
+        q++;
+    else if (q < end && *q >= '1' && *q <= '9')
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+    else
+        return 0;
+    if (q < end && *q == '.') {
+        const char *d = ++q;
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+        if (q == d)
+            return 0;
+        frac = 1;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        const char *d;
+        if (++q < end && (*q == '+' || *q == '-'))
+            q++;
+        for (d = q; q < end && *q >= '0' && *q <= '9';)
+            q++;
+        if (q == d)
+            return 0;
+        frac = 1;
+    }
+    return frac ? (size_t)(q - p) : 0;
+}
+
+/* "key":value with the value null (NaN) or a finite real; NULL if not. */
+static const char *get_real(const char *p, const char *end, const char *key, double *out)
+{
+    size_t kl = strlen(key), n;
+    char tmp[64], *e;
+
+    if ((size_t)(end - p) < kl || memcmp(p, key, kl) != 0)
+        return NULL;
+    p += kl;
+    if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+        *out = NAN;
+        return p + 4;
+    }
+    if ((n = real_span(p, end)) == 0 || n >= sizeof tmp)
+        return NULL;
+    memcpy(tmp, p, n);
+    tmp[n] = '\0';
+    errno = 0;
+    *out = strtod(tmp, &e);
+    return e == tmp + n && !isinf(*out) ? p + n : NULL;
+}
+
+int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *doc)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } head[] = {{"{\"P\":", offsetof(ec_metric, P)},
+                {",\"bits_down\":", offsetof(ec_metric, bits_down)},
+                {",\"bits_up\":", offsetof(ec_metric, bits_up)},
+                {",\"gap\":", offsetof(ec_metric, gap)},
+                {",\"grad_norm\":", offsetof(ec_metric, grad_norm)},
+                {",\"paper_bits\":", offsetof(ec_metric, paper_bits)},
+                {",\"rel_gap\":", offsetof(ec_metric, rel_gap)}},
+      tail[] = {{",\"wire_down\":", offsetof(ec_metric, wire_down)},
+                {",\"wire_up\":", offsetof(ec_metric, wire_up)}};
+    static const char round_key[] = ",\"round\":", seconds_key[] = ",\"seconds\":",
+                      marker[] = ",\"type\":\"metric\",\"v\":1";
+    const char *p = s, *end = s + len, *cut, *digits;
+    uint64_t round = 0;
+
+    for (size_t i = 0; p && i < sizeof head / sizeof head[0]; i++)
+        p = get_real(p, end, head[i].key, (double *)((char *)m + head[i].off));
+    if (!p || (size_t)(end - p) < sizeof round_key - 1 ||
+        memcmp(p, round_key, sizeof round_key - 1) != 0)
+        return -1;
+    /* The round: digits without a leading zero, at most INT64_MAX. */
+    for (digits = p += sizeof round_key - 1; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (round > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return -1;
+        round = round * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == digits || (*digits == '0' && p - digits > 1))
+        return -1;
+    m->round = round;
+    if (!(p = get_real(p, end, seconds_key, &m->seconds)) ||
+        (size_t)(end - p) < sizeof marker - 1 || memcmp(p, marker, sizeof marker - 1) != 0)
+        return -1;
+    cut = p;
+    p += sizeof marker - 1;
+    for (size_t i = 0; p && i < sizeof tail / sizeof tail[0]; i++)
+        p = get_real(p, end, tail[i].key, (double *)((char *)m + tail[i].off));
+    if (!p || end - p != 1 || *p != '}')
+        return -1;
+    memcpy(doc, s, (size_t)(cut - s));
+    memcpy(doc + (cut - s), cut + sizeof marker - 1, (size_t)(end - cut) - (sizeof marker - 1));
+    doc[len - (sizeof marker - 1)] = '\0';
+    return (int)(len - (sizeof marker - 1));
 }
 
 json_t *describe_file_identity(const struct stat *st)

@@ -32,6 +32,16 @@ json_t *describe_file_identity(const struct stat *st);
  */
 #define DESCRIBE_RECORD_MAX 640
 int describe_metric_record(const ec_metric *row, char *buf, size_t len);
+/*
+ * Reads a record of exactly the shape describe_metric_record writes (its
+ * keys, in its order, without spaces; reals or null; the round an integer
+ * up to INT64_MAX) into *row, and writes the row's document, the record
+ * without "type" and "v", to doc (room for len + 1 bytes). Returns the
+ * document's length, or -1 for any other text, which may still be a valid
+ * record for a JSON parser to read. Whatever it accepts, Jansson reads as
+ * the same numbers.
+ */
+int describe_metric_record_read(const char *s, size_t len, ec_metric *row, char *doc);
 json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ecopt/clock.h"
+
 extern char **environ;
 
 struct runner_job {
@@ -33,14 +35,6 @@ const char *runner_line(const struct runner_job *j, size_t *len)
 {
     *len = j->line ? j->line_len : 0;
     return j->line;
-}
-
-static double mono_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* The environment of the child: ours, with ECOPT_DATA_DIR replaced. */
@@ -169,38 +163,41 @@ int runner_fd(const struct runner_job *j)
     return j->fd;
 }
 
-/* Delivers every complete line in the buffer; keeps the incomplete tail. */
-static int deliver(struct runner_job *j, void (*cb)(void *, json_t *),
+/*
+ * Delivers every complete line in the buffer, to take first and then, if
+ * it did not take it, parsed to cb; keeps the incomplete tail.
+ */
+static int deliver(struct runner_job *j, runner_take_fn *take, runner_record_fn *cb,
                    void *ctx, char *err, size_t errlen)
 {
-    size_t start = 0;
+    char *start = j->buf, *end = j->buf + j->len, *nl;
 
-    for (size_t i = 0; i < j->len; i++) {
+    for (; (nl = memchr(start, '\n', (size_t)(end - start))) != NULL; start = nl + 1) {
+        size_t len = (size_t)(nl - start);
         json_t *rec;
         json_error_t jerr;
 
-        if (j->buf[i] != '\n')
+        if (take && take(ctx, start, len))
             continue;
-        rec = json_loadb(j->buf + start, i - start, JSON_REJECT_DUPLICATES, &jerr);
+        rec = json_loadb(start, len, JSON_REJECT_DUPLICATES, &jerr);
         if (!json_is_object(rec)) {
             snprintf(err, errlen, "report channel: a record is not a JSON object (%s)",
                      rec ? "another JSON value" : jerr.text);
             json_decref(rec);
             return -1;
         }
-        j->line = j->buf + start;
-        j->line_len = i - start;
+        j->line = start;
+        j->line_len = len;
         cb(ctx, rec);
         j->line = NULL;
         json_decref(rec);
-        start = i + 1;
     }
-    memmove(j->buf, j->buf + start, j->len - start);
-    j->len -= start;
+    j->len = (size_t)(end - start);
+    memmove(j->buf, start, j->len);
     return 0;
 }
 
-int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
+int runner_read(struct runner_job *j, runner_take_fn *take, runner_record_fn *cb,
                 void *ctx, char *err, size_t errlen)
 {
     for (;;) {
@@ -226,7 +223,7 @@ int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
         r = read(j->fd, j->buf + j->len, j->cap - j->len);
         if (r > 0) {
             j->len += (size_t)r;
-            if (deliver(j, cb, ctx, err, errlen) < 0)
+            if (deliver(j, take, cb, ctx, err, errlen) < 0)
                 return -1;
             if (j->len > RUNNER_MAX_LINE) {
                 snprintf(err, errlen, "report channel: a record is longer than %u bytes",
@@ -254,7 +251,7 @@ void runner_cancel(struct runner_job *j)
 
 int runner_reap(struct runner_job *j, double grace, int *status)
 {
-    double until = mono_now() + grace;
+    double until = ec_clock() + grace;
     int st = 0, killed = 0;
 
     if (j->reaped)
@@ -271,7 +268,7 @@ int runner_reap(struct runner_job *j, double grace, int *status)
             break;
         if (si.si_pid == j->pid)
             break;
-        if (mono_now() >= until) {
+        if (ec_clock() >= until) {
             kill(-j->pid, SIGKILL);
             killed = 1;
             waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOWAIT);

@@ -36,13 +36,21 @@ pid_t runner_pid(const struct runner_job *j);
 /* The report pipe's read end (non-blocking), for poll(). */
 int runner_fd(const struct runner_job *j);
 
+/* Offered each line (no newline, not terminated) before it is parsed:
+   1 when it took the line, 0 to have it parsed and given to the record
+   callback. A fast path for records of a known shape. */
+typedef int runner_take_fn(void *ctx, const char *line, size_t len);
+/* A parsed record; the callback does not own rec. */
+typedef void runner_record_fn(void *ctx, json_t *rec);
+
 /*
- * Reads what the pipe has and calls cb once per complete record, in order;
- * cb does not own rec. Returns 1 while the pipe is open, 0 at its end
- * (after delivering every complete line), < 0 if the channel broke (a
- * line over RUNNER_MAX_LINE or not a JSON object), with err filled.
+ * Reads what the pipe has and hands over each complete line in order: to
+ * take (if not NULL), else parsed to cb. Returns 1 while the pipe is
+ * open, 0 at its end (after delivering every complete line), < 0 if the
+ * channel broke (a line over RUNNER_MAX_LINE or, where take passed, not a
+ * JSON object), with err filled.
  */
-int runner_read(struct runner_job *j, void (*cb)(void *ctx, json_t *rec),
+int runner_read(struct runner_job *j, runner_take_fn *take, runner_record_fn *cb,
                 void *ctx, char *err, size_t errlen);
 /* Within cb: the record's line as it came (no newline, not terminated). */
 const char *runner_line(const struct runner_job *j, size_t *len);

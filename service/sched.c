@@ -22,6 +22,7 @@
 
 #include "datasets.h"
 #include "describe.h"
+#include "ecopt/clock.h"
 #include "jobspec.h"
 #include "runner.h"
 
@@ -71,14 +72,6 @@ struct sched {
     double stop_at;                /* when stopping began (monotonic s) */
     double retry_at;               /* no starts before (a store refusal) */
 };
-
-static double mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void wlock(struct app *a)
 {
@@ -304,6 +297,35 @@ static void cache_pstar(struct running *r, json_t *problem)
         fprintf(stderr, "ecopt serve: job %s: P* not cached: %s\n", r->id, e.msg);
 }
 
+/* The row is in the batch; flushed to the store when the batch is full. */
+static void batch_commit(struct running *r, char *doc)
+{
+    r->docs[r->nbatch] = doc;
+    if (++r->nbatch % MAX_BATCH == 0)
+        flush_batch(r);
+}
+
+/*
+ * A metric record as the coordinator writes it, read without a JSON
+ * parser: one per round with eval_every 1. Any other line (or a metric
+ * record of another shape) goes to on_record.
+ */
+static int take_metric(void *ctx, const char *line, size_t len)
+{
+    struct running *r = ctx;
+    ec_metric *m;
+    char *doc;
+
+    if (len >= DESCRIBE_RECORD_MAX || !(m = batch_slot(r)) || !(doc = malloc(len + 1)))
+        return 0;
+    if (describe_metric_record_read(line, len, m, doc) < 0) {
+        free(doc);
+        return 0;
+    }
+    batch_commit(r, doc);
+    return 1;
+}
+
 /* One report record of a running job. */
 static void on_record(void *ctx, json_t *rec)
 {
@@ -346,9 +368,7 @@ static void on_record(void *ctx, json_t *rec)
         m->seconds = num(rec, "seconds");
         m->wire_up = num(rec, "wire_up");
         m->wire_down = num(rec, "wire_down");
-        r->docs[r->nbatch] = metric_doc(r, rec);
-        if (++r->nbatch % MAX_BATCH == 0)
-            flush_batch(r);
+        batch_commit(r, metric_doc(r, rec));
     } else if (strcmp(type, "final") == 0) {
         const char *status = json_string_value(json_object_get(rec, "status"));
         const char *reason = json_string_value(json_object_get(rec, "reason"));
@@ -480,7 +500,7 @@ static void start_jobs(struct sched *s)
         size_t pick;
         int werr = 0;
 
-        if (mono() < s->retry_at)
+        if (ec_clock() < s->retry_at)
             return;
         pthread_mutex_lock(&s->lock);
         size_t nrun = 0;
@@ -553,7 +573,7 @@ static void start_jobs(struct sched *s)
         if (err[0] && (werr == ENOSPC || werr == EDQUOT)) {
             /* The disk is full: the job waits in the queue, not fails. */
             fprintf(stderr, "ecopt serve: job %s waits: %s\n", q[0].id, err);
-            s->retry_at = mono() + 1.0;
+            s->retry_at = ec_clock() + 1.0;
             unlink(spec_path);
             free(r);
             store_jobs_free(q, n);
@@ -568,7 +588,7 @@ static void start_jobs(struct sched *s)
             free(r);
             store_jobs_free(q, n);
             if (rc < 0 && transient(&e)) {
-                s->retry_at = mono() + 1.0;     /* else it comes back at once */
+                s->retry_at = ec_clock() + 1.0;     /* else it comes back at once */
                 return;
             }
             continue;
@@ -611,7 +631,7 @@ static void start_jobs(struct sched *s)
             /* The store still says queued: stop this run, start it later. */
             fprintf(stderr, "ecopt serve: job %s waits: %s\n", r->id, e.msg);
             r->requeued = 1;
-            s->retry_at = mono() + 1.0;
+            s->retry_at = ec_clock() + 1.0;
             runner_cancel(r->rj);
             store_jobs_free(q, n);
             return;
@@ -648,7 +668,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->lock);
         if (stopping && nrun == 0)
             break;
-        if (stopping && mono() - s->stop_at > 5.0) {
+        if (stopping && ec_clock() - s->stop_at > 5.0) {
             /* A coordinator that ignores SIGTERM must not hold the
              * shutdown: kill its whole group. */
             pthread_mutex_lock(&s->lock);
@@ -668,7 +688,7 @@ static void *sched_main(void *arg)
             int rc = 1;
 
             if (!r->reaped && r->nbatch < MAX_PENDING)
-                rc = runner_read(r->rj, on_record, r, err, sizeof err);
+                rc = runner_read(r->rj, take_metric, on_record, r, err, sizeof err);
             if (!r->reaped) {
                 flush_batch(r);
                 if (rc == 1) {
@@ -687,7 +707,7 @@ static void *sched_main(void *arg)
                 reap(s, r);
             }
             if (record_end(s, r) == 0 ||
-                (stopping && mono() - s->stop_at > STOP_RETRY_SECONDS)) {
+                (stopping && ec_clock() - s->stop_at > STOP_RETRY_SECONDS)) {
                 if (r->rj) {
                     fprintf(stderr, "ecopt serve: job %s: its end and %zu rows were not "
                             "recorded before the stop; it will show as interrupted\n",
@@ -762,7 +782,7 @@ void sched_stop(struct sched *s)
         return;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
-    s->stop_at = mono();
+    s->stop_at = ec_clock();
     for (size_t i = 0; i < s->nrun; i++)
         runner_cancel(s->run[i]->rj);
     pthread_mutex_unlock(&s->lock);

@@ -2,9 +2,13 @@
  * The metric record written without Jansson (describe_metric_record) says
  * exactly what describe_metric says: every key, every number to the bit,
  * null for what is not finite, and keys in the order JSON_SORT_KEYS gives.
+ * Its reader (describe_metric_record_read) gives back the row it wrote,
+ * and whatever text it accepts, Jansson reads as the same numbers.
  */
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,6 +35,72 @@ static void same_value(const char *key, json_t *a, json_t *b)
     ck_assert_msg(json_is_real(a) && json_is_real(b), "%s: not both reals", key);
     double x = json_real_value(a), y = json_real_value(b);
     ck_assert_msg(memcmp(&x, &y, sizeof x) == 0, "%s: %.17g against %.17g", key, x, y);
+}
+
+/* The same double to the bit; NaN for what was not finite. */
+static void same_real(const char *key, double got, double want)
+{
+    if (!isfinite(want))
+        want = NAN;
+    ck_assert_msg(memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want)),
+                  "%s: %.17g against %.17g", key, got, want);
+}
+
+static const struct {
+    const char *key;
+    size_t off;
+} reals[] = {{"P", offsetof(ec_metric, P)},
+             {"bits_down", offsetof(ec_metric, bits_down)},
+             {"bits_up", offsetof(ec_metric, bits_up)},
+             {"gap", offsetof(ec_metric, gap)},
+             {"grad_norm", offsetof(ec_metric, grad_norm)},
+             {"paper_bits", offsetof(ec_metric, paper_bits)},
+             {"rel_gap", offsetof(ec_metric, rel_gap)},
+             {"seconds", offsetof(ec_metric, seconds)},
+             {"wire_down", offsetof(ec_metric, wire_down)},
+             {"wire_up", offsetof(ec_metric, wire_up)}};
+
+static double field(const ec_metric *m, size_t i)
+{
+    double v;
+    memcpy(&v, (const char *)m + reals[i].off, sizeof v);
+    return v;
+}
+
+/*
+ * What the reader took from text, against what Jansson reads there: an
+ * object of the 13 keys with "type" "metric" and "v" 1, the same numbers
+ * (null as NaN), and a document that is that object less "type" and "v".
+ */
+static void agrees_with_jansson(const char *text, size_t len, const ec_metric *m,
+                                const char *doc)
+{
+    json_error_t err;
+    json_t *rec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err), *d, *round;
+
+    ck_assert_msg(json_is_object(rec), "accepted what Jansson refuses: %.*s (%s)",
+                  (int)len, text, err.text);
+    ck_assert_uint_eq(json_object_size(rec), 13);
+    ck_assert_str_eq(json_string_value(json_object_get(rec, "type")), "metric");
+    ck_assert(json_is_integer(json_object_get(rec, "v")));
+    ck_assert_int_eq(json_integer_value(json_object_get(rec, "v")), 1);
+    round = json_object_get(rec, "round");
+    ck_assert(json_is_integer(round));
+    ck_assert_uint_eq((uint64_t)json_integer_value(round), m->round);
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        json_t *v = json_object_get(rec, reals[i].key);
+        ck_assert_msg(json_is_real(v) || json_is_null(v), "%s: %.*s", reals[i].key,
+                      (int)len, text);
+        same_real(reals[i].key, field(m, i), json_is_real(v) ? json_real_value(v) : NAN);
+    }
+    d = json_loads(doc, JSON_REJECT_DUPLICATES, &err);
+    ck_assert_msg(d != NULL, "document: %s: %s", doc, err.text);
+    json_object_del(rec, "type");
+    json_object_del(rec, "v");
+    ck_assert_msg(json_equal(d, rec),
+                  "document %s", doc);
+    json_decref(d);
+    json_decref(rec);
 }
 
 static void check_row(const ec_metric *row)
@@ -67,6 +137,19 @@ static void check_row(const ec_metric *row)
     free(text);
     json_decref(got);
     json_decref(want);
+
+    /* Read back: the same row, and the document the service stores. */
+    ec_metric back;
+    char doc[DESCRIBE_RECORD_MAX];
+    int dn = describe_metric_record_read(buf, (size_t)n, &back, doc);
+
+    ck_assert_msg(dn > 0, "reader refused %s", buf);
+    ck_assert_uint_eq(strlen(doc), (size_t)dn);
+    ck_assert_ptr_null(strstr(doc, "\"type\""));
+    ck_assert_uint_eq(back.round, row->round);
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        same_real(reals[i].key, field(&back, i), field(row, i));
+    agrees_with_jansson(buf, (size_t)n, &back, doc);
 }
 
 START_TEST(test_special_values)
@@ -120,6 +203,102 @@ START_TEST(test_random_rows)
 }
 END_TEST
 
+/* Reads text of any length, not terminated: true when the reader took it. */
+static int try_read(const char *text, size_t len)
+{
+    char *copy = malloc(len ? len : 1), doc[4096];
+    ec_metric m;
+    int n;
+
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, text, len);
+    n = len < sizeof doc ? describe_metric_record_read(copy, len, &m, doc) : -1;
+    if (n >= 0)
+        agrees_with_jansson(copy, len, &m, doc);
+    free(copy);
+    return n >= 0;
+}
+
+/*
+ * Hostile text: every truncation, every byte deleted, replaced or doubled
+ * in a few records. Whatever the reader takes, Jansson must read as the
+ * same record; everything else is left to Jansson.
+ */
+START_TEST(test_reader_mutations)
+{
+    static const char repl[] = " 0912-+.eEnulx},:\"\\\t\n";
+    ec_metric rows[] = {{.round = 0, .P = 0.5, .gap = NAN, .rel_gap = 1.0},
+                        {.round = 1234567, .bits_up = 7872.0, .bits_down = -0.0,
+                         .paper_bits = 1e300, .P = 1.0 / 3.0, .gap = 4.9e-324,
+                         .rel_gap = 2.5e-16, .grad_norm = INFINITY, .seconds = 12.75,
+                         .wire_up = 9007199254740992.0, .wire_down = 1e-5}};
+    size_t taken = 0, tried = 0;
+
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char buf[DESCRIBE_RECORD_MAX], mut[DESCRIBE_RECORD_MAX + 2];
+        size_t n = (size_t)describe_metric_record(&rows[r], buf, sizeof buf);
+
+        for (size_t cut = 0; cut < n; cut++, tried++)
+            ck_assert_msg(!try_read(buf, cut), "took a record cut at %zu", cut);
+        for (size_t i = 0; i < n; i++) {
+            memcpy(mut, buf, i);
+            memcpy(mut + i, buf + i + 1, n - i - 1);
+            taken += (size_t)try_read(mut, n - 1);
+            memcpy(mut, buf, i + 1);
+            memcpy(mut + i + 1, buf + i, n - i);
+            taken += (size_t)try_read(mut, n + 1);
+            for (const char *c = repl; *c; c++) {
+                memcpy(mut, buf, n);
+                mut[i] = *c;
+                taken += (size_t)try_read(mut, n);
+            }
+            tried += 2 + strlen(repl);
+        }
+        memcpy(mut, buf, n);
+        mut[n / 2] = '\0';      /* a NUL inside */
+        ck_assert(!try_read(mut, n));
+    }
+    /* Some mutants are records still (a digit changed); most are not. */
+    ck_assert_uint_gt(taken, 0);
+    ck_assert_uint_lt(taken, tried / 4);
+}
+END_TEST
+
+/* Valid JSON the reader leaves to Jansson, and values at the edges. */
+START_TEST(test_reader_edges)
+{
+    static const char base[] =
+        "{\"P\":%s,\"bits_down\":0.0,\"bits_up\":0.0,\"gap\":0.0,\"grad_norm\":0.0,"
+        "\"paper_bits\":0.0,\"rel_gap\":0.0,\"round\":%s,\"seconds\":0.0,"
+        "\"type\":\"metric\",\"v\":1,\"wire_down\":0.0,\"wire_up\":0.0}";
+    static const struct {
+        const char *p, *round;
+        int taken;
+    } cases[] = {
+        {"0.5", "0", 1},          {"-0.0", "7", 1},       {"1e5", "7", 1},
+        {"1E+5", "7", 1},         {"2.5e-400", "7", 1},   /* underflow: Jansson takes it */
+        {"null", "9223372036854775807", 1},
+        {"5", "7", 0},            /* an integer: Jansson's to read */
+        {"1e400", "7", 0},        {"-1e999", "7", 0},     {"01.5", "7", 0},
+        {".5", "7", 0},           {"1.", "7", 0},         {"1e", "7", 0},
+        {"+1.0", "7", 0},         {"0x1p3", "7", 0},      {"NaN", "7", 0},
+        {"nul", "7", 0},          {"\"0.5\"", "7", 0},    {" 0.5", "7", 0},
+        {"0.5", "9223372036854775808", 0},  {"0.5", "18446744073709551616", 0},
+        {"0.5", "01", 0},         {"0.5", "-1", 0},       {"0.5", "1.0", 0},
+        {"0.5", "", 0},           {"0.5", "1e3", 0},
+        {"1.00000000000000000000000000000000000000000000000000000000000000001", "7", 0},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        int n = snprintf(text, sizeof text, base, cases[i].p, cases[i].round);
+
+        ck_assert_msg(try_read(text, (size_t)n) == cases[i].taken, "P %s, round %s: %s",
+                      cases[i].p, cases[i].round, cases[i].taken ? "refused" : "taken");
+    }
+}
+END_TEST
+
 START_TEST(test_short_buffer)
 {
     char buf[DESCRIBE_RECORD_MAX - 1];
@@ -134,8 +313,12 @@ int main(void)
     Suite *s = suite_create("describe");
     TCase *tc = tcase_create("record");
 
+    tcase_set_timeout(tc, 120);     /* 20000 rows, and under valgrind */
+
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_random_rows);
+    tcase_add_test(tc, test_reader_mutations);
+    tcase_add_test(tc, test_reader_edges);
     tcase_add_test(tc, test_short_buffer);
     suite_add_tcase(s, tc);
     return tu_run(s);

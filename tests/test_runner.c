@@ -54,7 +54,7 @@ static int pump(struct runner_job *j, struct seen *s, int stop_after,
         int r;
 
         poll(&p, 1, 100);
-        r = runner_read(j, on_record, s, err, errlen);
+        r = runner_read(j, NULL, on_record, s, err, errlen);
         if (r <= 0)
             return r;
         if (stop_after && s->metrics >= stop_after)
