@@ -183,6 +183,70 @@ static inline json_t *json_of(const struct reply *r)
 }
 
 
+/* Creates a job as token: 201, a Location for it, queued. Fills id. */
+static inline void job_create(const struct server *s, const char *token, const char *spec,
+                              char id[32])
+{
+    struct reply r = req(s, "POST", "/v1/jobs", token, spec, NULL);
+    char want[64];
+    json_t *doc;
+
+    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
+    snprintf(want, sizeof want, "/v1/jobs/%s", id);
+    ck_assert_str_eq(r.location, want);
+    json_decref(doc);
+    free(r.body);
+}
+
+/* The job's document as token sees it; it must exist. */
+static inline json_t *job_get(const struct server *s, const char *token, const char *id)
+{
+    char path[96];
+    struct reply r;
+    json_t *doc;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    r = req(s, "GET", path, token, NULL, NULL);
+    ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status, r.body);
+    doc = json_of(&r);
+    free(r.body);
+    return doc;
+}
+
+static inline int job_state_final(const char *state)
+{
+    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
+           strcmp(state, "cancelled") == 0 || strcmp(state, "interrupted") == 0;
+}
+
+/*
+ * Polls the job until its state is `state` ("final" for any end) and
+ * returns its document; fails after timeout seconds, or at once when the
+ * job ends in another state (an end is for good).
+ */
+static inline json_t *job_wait(const struct server *s, const char *token, const char *id,
+                               const char *state, double timeout)
+{
+    double until = tu_now() + timeout;
+
+    for (;;) {
+        json_t *doc = job_get(s, token, id);
+        const char *now = json_string_value(json_object_get(doc, "state"));
+
+        if (strcmp(now, state) == 0 || (strcmp(state, "final") == 0 && job_state_final(now)))
+            return doc;
+        ck_assert_msg(!job_state_final(now) || strcmp(state, "final") == 0,
+                      "job %s ended %s (%s), not %s", id, now,
+                      json_string_value(json_object_get(doc, "reason")), state);
+        ck_assert_msg(tu_now() < until, "job %s still %s after %g s", id, now, timeout);
+        json_decref(doc);
+        usleep(50000);
+    }
+}
+
 #define ALICE "alice-secret-0123456789"
 #define BOB "bob-secret-0123456789abc"
 #define ROOT "root-secret-0123456789ab"

@@ -145,61 +145,6 @@ static void workers_of(pid_t coord, pid_t *out, int n, double timeout)
 
 /* ---- the API -------------------------------------------------------------- */
 
-static void create(const struct server *s, const char *spec, char id[32])
-{
-    struct reply r = req(s, "POST", "/v1/jobs", ALICE, spec, NULL);
-    json_t *doc;
-
-    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
-    doc = json_of(&r);
-    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
-    json_decref(doc);
-    free(r.body);
-}
-
-static json_t *job_get(const struct server *s, const char *id)
-{
-    char path[96];
-    struct reply r;
-    json_t *doc;
-
-    snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    r = req(s, "GET", path, ALICE, NULL, NULL);
-    ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status, r.body);
-    doc = json_of(&r);
-    free(r.body);
-    return doc;
-}
-
-static int terminal(const char *state)
-{
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-           strcmp(state, "cancelled") == 0 || strcmp(state, "interrupted") == 0;
-}
-
-/* Polls the job until its state is `state` ("terminal" for any end). */
-static json_t *wait_state(const struct server *s, const char *id,
-                          const char *state, double timeout)
-{
-    double until = tu_now() + timeout;
-
-    for (;;) {
-        json_t *doc = job_get(s, id);
-        const char *now = json_string_value(json_object_get(doc, "state"));
-
-        if (strcmp(now, state) == 0 ||
-            (strcmp(state, "terminal") == 0 && terminal(now)))
-            return doc;
-        ck_assert_msg(!terminal(now) || strcmp(state, "running") != 0,
-                      "job %s ended (%s: %s) before it ran", id, now,
-                      json_string_value(json_object_get(doc, "reason")));
-        ck_assert_msg(tu_now() < until, "job %s still %s after %g s", id, now,
-                      timeout);
-        json_decref(doc);
-        usleep(50000);
-    }
-}
-
 /* Rows stored for a job: the count in the `latest` row's round terms is
  * not enough, so ask for the rows. */
 static size_t rows_stored(const struct server *s, const char *id)
@@ -450,9 +395,9 @@ START_TEST(test_kill_worker_coordinator_server)
     setenv("ECOPT_MAX_RUNNING", "3", 1);
     server_start(&s, 0);
     for (int j = 0; j < 3; j++)
-        create(&s, long_job, id[j]);
+        job_create(&s, ALICE, long_job, id[j]);
     for (int j = 0; j < 3; j++) {
-        json_decref(wait_state(&s, id[j], "running", 60));
+        json_decref(job_wait(&s, ALICE, id[j], "running", 60));
         coord[j] = coordinator_of(&s, id[j], 30);
     }
     for (int j = 0; j < 3; j++) {
@@ -473,7 +418,7 @@ START_TEST(test_kill_worker_coordinator_server)
     /* A worker: its job fails, saying which worker and the signal. */
     workers_of(coord[victim_job], work, 2, 30);
     ck_assert_int_eq(kill(work[victim_worker], SIGKILL), 0);
-    doc = wait_state(&s, id[victim_job], "failed", 60);
+    doc = job_wait(&s, ALICE, id[victim_job], "failed", 60);
     reason = json_string_value(json_object_get(doc, "reason"));
     ck_assert_msg(reason && strstr(reason, "died (signal 9)"), "reason '%s'", reason);
     json_decref(doc);
@@ -482,7 +427,7 @@ START_TEST(test_kill_worker_coordinator_server)
     int b = (victim_job + 1) % 3, c = (victim_job + 2) % 3;
     workers_of(coord[b], work, 2, 30);
     ck_assert_int_eq(kill(coord[b], SIGKILL), 0);
-    doc = wait_state(&s, id[b], "failed", 60);
+    doc = job_wait(&s, ALICE, id[b], "failed", 60);
     reason = json_string_value(json_object_get(doc, "reason"));
     ck_assert_msg(reason && strstr(reason, "coordinator died (signal 9)"),
                   "reason '%s'", reason);
@@ -492,7 +437,7 @@ START_TEST(test_kill_worker_coordinator_server)
         ck_assert_msg(tu_now() < until, "workers of a killed coordinator live on");
         usleep(20000);
     }
-    doc = job_get(&s, id[c]);
+    doc = job_get(&s, ALICE, id[c]);
     ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "running");
     json_decref(doc);
     /* The survivor's watchers keep getting rows. */
@@ -523,10 +468,10 @@ START_TEST(test_kill_worker_coordinator_server)
     for (int j = 0; j < 3; j++) {
         const char *state;
 
-        doc = job_get(&s, id[j]);
+        doc = job_get(&s, ALICE, id[j]);
         state = json_string_value(json_object_get(doc, "state"));
         reason = json_string_value(json_object_get(doc, "reason"));
-        ck_assert_msg(terminal(state) || strcmp(state, "running") == 0 ||
+        ck_assert_msg(job_state_final(state) || strcmp(state, "running") == 0 ||
                           strcmp(state, "queued") == 0, "job %s: %s", id[j], state);
         ck_assert_msg(reason && *reason, "job %s (%s) has no reason", id[j], state);
         if (j == c) {
@@ -587,8 +532,8 @@ START_TEST(test_worker_isolation)
         return;
     }
     server_start(&s, 0);
-    create(&s, long_job, id);
-    json_decref(wait_state(&s, id, "running", 60));
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "running", 60));
     coord = coordinator_of(&s, id, 30);
     workers_of(coord, work, 2, 60);
     for (double until = tu_now() + 60; rows_stored(&s, id) < 1;) {
@@ -663,7 +608,7 @@ START_TEST(test_worker_isolation)
     snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
     r = req(&s, "POST", path, ALICE, "{}", NULL);
     free(r.body);
-    json_decref(wait_state(&s, id, "cancelled", 30));
+    json_decref(job_wait(&s, ALICE, id, "cancelled", 30));
     server_stop(&s, SIGTERM);
 }
 END_TEST
@@ -685,8 +630,8 @@ START_TEST(test_worker_cpu_limit)
 
     setenv("ECOPT_WORKER_CPU_LIMIT", "1", 1);
     server_start(&s, 0);
-    create(&s, busy, id);
-    doc = wait_state(&s, id, "terminal", 120);
+    job_create(&s, ALICE, busy, id);
+    doc = job_wait(&s, ALICE, id, "final", 120);
     reason = json_string_value(json_object_get(doc, "reason"));
     ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "failed");
     ck_assert_msg(reason && strstr(reason, "exceeded its CPU time limit of 1 s"),

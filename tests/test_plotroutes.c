@@ -23,41 +23,6 @@ static const char long_job[] =
     "{\"dataset\": \"heart_scale\", \"workers\": 3, \"max_rounds\": 20000,"
     " \"target\": 0, \"eval_every\": 1, \"backend\": \"inproc\"}";
 
-static void create(const struct server *s, const char *token, const char *spec,
-                   char id[32])
-{
-    struct reply r = req(s, "POST", "/v1/jobs", token, spec, NULL);
-    json_t *doc;
-
-    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
-    doc = json_of(&r);
-    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
-    json_decref(doc);
-    free(r.body);
-}
-
-/* Waits for a final state (deadline in seconds); returns it. */
-static void wait_final(const struct server *s, const char *token, const char *id,
-                       double timeout, char state[32])
-{
-    char path[96];
-    double t0 = tu_now();
-
-    snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    for (;;) {
-        struct reply r = req(s, "GET", path, token, NULL, NULL);
-        json_t *doc = json_of(&r);
-        snprintf(state, 32, "%s", json_string_value(json_object_get(doc, "state")));
-        json_decref(doc);
-        free(r.body);
-        if (strcmp(state, "queued") && strcmp(state, "running"))
-            return;
-        ck_assert_msg(tu_now() - t0 < timeout, "job %s still %s after %g s", id, state,
-                      timeout);
-        usleep(50000);
-    }
-}
-
 /* Points drawn by series i of an SVG (path vertices and lone dots); -1
    when the series draws nothing. */
 static long svg_points(const char *svg, int i)
@@ -136,14 +101,13 @@ static long drawable_rows(const struct server *s, const char *id)
 START_TEST(test_job_plot)
 {
     struct server s;
-    char id[32], state[32], path[160], text[256];
+    char id[32], path[160], text[256];
     char *svg;
     long rows;
 
     server_start(&s, 0);
-    create(&s, ALICE, small_job, id);
-    wait_final(&s, ALICE, id, 60, state);
-    ck_assert_str_eq(state, "succeeded");
+    job_create(&s, ALICE, small_job, id);
+    json_decref(job_wait(&s, ALICE, id, "succeeded", 60));
     rows = drawable_rows(&s, id);
     ck_assert_int_ge(rows, 20);
 
@@ -216,14 +180,13 @@ END_TEST
 START_TEST(test_long_run_is_bounded)
 {
     struct server s;
-    char id[32], state[32], path[160];
+    char id[32], path[160];
     char *svg;
     long rows;
 
     server_start(&s, 0);
-    create(&s, ALICE, long_job, id);
-    wait_final(&s, ALICE, id, 120, state);
-    ck_assert_msg(strcmp(state, "succeeded") == 0, "state %s", state);
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "succeeded", 120));
     rows = drawable_rows(&s, id);
     ck_assert_msg(rows > 2000, "only %ld rows", rows);
 
@@ -255,7 +218,7 @@ START_TEST(test_experiment_plot)
     struct server s;
     struct reply r;
     json_t *doc, *jobs;
-    char path[400], xpath[300], state[32], text[256];
+    char path[400], xpath[300], text[256];
     char *svg;
 
     server_start(&s, 0);
@@ -267,8 +230,9 @@ START_TEST(test_experiment_plot)
     jobs = json_object_get(doc, "jobs");
     ck_assert_int_eq(json_array_size(jobs), 2);
     for (size_t i = 0; i < 2; i++)
-        wait_final(&s, ALICE, json_string_value(json_object_get(json_array_get(jobs, i), "id")),
-                   60, state);
+        json_decref(job_wait(&s, ALICE,
+                             json_string_value(json_object_get(json_array_get(jobs, i), "id")),
+                             "final", 60));
 
     svg = get_svg(&s, xpath, ALICE);
     for (int i = 0; i < 2; i++) {

@@ -21,47 +21,6 @@ static const char small_job[] =
 static const char long_job[] =
     "{\"dataset\": \"a9a\", \"workers\": 3, \"max_rounds\": 40000000, \"target\": 0}";
 
-/* Creates a job as token; returns its id (static buffer per call site). */
-static void create(const struct server *s, const char *token, const char *spec,
-                   char id[32])
-{
-    struct reply r = req(s, "POST", "/v1/jobs", token, spec, NULL);
-    json_t *doc;
-
-    ck_assert_msg(r.status == 201, "status %ld: %s", r.status, r.body);
-    doc = json_of(&r);
-    snprintf(id, 32, "%s", json_string_value(json_object_get(doc, "id")));
-    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
-    char want[64];
-    snprintf(want, sizeof want, "/v1/jobs/%s", id);
-    ck_assert_str_eq(r.location, want);
-    json_decref(doc);
-    free(r.body);
-}
-
-/* Polls a job until its state is `state` (or the deadline). */
-static json_t *wait_state(const struct server *s, const char *token,
-                          const char *id, const char *state, double timeout)
-{
-    char path[96];
-    double t0 = tu_now();
-
-    snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    for (;;) {
-        struct reply r = req(s, "GET", path, token, NULL, NULL);
-        json_t *doc;
-        ck_assert_int_eq(r.status, 200);
-        doc = json_of(&r);
-        free(r.body);
-        if (strcmp(json_string_value(json_object_get(doc, "state")), state) == 0)
-            return doc;
-        ck_assert_msg(tu_now() - t0 < timeout, "job %s still %s after %g s", id,
-                      json_string_value(json_object_get(doc, "state")), timeout);
-        json_decref(doc);
-        usleep(50000);
-    }
-}
-
 START_TEST(test_job_lifecycle)
 {
     struct server s;
@@ -70,8 +29,8 @@ START_TEST(test_job_lifecycle)
     json_t *doc, *rows;
 
     server_start(&s, 0);
-    create(&s, ALICE, small_job, id);
-    doc = wait_state(&s, ALICE, id, "succeeded", 30);
+    job_create(&s, ALICE, small_job, id);
+    doc = job_wait(&s, ALICE, id, "succeeded", 30);
     ck_assert(json_is_object(json_object_get(doc, "problem")));
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "params"), "algorithm")),
                      "eclk");
@@ -205,21 +164,21 @@ START_TEST(test_cancel_running)
     json_t *doc;
 
     server_start(&s, 0);
-    create(&s, ALICE, long_job, id);
-    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "running", 30));
     snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
     r = req(&s, "POST", path, ALICE, "{}", NULL);
     ck_assert_int_eq(r.status, 202);
     free(r.body);
-    doc = wait_state(&s, ALICE, id, "cancelled", 5);
+    doc = job_wait(&s, ALICE, id, "cancelled", 5);
     ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(doc, "reason")), "cancelled"));
     json_decref(doc);
     r = req(&s, "POST", path, ALICE, "{}", NULL);
     ck_assert_int_eq(r.status, 409);
     free(r.body);
     /* a running job cannot be deleted */
-    create(&s, ALICE, long_job, id);
-    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "running", 30));
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     r = req(&s, "DELETE", path, ALICE, NULL, NULL);
     ck_assert_int_eq(r.status, 409);
@@ -274,11 +233,11 @@ START_TEST(test_running_per_token)
     server_start(&s, 0);
     unsetenv("ECOPT_MAX_RUNNING");
     unsetenv("ECOPT_MAX_RUNNING_PER_TOKEN");
-    create(&s, ALICE, long_job, a1);
-    json_decref(wait_state(&s, ALICE, a1, "running", 30));
-    create(&s, ALICE, long_job, a2);
-    create(&s, BOB, long_job, b1);
-    json_decref(wait_state(&s, BOB, b1, "running", 30));
+    job_create(&s, ALICE, long_job, a1);
+    json_decref(job_wait(&s, ALICE, a1, "running", 30));
+    job_create(&s, ALICE, long_job, a2);
+    job_create(&s, BOB, long_job, b1);
+    json_decref(job_wait(&s, BOB, b1, "running", 30));
     snprintf(path, sizeof path, "/v1/jobs/%s", a2);
     r = req(&s, "GET", path, ALICE, NULL, NULL);
     doc = json_of(&r);
@@ -286,7 +245,7 @@ START_TEST(test_running_per_token)
     json_decref(doc);
     free(r.body);
     cancel_job(&s, ALICE, a1);
-    json_decref(wait_state(&s, ALICE, a2, "running", 30));
+    json_decref(job_wait(&s, ALICE, a2, "running", 30));
     cancel_job(&s, ALICE, a2);
     cancel_job(&s, BOB, b1);
     server_stop(&s, SIGTERM);
@@ -309,8 +268,8 @@ START_TEST(test_queue_limit_with_keys)
     server_start(&s, 0);
     unsetenv("ECOPT_MAX_RUNNING");
     unsetenv("ECOPT_MAX_QUEUED_PER_TOKEN");
-    create(&s, ALICE, long_job, running);
-    json_decref(wait_state(&s, ALICE, running, "running", 30));
+    job_create(&s, ALICE, long_job, running);
+    json_decref(job_wait(&s, ALICE, running, "running", 30));
     r = req(&s, "POST", "/v1/jobs", ALICE, long_job, "Idempotency-Key: q-1");
     ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
     doc = json_of(&r);
@@ -396,7 +355,7 @@ START_TEST(test_ownership_and_idempotency)
     json_t *doc;
 
     server_start(&s, 0);
-    create(&s, ALICE, small_job, id);
+    job_create(&s, ALICE, small_job, id);
     snprintf(path, sizeof path, "/v1/jobs/%s", id);
     r = req(&s, "GET", path, BOB, NULL, NULL);
     ck_assert_int_eq(r.status, 404);            /* another user's job */
@@ -445,8 +404,8 @@ START_TEST(test_restart_recovery)
     long long rows_before = 0, rows_after = 0;
 
     server_start(&s, 0);
-    create(&s, ALICE, long_job, id);
-    json_decref(wait_state(&s, ALICE, id, "running", 30));
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "running", 30));
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10000", id);
     for (double t0 = tu_now(); rows_before < 5 && tu_now() - t0 < 30;) {
         r = req(&s, "GET", path, ALICE, NULL, NULL);
@@ -458,7 +417,7 @@ START_TEST(test_restart_recovery)
     ck_assert_int_ge(rows_before, 5);
     server_stop(&s, SIGKILL);
     server_start(&s, 1);
-    doc = wait_state(&s, ALICE, id, "interrupted", 5);
+    doc = job_wait(&s, ALICE, id, "interrupted", 5);
     ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(doc, "reason")),
                                  "service stopped"));
     json_decref(doc);
@@ -483,7 +442,7 @@ START_TEST(test_events_and_longpoll)
     double t0;
 
     server_start(&s, 0);
-    create(&s, ALICE, small_job, id);
+    job_create(&s, ALICE, small_job, id);
     snprintf(path, sizeof path, "/v1/jobs/%s/events", id);
     r = req(&s, "GET", path, ALICE, NULL, NULL);      /* returns when it ends */
     ck_assert_int_eq(r.status, 200);
@@ -504,7 +463,7 @@ START_TEST(test_events_and_longpoll)
     }
     free(r.body);
 
-    create(&s, ALICE, long_job, id);
+    job_create(&s, ALICE, long_job, id);
     /* rows come: the wait ends as soon as the first batch is stored */
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=-1&wait=20", id);
     t0 = tu_now();
