@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "describe.h"
+#include "ecopt/clock.h"
 #include "ecopt/data.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
@@ -80,8 +81,6 @@ static const char run_usage[] =
     "2 bad arguments, spec or data, 3 the job failed (diverged, out of time,\n"
     "a worker died) or was cancelled, 1 internal failure.\n";
 
-static double wall_now(void);
-
 /* Records written at once, and the longest a metric record waits. */
 #define REPORT_BATCH_BYTES 16384
 #define REPORT_BATCH_SECONDS 0.02
@@ -102,7 +101,7 @@ static void report_flush(struct run_ctx *ctx)
             off += (size_t)w;
     }
     ctx->rlen = 0;
-    ctx->rflushed = wall_now();
+    ctx->rflushed = ec_clock();
 }
 
 /*
@@ -129,7 +128,7 @@ static void report_text(struct run_ctx *ctx, const char *text, size_t len, int s
     ctx->rlen += len;
     ctx->rbuf[ctx->rlen++] = '\n';
     if (!soon || ctx->rlen >= REPORT_BATCH_BYTES ||
-        wall_now() - ctx->rflushed >= REPORT_BATCH_SECONDS)
+        ec_clock() - ctx->rflushed >= REPORT_BATCH_SECONDS)
         report_flush(ctx);
 }
 
@@ -175,14 +174,6 @@ static const char *status_of(ec_stop stop)
     default:
         return "failed";
     }
-}
-
-static double wall_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer. */
@@ -406,11 +397,11 @@ static int on_metric(void *vctx, const ec_metric *row)
                 fill, "##############################", width - fill, "",
                 (unsigned long long)row->round, row->rel_gap, row->seconds);
         fflush(ctx->info);
-    } else if (row->round == 0 || wall_now() - ctx->last_line >= 1.0) {
+    } else if (row->round == 0 || ec_clock() - ctx->last_line >= 1.0) {
         fprintf(ctx->info, "round %llu  rel gap %.3e  bits up %.4g  %.2f s\n",
                 (unsigned long long)row->round, row->rel_gap, row->bits_up,
                 row->seconds);
-        ctx->last_line = wall_now();
+        ctx->last_line = ec_clock();
     }
     return 0;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ecopt/clock.h"
+
 int auth_load(struct auth *a, const char *path, char *err, size_t errlen)
 {
     FILE *f;
@@ -76,14 +78,6 @@ void auth_free(struct auth *a)
     a->n = 0;
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The slot of addr, or NULL; the caller holds fail_lock. */
 static struct auth_fail *find_slot(struct auth *a, const char *addr)
 {
@@ -95,7 +89,7 @@ static struct auth_fail *find_slot(struct auth *a, const char *addr)
 
 double auth_blocked(struct auth *a, const char *addr)
 {
-    double wait = 0, now = mono();
+    double wait = 0, now = ec_clock();
     struct auth_fail *f;
 
     if (a->off || !addr)
@@ -110,7 +104,7 @@ double auth_blocked(struct auth *a, const char *addr)
 
 void auth_failed(struct auth *a, const char *addr)
 {
-    double now = mono();
+    double now = ec_clock();
     struct auth_fail *f;
 
     if (!addr)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "describe.h"
+#include "ecopt/clock.h"
 
 #define EVENTS_PER_WAKE 2000     /* rows one produce call may queue */
 
@@ -37,14 +38,6 @@ struct watch {
     pthread_mutex_t lock;
     struct waiter *head;
 };
-
-static double mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int watch_init(struct app *a)
 {
@@ -178,7 +171,7 @@ void watch_sweep(struct app *a)
 {
     struct watch *h = a->watch;
     struct waiter *done = NULL;
-    double now = mono();
+    double now = ec_clock();
 
     pthread_mutex_lock(&h->lock);
     for (struct waiter **p = &h->head; *p;) {
@@ -239,7 +232,7 @@ int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
     w->limit = limit;
     w->every = every;
     w->csv = csv;
-    w->deadline = mono() + wait_ms / 1000.0;
+    w->deadline = ec_clock() + wait_ms / 1000.0;
     if (!(w->d = http_defer(rs, wait_ms, NULL, NULL))) {
         free(w);
         return 0;               /* http_defer has replied */

@@ -13,17 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "ecopt/clock.h"
 #include "ecopt/wire.h"
 
 #define FRAME_TAG 7
-
-static double mono_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int ec_mpi_init(int *argc, char ***argv, int *rank, int *size, ec_err *e)
 {
@@ -174,7 +167,7 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
                                    co->pb->d);
     uint32_t left = co->n;
     uint8_t *done = calloc(co->n, 1);
-    double deadline = mono_now() + co->timeout;
+    double deadline = ec_clock() + co->timeout;
     int rc = -1;
 
     if (len < 0 || !done) {
@@ -205,7 +198,7 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
                      ec_signal_caught(), (unsigned long long)co->round);
                 goto out;
             }
-            if (mono_now() >= deadline) {
+            if (ec_clock() >= deadline) {
                 for (uint32_t t = 0; t < co->n; t++)
                     if (!done[t]) {
                         fail(sum, EC_STOP_FAILED,

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ecopt/clock.h"
 #include "ecopt/wire.h"
 
 /*
@@ -80,14 +81,6 @@ struct proc {
     double cpu_limit;     /* seconds of CPU per worker, for messages */
     uint64_t round;       /* exchanges done, for messages */
 };
-
-static double mono_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Writes all of buf; MSG_NOSIGNAL turns a dead peer into EPIPE. */
 static int send_all(int fd, const uint8_t *buf, size_t len)
@@ -276,7 +269,7 @@ static int sock_recv(void *ctx, uint8_t *buf, size_t max_payload,
 /* Reaps peer t if it has exited, waiting at most `wait` seconds. */
 static int reap(struct peer *p, double wait)
 {
-    double until = mono_now() + wait;
+    double until = ec_clock() + wait;
 
     while (!p->reaped) {
         pid_t r = waitpid(p->pid, &p->status, WNOHANG);
@@ -284,7 +277,7 @@ static int reap(struct peer *p, double wait)
             p->reaped = 1;
             break;
         }
-        if (mono_now() >= until)
+        if (ec_clock() >= until)
             return 0;
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
@@ -357,7 +350,7 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
     uint32_t n = pc->n, left = n;
     struct pollfd *pfd = calloc((size_t)n + 1, sizeof *pfd);
     uint8_t *done = calloc(n, 1);
-    double deadline = mono_now() + pc->timeout;
+    double deadline = ec_clock() + pc->timeout;
     int rc = -1;
 
     if (!pfd || !done) {
@@ -367,7 +360,7 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
     }
     while (left > 0) {
         uint32_t np = 0;
-        int ready, wait_ms = (int)((deadline - mono_now()) * 1000) + 1;
+        int ready, wait_ms = (int)((deadline - ec_clock()) * 1000) + 1;
 
         for (uint32_t t = 0; t < n; t++) {
             if (!done[t]) {
@@ -393,7 +386,7 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
                      (unsigned long long)pc->round);
             goto out;
         }
-        if (ready == 0 && mono_now() >= deadline) {
+        if (ready == 0 && ec_clock() >= deadline) {
             for (uint32_t t = 0; t < n; t++) {
                 if (!done[t]) {
                     sum->stop = EC_STOP_FAILED;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ecopt/clock.h"
+
 const char *ec_stop_name(ec_stop s)
 {
     switch (s) {
@@ -27,14 +29,6 @@ const char *ec_stop_name(ec_stop s)
         return "failed";
     }
     return "unknown";
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 void ec_eval(const ec_problem *pb, const double *point, double *tmp,
@@ -176,7 +170,7 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
     if ((rc = ec_model_init(&model, pb, prm, e)) < 0)
         goto out;
 
-    t0 = now_seconds();
+    t0 = ec_clock();
     if (!model.initialised) {
         if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0)
             failed = 1;
@@ -184,7 +178,7 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
             ec_model_apply(&model, &down);
     }
     while (!failed) {
-        fill_row(&row, &model, &acc, n, now_seconds() - t0);
+        fill_row(&row, &model, &acc, n, ec_clock() - t0);
         ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
         sum->evals++;
         if (fn && fn(ctx, &row)) {
@@ -215,12 +209,12 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
             ec_model_apply(&model, &down);
         } while (model.round % job->eval_every != 0 &&
                  model.round < job->max_rounds &&
-                 now_seconds() - t0 < job->max_seconds);
+                 ec_clock() - t0 < job->max_seconds);
     }
     if (failed) {
         /* The last good evaluation stands; the counters say how far the
          * job got. */
-        fill_row(&row, &model, &acc, n, now_seconds() - t0);
+        fill_row(&row, &model, &acc, n, ec_clock() - t0);
         if (!sum->evals)
             ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
     }

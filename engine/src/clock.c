@@ -1,0 +1,11 @@
+#include "ecopt/clock.h"
+
+#include <time.h>
+
+double ec_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
