@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,28 +348,43 @@ static int reject_field(struct http_resp *rs, const char *field,
     return http_reply_problem(rs, 422, "Invalid job", msg, extra);
 }
 
+/* Names what is wrong with a spec (and, for a server limit, the limit
+   and its value) in sp; -1, for the caller to return. */
+static int spec_problem(struct spec_problem *sp, const char *field, const char *limit,
+                        double value, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int spec_problem(struct spec_problem *sp, const char *field, const char *limit,
+                        double value, const char *fmt, ...)
+{
+    va_list ap;
+
+    snprintf(sp->field, sizeof sp->field, "%s", field);
+    va_start(ap, fmt);
+    vsnprintf(sp->detail, sizeof sp->detail, fmt, ap);
+    va_end(ap);
+    sp->limit = limit;
+    sp->value = value;
+    return -1;
+}
+
 int app_check_spec(struct app *a, const struct jobspec *spec,
                    struct spec_problem *sp)
 {
+    const ec_job *job = &spec->job;
+    const struct config *cfg = &a->cfg;
     struct datasets_file df;
-    int64_t rows = 0, d = 0;
     const char *rule;
-    uint32_t k = spec->job.compressor.k;
-    ec_comp_type type = spec->job.compressor.type;
+    int64_t rows, d;
 
     memset(sp, 0, sizeof *sp);
-    if (spec->backend == JOBSPEC_BACKEND_MPI) {
-        snprintf(sp->field, sizeof sp->field, "backend");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "mpi is not available through the service yet; use process or inproc");
-        return -1;
-    }
-    if ((rule = datasets_name_check(spec->job.dataset))) {
-        snprintf(sp->field, sizeof sp->field, "dataset");
-        snprintf(sp->detail, sizeof sp->detail, "%s", rule);
-        return -1;
-    }
-    if (datasets_file(a, spec->job.dataset, &df, sp->detail, sizeof sp->detail) < 0) {
+    if (spec->backend == JOBSPEC_BACKEND_MPI)
+        return spec_problem(sp, "backend", NULL, 0,
+                            "mpi is not available through the service yet; "
+                            "use process or inproc");
+    if ((rule = datasets_name_check(job->dataset)))
+        return spec_problem(sp, "dataset", NULL, 0, "%s", rule);
+    if (datasets_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");
         return -1;
     }
@@ -376,56 +392,33 @@ int app_check_spec(struct app *a, const struct jobspec *spec,
     d = df.d;
     /* What depends on the data, checked now rather than when the job
      * starts: the ranges the engine would refuse. */
-    if (spec->job.workers > rows) {
-        snprintf(sp->field, sizeof sp->field, "workers");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "must be in 1..%lld (the rows of %.100s; got %u)", (long long)rows,
-                 spec->job.dataset, spec->job.workers);
-        return -1;
-    }
-    if ((type == EC_COMP_TOPK || type == EC_COMP_RANDK) && isnan(spec->job.k_frac) &&
-        (int64_t)k > d) {
-        snprintf(sp->field, sizeof sp->field, "compressor.k");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "must be in 1..%lld (the dimension d of %.100s; got %u)", (long long)d,
-                 spec->job.dataset, k);
-        return -1;
-    }
-    if ((int64_t)spec->job.batch > rows / spec->job.workers) {
-        snprintf(sp->field, sizeof sp->field, "batch");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "must be in 1..%lld (the smallest shard's rows; got %u)",
-                 (long long)(rows / spec->job.workers), spec->job.batch);
-        return -1;
-    }
-    if (spec->job.workers > a->cfg.max_workers_per_job) {
-        snprintf(sp->field, sizeof sp->field, "workers");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "at most %u workers per job on this server (got %u)",
-                 a->cfg.max_workers_per_job, spec->job.workers);
-        sp->limit = "max_workers_per_job";
-        sp->value = a->cfg.max_workers_per_job;
-        return -1;
-    }
-    if (spec->job.max_rounds > a->cfg.max_rounds) {
-        snprintf(sp->field, sizeof sp->field, "max_rounds");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "at most %llu rounds per job on this server (got %llu)",
-                 (unsigned long long)a->cfg.max_rounds,
-                 (unsigned long long)spec->job.max_rounds);
-        sp->limit = "max_rounds";
-        sp->value = (double)a->cfg.max_rounds;
-        return -1;
-    }
-    if (spec->job.max_seconds > a->cfg.max_seconds) {
-        snprintf(sp->field, sizeof sp->field, "max_seconds");
-        snprintf(sp->detail, sizeof sp->detail,
-                 "at most %.0f seconds per job on this server (got %g)",
-                 a->cfg.max_seconds, spec->job.max_seconds);
-        sp->limit = "max_seconds";
-        sp->value = a->cfg.max_seconds;
-        return -1;
-    }
+    if (job->workers > rows)
+        return spec_problem(sp, "workers", NULL, 0,
+                            "must be in 1..%lld (the rows of %.100s; got %u)",
+                            (long long)rows, job->dataset, job->workers);
+    if ((job->compressor.type == EC_COMP_TOPK || job->compressor.type == EC_COMP_RANDK) &&
+        isnan(job->k_frac) && (int64_t)job->compressor.k > d)
+        return spec_problem(sp, "compressor.k", NULL, 0,
+                            "must be in 1..%lld (the dimension d of %.100s; got %u)",
+                            (long long)d, job->dataset, job->compressor.k);
+    if ((int64_t)job->batch > rows / job->workers)
+        return spec_problem(sp, "batch", NULL, 0,
+                            "must be in 1..%lld (the smallest shard's rows; got %u)",
+                            (long long)(rows / job->workers), job->batch);
+    /* The server's own limits. */
+    if (job->workers > cfg->max_workers_per_job)
+        return spec_problem(sp, "workers", "max_workers_per_job", cfg->max_workers_per_job,
+                            "at most %u workers per job on this server (got %u)",
+                            cfg->max_workers_per_job, job->workers);
+    if (job->max_rounds > cfg->max_rounds)
+        return spec_problem(sp, "max_rounds", "max_rounds", (double)cfg->max_rounds,
+                            "at most %llu rounds per job on this server (got %llu)",
+                            (unsigned long long)cfg->max_rounds,
+                            (unsigned long long)job->max_rounds);
+    if (job->max_seconds > cfg->max_seconds)
+        return spec_problem(sp, "max_seconds", "max_seconds", cfg->max_seconds,
+                            "at most %.0f seconds per job on this server (got %g)",
+                            cfg->max_seconds, job->max_seconds);
     return 0;
 }
 
@@ -585,6 +578,22 @@ static int load_job(struct http_req *rq, struct http_resp *rs,
     return 0;
 }
 
+/*
+ * A cached document (NULL: none) sent as it is when the token may see it:
+ * 1 with *rc set. 0 when the request goes the usual way; for another
+ * owner's job that ends in the 404 any unknown id gets. Frees cached.
+ */
+static int reply_cached(struct http_resp *rs, const struct token *t, char *cached,
+                        size_t len, const char *owner, int *rc)
+{
+    int mine = cached && (t->admin || strcmp(owner, t->name) == 0);
+
+    if (mine)
+        *rc = http_reply_text(rs, 200, "application/json", cached, len);
+    free(cached);
+    return mine;
+}
+
 static int h_job_get(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
@@ -601,14 +610,9 @@ static int h_job_get(struct http_req *rq, struct http_resp *rs)
 
     if (!t)
         return 0;
-    if ((cached = jobcache_get(http_param(rq, "id"), gen, owner, sizeof owner, &len))) {
-        if (t->admin || strcmp(owner, t->name) == 0) {
-            rc = http_reply_text(rs, 200, "application/json", cached, len);
-            free(cached);
-            return rc;
-        }
-        free(cached);           /* not theirs: the usual 404 below */
-    }
+    cached = jobcache_get(http_param(rq, "id"), gen, owner, sizeof owner, &len);
+    if (reply_cached(rs, t, cached, len, owner, &rc))
+        return rc;
     if (load_job(rq, rs, t, &job) < 0)
         return 0;
     st = app_reader(a);
@@ -863,12 +867,8 @@ static int h_job_metrics(struct http_req *rq, struct http_resp *rs)
         cached = pagecache_get(http_param(rq, "id"), c.after < -1 ? -1 : c.after,
                                (size_t)c.limit, (size_t)c.every, &clen, owner,
                                sizeof owner);
-        if (cached && (t->admin || strcmp(owner, t->name) == 0)) {
-            rc = http_reply_text(rs, 200, "application/json", cached, clen);
-            free(cached);
+        if (reply_cached(rs, t, cached, clen, owner, &rc))
             return rc;
-        }
-        free(cached);           /* not theirs: the usual 404 below */
     }
     if (load_job(rq, rs, t, &job) < 0)
         return 0;
