@@ -28,6 +28,12 @@
 
 #define MAX_BATCH 512
 /*
+ * Rows wait in the batch up to this long (or MAX_BATCH rows): one commit,
+ * and one wake-up of the job's watchers, for many rows, which a job that
+ * reports every round needs. Watchers see a row at most this much later.
+ */
+#define FLUSH_SECONDS 0.1
+/*
  * Rows held while the store refuses writes (a full disk): past this many
  * the job's report pipe is no longer read, so its coordinator blocks on
  * it and the job pauses rather than lose a row.
@@ -52,6 +58,7 @@ struct running {
     ec_metric *batch;              /* rows not yet in the store */
     char **docs;                   /* and their documents (NULL: none) */
     size_t nbatch, capbatch;
+    double batch_at;               /* when the oldest of them came */
     int reaped;                    /* the coordinator is gone; end_* say */
     enum store_job_state end_state;  /* how, until it is recorded */
     char end_reason[600];
@@ -297,9 +304,11 @@ static void cache_pstar(struct running *r, json_t *problem)
         fprintf(stderr, "ecopt serve: job %s: P* not cached: %s\n", r->id, e.msg);
 }
 
-/* The row is in the batch; flushed to the store when the batch is full. */
+/* The row is in the batch; stored when the batch is full or due. */
 static void batch_commit(struct running *r, char *doc)
 {
+    if (r->nbatch == 0)
+        r->batch_at = ec_clock();
     r->docs[r->nbatch] = doc;
     if (++r->nbatch % MAX_BATCH == 0)
         flush_batch(r);
@@ -644,6 +653,18 @@ static void start_jobs(struct sched *s)
     }
 }
 
+/* Milliseconds until the job's batch is due for the store: 0 when it is
+   due now, -1 when there is nothing to store or the store refuses (the
+   loop's own timeout paces the retries). */
+static int batch_due_ms(const struct running *r, double now)
+{
+    double left = r->batch_at + FLUSH_SECONDS - now;
+
+    if (!r->nbatch || r->write_failing)
+        return -1;
+    return r->nbatch >= MAX_BATCH || left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
 static void *sched_main(void *arg)
 {
     struct sched *s = arg;
@@ -652,6 +673,8 @@ static void *sched_main(void *arg)
         struct pollfd pfd[1 + 1024];
         size_t np = 0;
         char drain[64];
+        int timeout = 250;
+        double now;
 
         start_jobs(s);
         watch_sweep(s->app);
@@ -660,9 +683,14 @@ static void *sched_main(void *arg)
         /* Not the pipes of jobs that ended, nor of those holding all the
          * rows they may: their coordinators wait until the store takes
          * them (the 250 ms timeout retries). */
-        for (size_t i = 0; i < s->nrun && np < 1025; i++)
+        now = ec_clock();
+        for (size_t i = 0; i < s->nrun && np < 1025; i++) {
+            int due = batch_due_ms(s->run[i], now);
+            if (due >= 0 && due < timeout)
+                timeout = due;
             if (!s->run[i]->reaped && s->run[i]->nbatch < MAX_PENDING)
                 pfd[np++] = (struct pollfd){runner_fd(s->run[i]->rj), POLLIN, 0};
+        }
         int stopping = s->stopping;
         size_t nrun = s->nrun;
         pthread_mutex_unlock(&s->lock);
@@ -677,7 +705,7 @@ static void *sched_main(void *arg)
                     kill(-runner_pid(s->run[i]->rj), SIGKILL);
             pthread_mutex_unlock(&s->lock);
         }
-        if (poll(pfd, np, 250) < 0 && errno != EINTR)
+        if (poll(pfd, np, timeout) < 0 && errno != EINTR)
             continue;
         while (read(s->wake[0], drain, sizeof drain) > 0)
             ;
@@ -690,7 +718,9 @@ static void *sched_main(void *arg)
             if (!r->reaped && r->nbatch < MAX_PENDING)
                 rc = runner_read(r->rj, take_metric, on_record, r, err, sizeof err);
             if (!r->reaped) {
-                flush_batch(r);
+                /* Stored when due; a refused batch is tried again each pass. */
+                if (rc != 1 || r->write_failing || batch_due_ms(r, ec_clock()) == 0)
+                    flush_batch(r);
                 if (rc == 1) {
                     i++;
                     continue;
