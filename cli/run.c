@@ -67,6 +67,9 @@ static const char run_usage[] =
     "      --worker-user NAME      run the job (workers and, once the data\n"
     "                              is loaded, the coordinator) as this user;\n"
     "                              needs root\n"
+    "      --worker-uid N          the same as a uid (and gid) of the job's\n"
+    "                              own, which no account may use; anything\n"
+    "                              left running as it is killed first\n"
     "      --pstar-hint FILE       P* values found before for this dataset\n"
     "                              (written by the service; see\n"
     "                              api/report-format.md)\n"
@@ -505,6 +508,7 @@ int cmd_run(int argc, char **argv)
         {"worker-mem-limit", required_argument, NULL, 'M'},
         {"worker-cpu-limit", required_argument, NULL, 'C'},
         {"worker-user", required_argument, NULL, 'U'},
+        {"worker-uid", required_argument, NULL, 'u'},
         {"hostfile", required_argument, NULL, 'H'},
         {"pstar-hint", required_argument, NULL, 'P'},
         {"mpi-rank", no_argument, NULL, 'Z'},
@@ -516,6 +520,7 @@ int cmd_run(int argc, char **argv)
     ec_proc_opts popts = {0};
     const char *backend_flag = NULL, *hostfile = NULL, *worker_user = NULL;
     const char *pstar_hint = NULL;
+    long long worker_uid = -1;
     struct stat data_st;
     int mpi_rank_mode = 0;
 #ifdef ECOPT_WITH_MPI
@@ -622,6 +627,16 @@ int cmd_run(int argc, char **argv)
             }
             worker_user = optarg;
             break;
+        case 'u':
+            errno = 0;
+            worker_uid = strtoll(optarg, &end, 10);
+            if (errno || *end || end == optarg || worker_uid < 1 ||
+                worker_uid > (long long)EC_JOB_UID_MAX) {
+                fprintf(stderr, "ecopt run: --worker-uid must be in 1..%u (got '%s')\n",
+                        (unsigned)EC_JOB_UID_MAX, optarg);
+                return EXIT_USAGE;
+            }
+            break;
         case 'h':
             fputs(run_usage, stdout);
             return EXIT_OK;
@@ -632,6 +647,10 @@ int cmd_run(int argc, char **argv)
     }
     if (optind != argc - 1) {
         fprintf(stderr, "ecopt run: expected one job file\n%s", run_usage);
+        return EXIT_USAGE;
+    }
+    if (worker_user && worker_uid > 0) {
+        fprintf(stderr, "ecopt run: give --worker-user or --worker-uid, not both\n");
         return EXIT_USAGE;
     }
     if (ctx.format != FMT_TEXT)
@@ -734,7 +753,8 @@ int cmd_run(int argc, char **argv)
     }
     /* The data is loaded and the output open: from here on the job needs
      * only what it holds, so it runs unprivileged, and its workers with it. */
-    if (worker_user && ec_drop_privileges(worker_user, &e) < 0) {
+    if ((worker_user && ec_drop_privileges(worker_user, &e) < 0) ||
+        (worker_uid > 0 && ec_drop_to_job_uid((uint32_t)worker_uid, &e) < 0)) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;

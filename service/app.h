@@ -37,6 +37,8 @@ struct config {
     unsigned conn_timeout;        /* idle seconds before MHD drops a client */
     unsigned max_connections;     /* open HTTP connections at once */
     char worker_user[64];         /* jobs run as this user; "" as the service */
+    uint32_t worker_uid_first;    /* --worker-uids: each running job gets its */
+    uint32_t worker_uid_count;    /* own uid of these; 0 count: not in use */
     unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
     int worker_cpu_set;           /* given, not the --max-seconds default */
     unsigned worker_mem_limit;    /* MB of address space per worker; 0 none */

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ecopt/proc.h"
+
 static int parse_listen(const char *s, struct config *c, char *err,
                         size_t errlen, const char *what)
 {
@@ -70,6 +72,34 @@ static int copy_path(char *dst, size_t len, const char *src, char *err,
         return -1;
     }
     memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+/* FIRST-LAST: uids of the jobs' own, at most 65536 of them. */
+static int parse_uid_range(const char *s, struct config *c, char *err, size_t errlen,
+                           const char *what)
+{
+    unsigned long long first, last;
+    char *end;
+
+    errno = 0;
+    first = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-' || *end != '-' || !end[1] || end[1] == '-') {
+        snprintf(err, errlen, "%s must be FIRST-LAST, a range of uids such as "
+                 "200000-200063 (got '%s')", what, s);
+        return -1;
+    }
+    s = end + 1;
+    last = strtoull(s, &end, 10);
+    if (errno || *end || first < 1 || last > EC_JOB_UID_MAX || first > last ||
+        last - first >= 65536) {
+        snprintf(err, errlen, "%s must be FIRST-LAST with 1 <= FIRST <= LAST <= %u and "
+                 "at most 65536 uids (got '%llu-%s')", what, (unsigned)EC_JOB_UID_MAX,
+                 first, s);
+        return -1;
+    }
+    c->worker_uid_first = (uint32_t)first;
+    c->worker_uid_count = (uint32_t)(last - first + 1);
     return 0;
 }
 
@@ -168,6 +198,8 @@ static int apply(struct config *c, int key, const char *v, const char *what,
         }
         memcpy(c->worker_user, v, strlen(v) + 1);
         return 0;
+    case 'i':
+        return parse_uid_range(v, c, err, errlen, what);
     case 'c':
         if (parse_uint(v, 0, 100000000, &u, err, errlen, what) < 0)
             return -1;
@@ -180,6 +212,44 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->worker_mem_limit = strcmp(v, "0") == 0 ? 0 : (unsigned)u;
         return 0;
+    }
+    return 0;
+}
+
+/*
+ * --worker-uids: a uid of its own for each running job, so that jobs
+ * cannot signal, trace or read one another. Needs root, room for
+ * --max-running jobs, and uids no account uses (a job's processes may be
+ * killed as a whole by uid).
+ */
+static int worker_uids_check(struct config *c, char *err, size_t errlen)
+{
+    uint32_t last = c->worker_uid_first + (c->worker_uid_count - 1);
+    char owner[64];
+
+    if (c->worker_user[0]) {
+        snprintf(err, errlen, "give --worker-user (ECOPT_WORKER_USER) or --worker-uids "
+                 "(ECOPT_WORKER_UIDS), not both");
+        return -1;
+    }
+    if (geteuid() != 0) {
+        snprintf(err, errlen, "--worker-uids (ECOPT_WORKER_UIDS): only a service "
+                 "running as root can run jobs as other uids");
+        return -1;
+    }
+    if (c->worker_uid_count < c->max_running) {
+        snprintf(err, errlen, "--worker-uids %u-%u has %u uids, fewer than the %u jobs "
+                 "--max-running lets run at once", c->worker_uid_first, last,
+                 c->worker_uid_count, c->max_running);
+        return -1;
+    }
+    for (uint32_t i = 0; i < c->worker_uid_count; i++) {
+        if (ec_uid_owner(c->worker_uid_first + i, owner, sizeof owner)) {
+            snprintf(err, errlen, "--worker-uids %u-%u: uid %u belongs to user '%s'; "
+                     "the range must hold uids no account uses", c->worker_uid_first,
+                     last, c->worker_uid_first + i, owner);
+            return -1;
+        }
     }
     return 0;
 }
@@ -198,6 +268,8 @@ static int worker_user_check(struct config *c, char *err, size_t errlen)
 
     if (!c->worker_cpu_set)
         c->worker_cpu_limit = (unsigned)c->max_seconds;
+    if (c->worker_uid_count)
+        return worker_uids_check(c, err, errlen);
     if (!c->worker_user[0] && geteuid() == 0)
         snprintf(c->worker_user, sizeof c->worker_user, "nobody");
     if (!c->worker_user[0])
@@ -243,6 +315,7 @@ static const struct {
     {'o', "conn-timeout", "ECOPT_CONN_TIMEOUT"},
     {'n', "max-connections", "ECOPT_MAX_CONNECTIONS"},
     {'u', "worker-user", "ECOPT_WORKER_USER"},
+    {'i', "worker-uids", "ECOPT_WORKER_UIDS"},
     {'c', "worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT"},
     {'m', "worker-mem-limit", "ECOPT_WORKER_MEM_LIMIT"},
 };

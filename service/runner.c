@@ -65,7 +65,7 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawnattr_t attr;
     sigset_t none, all;
     char *argv_buf[20], **env = NULL, *env_owned = NULL;
-    char cpu_arg[24], mem_arg[24];
+    char cpu_arg[24], mem_arg[24], uid_arg[24];
     char *const *argv = o->argv;
     int p[2] = {-1, -1}, rc;
 
@@ -98,6 +98,11 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         if (o->worker_user && *o->worker_user) {
             argv_buf[a++] = "--worker-user";
             argv_buf[a++] = (char *)o->worker_user;
+        }
+        if (o->worker_uid) {
+            snprintf(uid_arg, sizeof uid_arg, "%u", (unsigned)o->worker_uid);
+            argv_buf[a++] = "--worker-uid";
+            argv_buf[a++] = uid_arg;
         }
         if (o->worker_cpu_limit) {
             snprintf(cpu_arg, sizeof cpu_arg, "%u", o->worker_cpu_limit);

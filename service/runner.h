@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define RUNNER_MAX_LINE (1u << 20)   /* a longer record is a broken channel */
@@ -21,6 +22,7 @@ struct runner_opts {
     const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
     const char *pstar_hint;   /* cached P* values (ecopt run --pstar-hint) */
     const char *worker_user;  /* the job runs as this user, or NULL */
+    uint32_t worker_uid;      /* or as this uid of its own; 0 none */
     unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */
     unsigned worker_mem_limit;   /* MB of address space per worker; 0 none */
     /* Tests may replace the whole command; argv[0] is the program. */

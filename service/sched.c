@@ -66,6 +66,7 @@ struct running {
     char owner[64];                /* token names are under 64 bytes */
     char sha256[65];               /* the dataset's, "" when unknown */
     char loss[32];
+    uint32_t uid;                  /* its own worker uid; 0 none */
 };
 
 struct sched {
@@ -496,6 +497,27 @@ static unsigned owner_running(struct sched *s, const char *owner)
 }
 
 /* Starts queued jobs, oldest first, while the limits allow. */
+/*
+ * The lowest uid of --worker-uids no listed job holds, 0 if none is free.
+ * A job keeps its uid until it is off the list, after its processes were
+ * reaped; the next job on that uid kills anything left of them.
+ */
+static uint32_t free_uid(const struct sched *s)
+{
+    const struct config *c = &s->app->cfg;
+
+    for (uint32_t k = 0; k < c->worker_uid_count; k++) {
+        uint32_t uid = c->worker_uid_first + k;
+        size_t i = 0;
+
+        while (i < s->nrun && s->run[i]->uid != uid)
+            i++;
+        if (i == s->nrun)
+            return uid;
+    }
+    return 0;
+}
+
 static void start_jobs(struct sched *s)
 {
     struct app *a = s->app;
@@ -544,6 +566,12 @@ static void start_jobs(struct sched *s)
             return;             /* wait for workers to free up */
         }
 
+        uint32_t uid = 0;
+        if (a->cfg.worker_uid_count && !(uid = free_uid(s))) {
+            store_jobs_free(q, n);
+            return;             /* every uid still held by a job that ended */
+        }
+
         struct running *r = calloc(1, sizeof *r);
         char spec_path[PATH_MAX + 64], log_path[PATH_MAX + 64], err[256];
         char hint_path[PATH_MAX + 64];
@@ -557,10 +585,12 @@ static void start_jobs(struct sched *s)
         o.data_dir = a->cfg.data_dir;
         o.log_path = log_path;
         o.worker_user = a->cfg.worker_user;
+        o.worker_uid = uid;
         o.worker_cpu_limit = a->cfg.worker_cpu_limit;
         o.worker_mem_limit = a->cfg.worker_mem_limit;
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
+            r->uid = uid;
             memcpy(r->id, q[0].id, sizeof r->id);
             snprintf(r->owner, sizeof r->owner, "%s", q[0].owner ? q[0].owner : "");
             r->app = a;

@@ -613,6 +613,101 @@ START_TEST(test_worker_isolation)
 }
 END_TEST
 
+/* The uid line of /proc/PID/status ("Uid:" or "Gid:") as one number, all
+ * four ids equal; fails otherwise. */
+static unsigned proc_id(pid_t pid, const char *key)
+{
+    char line[256], want[128];
+    unsigned id = 0;
+
+    ck_assert(proc_line(pid, "status", key, line, sizeof line));
+    ck_assert_int_eq(sscanf(line, "%u", &id), 1);
+    snprintf(want, sizeof want, "\t%u\t%u\t%u\t%u", id, id, id, id);
+    ck_assert_msg(strcmp(line, want) == 0, "pid %d %s '%s'", (int)pid, key, line);
+    return id;
+}
+
+/*
+ * --worker-uids: two jobs running at once each have a uid of their own
+ * from the range (group the same), their workers too; and a process left
+ * running as a uid of the range is killed before a job runs as it.
+ */
+START_TEST(test_worker_uids)
+{
+    enum { FIRST = 3999000 };
+    struct server s;
+    char id[3][32], path[96];
+    pid_t coord[3], work[2], stray;
+    unsigned uid[3];
+    struct reply r;
+    int st;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_faults: not root: --worker-uids is not tested\n");
+        return;
+    }
+    /* Left over "from an earlier job" on the range's first uid: it would
+     * die of its alarm in 120 s, so SIGKILL can only be the next job's. */
+    stray = fork();
+    if (stray == 0) {
+        if (setgroups(0, NULL) < 0 || setgid(FIRST) < 0 || setuid(FIRST) < 0)
+            _exit(126);
+        alarm(120);
+        for (;;)
+            pause();
+    }
+    ck_assert_int_gt(stray, 0);
+    setenv("ECOPT_WORKER_UIDS", "3999000-3999001", 1);
+    setenv("ECOPT_MAX_RUNNING", "2", 1);
+    server_start(&s, 0);
+    for (int j = 0; j < 2; j++)
+        job_create(&s, ALICE, long_job, id[j]);
+    for (int j = 0; j < 2; j++) {
+        json_decref(job_wait(&s, ALICE, id[j], "running", 60));
+        coord[j] = coordinator_of(&s, id[j], 30);
+        for (double until = tu_now() + 60; rows_stored(&s, id[j]) < 1;) {
+            ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id[j]);
+            usleep(50000);
+        }
+        /* Rows come after the drop: the coordinator is on its uid now. */
+        uid[j] = proc_id(coord[j], "Uid:");
+        ck_assert_uint_eq(proc_id(coord[j], "Gid:"), uid[j]);
+        ck_assert_msg(uid[j] == FIRST || uid[j] == FIRST + 1, "uid %u", uid[j]);
+        workers_of(coord[j], work, 2, 60);
+        for (int w = 0; w < 2; w++) {
+            ck_assert_uint_eq(proc_id(work[w], "Uid:"), uid[j]);
+            ck_assert_uint_eq(proc_id(work[w], "Gid:"), uid[j]);
+        }
+    }
+    ck_assert_uint_ne(uid[0], uid[1]);
+    ck_assert_int_eq(waitpid(stray, &st, 0), stray);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                  "the stray process ended with status %#x, not by SIGKILL", st);
+
+    /* A job that ends gives its uid back: the third job runs on it. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id[0]);
+    r = req(&s, "POST", path, ALICE, "{}", NULL);
+    free(r.body);
+    json_decref(job_wait(&s, ALICE, id[0], "cancelled", 30));
+    job_create(&s, ALICE, long_job, id[2]);
+    json_decref(job_wait(&s, ALICE, id[2], "running", 60));
+    coord[2] = coordinator_of(&s, id[2], 30);
+    for (double until = tu_now() + 60; rows_stored(&s, id[2]) < 1;) {
+        ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id[2]);
+        usleep(50000);
+    }
+    uid[2] = proc_id(coord[2], "Uid:");
+    ck_assert_uint_eq(uid[2], uid[0]);
+    for (int j = 1; j < 3; j++) {
+        snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id[j]);
+        r = req(&s, "POST", path, ALICE, "{}", NULL);
+        free(r.body);
+        json_decref(job_wait(&s, ALICE, id[j], "cancelled", 30));
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* A worker that uses more CPU than --worker-cpu-limit ends its job, and
  * the reason says so. */
 START_TEST(test_worker_cpu_limit)
@@ -720,6 +815,63 @@ START_TEST(test_worker_user_errors)
     ck_assert_msg(rc == 2, "exit %d: %s", rc, err);
     ck_assert_msg(strstr(err, "worker user 'no-such-user-ecopt'"), "%s", err);
     ck_assert_int_ne(access("/tmp/ecopt-never.db", F_OK), 0);
+
+    /* --worker-uids: the range's form, its size, uids of accounts. */
+    static const struct {
+        const char *range, *max_running, *says;
+    } bad[] = {
+        {"abc", "2", "must be FIRST-LAST"},
+        {"100-", "2", "must be FIRST-LAST"},
+        {"5-3", "2", "1 <= FIRST <= LAST"},
+        {"0-3", "2", "1 <= FIRST <= LAST"},
+        {"1-99999", "2", "at most 65536 uids"},
+        {"3999000-3999000", "2", "has 1 uids, fewer than the 2 jobs"},
+        {"65530-65540", "2", "uid 65534 belongs to user 'nobody'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = run_as(-1, (const char *const[]){"serve", "--listen", "127.0.0.1:0", "--auth",
+                                              "off", "--db", "/tmp/ecopt-never.db",
+                                              "--max-running", bad[i].max_running,
+                                              "--worker-uids", bad[i].range, NULL},
+                    err, sizeof err);
+        ck_assert_msg(rc == 2, "%s: exit %d: %s", bad[i].range, rc, err);
+        ck_assert_msg(strstr(err, bad[i].says), "%s: %s", bad[i].range, err);
+    }
+    rc = run_as(-1, (const char *const[]){"serve", "--listen", "127.0.0.1:0", "--auth",
+                                          "off", "--db", "/tmp/ecopt-never.db",
+                                          "--worker-user", "nobody", "--worker-uids",
+                                          "3999000-3999009", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "not both"), "exit %d: %s", rc, err);
+    rc = run_as(65534, (const char *const[]){"serve", "--listen", "127.0.0.1:0", "--auth",
+                                             "off", "--db", "/tmp/ecopt-never.db",
+                                             "--worker-uids", "3999000-3999009", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "only a service running as root"), "exit %d: %s",
+                  rc, err);
+    ck_assert_int_ne(access("/tmp/ecopt-never.db", F_OK), 0);
+
+    /* ecopt run --worker-uid: an account's uid, 0, or with --worker-user. */
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", "65534", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "uid 65534 belongs to user 'nobody'"),
+                  "exit %d: %s", rc, err);
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", "0", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "--worker-uid must be in 1.."), "exit %d: %s", rc,
+                  err);
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", "3999005",
+                                          "--worker-user", "nobody", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "not both"), "exit %d: %s", rc, err);
+    rc = run_as(65534, (const char *const[]){"run", spec, "--worker-uid", "3999005", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "only root can switch users"), "exit %d: %s", rc,
+                  err);
+    /* As root, a free uid just works. */
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", "3999005", NULL},
+                err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
     unlink(spec);
 }
 END_TEST
@@ -735,6 +887,7 @@ int main(void)
     tcase_add_test(kill_tc, test_kill_worker_coordinator_server);
     tcase_set_timeout(iso, 200);
     tcase_add_test(iso, test_worker_isolation);
+    tcase_add_test(iso, test_worker_uids);
     tcase_add_test(iso, test_worker_cpu_limit);
     tcase_add_test(iso, test_worker_user_errors);
     suite_add_tcase(s, iso);
