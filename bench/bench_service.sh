@@ -3,15 +3,16 @@
 # GET /v1/jobs/{id} and GET /v1/jobs/{id}/metrics?after= while two jobs
 # run, and nginx serving the same JSON bodies as static files; then one
 # job's wall time under the service against `ecopt run` of the same spec.
-# Needs wrk and nginx (apt-get install wrk nginx-light); writes
-# bench/results/service.md.
+# Needs wrk, nginx and GNU time (apt-get install wrk nginx-light time);
+# writes bench/results/service.md. BENCH_PAIRS and BENCH_ROUNDS size the
+# overhead measurement (5 pairs of 200000 rounds: about 13 minutes).
 set -eu
 cd "$(dirname "$0")/.."
 ECOPT=${ECOPT:-$PWD/build/ecopt}
 DATA=${ECOPT_DATA_DIR:-$PWD/../shared/datasets}
 OUT=${1:-bench/results/service.md}
-command -v wrk >/dev/null && command -v nginx >/dev/null || {
-    echo "bench_service: needs wrk and nginx (apt-get install wrk nginx-light)" >&2
+command -v wrk >/dev/null && command -v nginx >/dev/null && [ -x /usr/bin/time ] || {
+    echo "bench_service: needs wrk, nginx and GNU time (apt-get install wrk nginx-light time)" >&2
     exit 1
 }
 tmp=$(mktemp -d)
@@ -76,17 +77,64 @@ curl -s -X POST "$url/v1/jobs/$j2/cancel" >/dev/null
 sleep 1
 
 # Overhead: the same job with eval_every 1 under the service and alone.
-# ec-sgd never reaches a zero gap, so the job runs all of its rounds.
-spec='{"dataset": "a1a", "workers": 4, "algorithm": "ec-sgd", "compressor": {"type": "topk", "k": 5}, "max_rounds": 200000, "target": 0, "eval_every": 1, "lambda2_rel": 1e-3, "backend": "process"}'
+# ec-sgd never reaches a zero gap, so the job runs all of its rounds. The
+# job's own time varies by tens of percent from run to run on two cores,
+# so the two are run in PAIRS interleaved pairs (the order alternating)
+# and compared by their medians. Besides the wall time from start to
+# end, the job's own time for its rounds ("wall time" of `ecopt run`, the
+# last row's seconds under the service) leaves out starting and ending.
+# CPU seconds are read from /proc: the server's own, and the job's (its
+# reaped processes) on either side.
+PAIRS=${BENCH_PAIRS:-5}
+ROUNDS=${BENCH_ROUNDS:-200000}
+spec="{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"ec-sgd\", \"compressor\": {\"type\": \"topk\", \"k\": 5}, \"max_rounds\": $ROUNDS, \"target\": 0, \"eval_every\": 1, \"lambda2_rel\": 1e-3, \"backend\": \"process\"}"
 echo "$spec" > "$tmp/spec.json"
-t0=$(date +%s.%N)
-"$ECOPT" run "$tmp/spec.json" --quiet --data-dir "$DATA" > /dev/null
-t_run=$(echo "$(date +%s.%N) - $t0" | bc)
-t0=$(date +%s.%N)
-j3=$(submit "$spec")
-curl -s -N "$url/v1/jobs/$j3/events" > /dev/null
-t_srv=$(echo "$(date +%s.%N) - $t0" | bc)
-rows=$(curl -s "$url/v1/jobs/$j3" | sed -n 's/.*"round":\([0-9]*\),"rel_gap".*/\1/p')
+ticks=$(getconf CLK_TCK)
+cpu_of() {   # pid -> "own children" CPU seconds
+    awk -v t="$ticks" '{printf "%.2f %.2f\n", ($14 + $15) / t, ($16 + $17) / t}' "/proc/$1/stat"
+}
+alone() {    # -> "wall loop cpu" of `ecopt run`
+    /usr/bin/time -f "%e %U %S" -o "$tmp/time" \
+        "$ECOPT" run "$tmp/spec.json" --quiet --data-dir "$DATA" > "$tmp/alone.out"
+    loop=$(sed -n 's/^wall time *\([0-9.]*\) s$/\1/p' "$tmp/alone.out")
+    awk -v l="$loop" '{printf "%.2f %.2f %.2f\n", $1, l, $2 + $3}' "$tmp/time"
+}
+served() {   # -> "wall loop job_cpu server_cpu rows" through the service
+    set -- $(cpu_of "$srv_pid")
+    own0=$1 kids0=$2
+    t0=$(date +%s.%N)
+    j=$(submit "$spec")
+    curl -s -N "$url/v1/jobs/$j/events" > /dev/null
+    t=$(echo "$(date +%s.%N) - $t0" | bc)
+    while ! curl -s "$url/v1/jobs/$j" | grep -q '"state":"succeeded"'; do sleep 0.1; done
+    set -- $(cpu_of "$srv_pid")
+    curl -s "$url/v1/jobs/$j" > "$tmp/job.json"
+    last=$(sed -n 's/.*"round":\([0-9]*\),"rel_gap".*/\1/p' "$tmp/job.json")
+    loop=$(grep -o '"seconds":[0-9.e+-]*' "$tmp/job.json" | tail -1 | cut -d: -f2)
+    echo "$(printf %.2f "$t") $(printf %.2f "$loop") $(printf %.2f "$(echo "$2 - $kids0" | bc)")" \
+         "$(printf %.2f "$(echo "$1 - $own0" | bc)") $last"
+}
+: > "$tmp/pairs"
+i=0
+while [ $i -lt "$PAIRS" ]; do
+    if [ $((i % 2)) -eq 0 ]; then a=$(alone); s=$(served); else s=$(served); a=$(alone); fi
+    echo "$a $s" >> "$tmp/pairs"
+    echo "pair $((i + 1)): alone $a, served $s" >&2
+    i=$((i + 1))
+done
+median() {   # column -> median of that column of the pairs
+    cut -d' ' -f"$1" "$tmp/pairs" | sort -g | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+t_run=$(median 1) l_run=$(median 2) c_run=$(median 3)
+t_srv=$(median 4) l_srv=$(median 5) c_job=$(median 6) c_srv=$(median 7)
+rows=$(cut -d' ' -f8 "$tmp/pairs" | sort -g | head -1)
+# Per pair: served over alone, wall and rounds; their medians.
+awk '{printf "%.3f %.3f\n", $4 / $1, $5 / $2}' "$tmp/pairs" > "$tmp/ratios"
+mid() { cut -d' ' -f"$1" "$tmp/ratios" | sort -g | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+r_wall=$(mid 1) r_loop=$(mid 2)
+least() { cut -d' ' -f"$1" "$tmp/pairs" | sort -g | head -1; }
 
 ratio() { echo "scale=2; $1 / $2" | bc; }
 {
@@ -101,8 +149,17 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
     echo "| GET /v1/jobs/{id} | $e_job_rps | $n_job_rps | $(ratio "$e_job_rps" "$n_job_rps") | $e_job_p99 | $n_job_p99 |"
     echo "| GET /v1/jobs/{id}/metrics?after=0&limit=100 | $e_met_rps | $n_met_rps | $(ratio "$e_met_rps" "$n_met_rps") | $e_met_p99 | $n_met_p99 |"
     echo
-    echo "One job, a1a, ec-sgd, 4 workers, topk k = 5, 200000 rounds with eval_every = 1"
-    echo "(200001 metric rows): \`ecopt run\` alone $(printf %.2f "$t_run") s, through the service"
-    echo "(submit to the end of its event stream, rows stored: last round $rows)"
-    echo "$(printf %.2f "$t_srv") s: ratio $(ratio "$t_srv" "$t_run")."
+    echo "One job, a1a, ec-sgd, 4 workers, topk k = 5, $ROUNDS rounds with eval_every = 1"
+    echo "($((ROUNDS + 1)) metric rows), alone under \`ecopt run\` and through the service"
+    echo "(submit to the end of its event stream), in $PAIRS interleaved pairs:"
+    echo
+    echo "| pair | alone s | its rounds s | CPU s | served s | its rounds s | job CPU s | server CPU s | wall ratio | rounds ratio |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    paste -d' ' "$tmp/pairs" "$tmp/ratios" | awk '{printf "| %d | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", NR, $1, $2, $3, $4, $5, $6, $7, $9, $10}'
+    echo "| median | $t_run | $l_run | $c_run | $t_srv | $l_srv | $c_job | $c_srv | $r_wall | $r_loop |"
+    echo
+    echo "Median of the pairs' ratios: wall $r_wall, rounds $r_loop. Fastest of each"
+    echo "side: alone $(least 1) s, served $(least 4) s (ratio $(ratio "$(least 4)" "$(least 1)"))."
+    echo "Every pair stored every row (lowest last round: $rows). The server's own"
+    echo "CPU is $(echo "scale=1; $c_srv * 1000000 / ($ROUNDS + 1)" | bc) us per row (median), $(echo "scale=1; 100 * $c_srv / $c_job" | bc)% of the job's CPU."
 } | tee "$OUT"
