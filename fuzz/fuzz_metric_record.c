@@ -1,0 +1,95 @@
+/*
+ * libFuzzer target for the scheduler's reader of metric records
+ * (describe_metric_record_read in service/describe.c), which takes the
+ * coordinator's lines without a JSON parser. The input is one line.
+ * Whatever the reader accepts, Jansson must read as a metric record with
+ * the same numbers (null as NaN), the document must be that record less
+ * "type" and "v", and writing the row again and reading it back must give
+ * the same row, bit for bit.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "describe.h"
+
+static const char *const keys[] = {"P", "bits_down", "bits_up", "gap", "grad_norm",
+                                   "paper_bits", "rel_gap", "seconds", "wire_down",
+                                   "wire_up"};
+
+static double field(const ec_metric *m, size_t i)
+{
+    const double v[] = {m->P, m->bits_down, m->bits_up, m->gap, m->grad_norm,
+                        m->paper_bits, m->rel_gap, m->seconds, m->wire_down, m->wire_up};
+    return v[i];
+}
+
+static int same(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void fail(const char *what, const char *line)
+{
+    fprintf(stderr, "%s: %s\n", what, line);
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *line, *doc, again[DESCRIBE_RECORD_MAX], doc2[DESCRIBE_RECORD_MAX];
+    ec_metric m, m2;
+    json_error_t err;
+    json_t *rec, *d;
+    int n;
+
+    if (size >= 4096 || !(line = malloc(size + 1)) || !(doc = malloc(size + 1)))
+        abort();
+    memcpy(line, data, size);
+    line[size] = '\0';          /* for messages; the reader gets size bytes */
+    n = describe_metric_record_read(line, size, &m, doc);
+    if (n < 0) {
+        free(line);
+        free(doc);
+        return 0;
+    }
+    if ((size_t)n != strlen(doc))
+        fail("document length", line);
+    rec = json_loadb(line, size, JSON_REJECT_DUPLICATES, &err);
+    if (!json_is_object(rec) || json_object_size(rec) != 13)
+        fail("accepted what Jansson does not read as a 13-key object", line);
+    if (!json_is_string(json_object_get(rec, "type")) ||
+        strcmp(json_string_value(json_object_get(rec, "type")), "metric") != 0 ||
+        !json_is_integer(json_object_get(rec, "v")) ||
+        json_integer_value(json_object_get(rec, "v")) != 1 ||
+        !json_is_integer(json_object_get(rec, "round")) ||
+        (uint64_t)json_integer_value(json_object_get(rec, "round")) != m.round)
+        fail("type, v or round differ", line);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(rec, keys[i]);
+        if (!(json_is_real(v) || json_is_null(v)) ||
+            !same(field(&m, i), json_is_real(v) ? json_real_value(v) : NAN))
+            fail(keys[i], line);
+    }
+    d = json_loads(doc, JSON_REJECT_DUPLICATES, &err);
+    json_object_del(rec, "type");
+    json_object_del(rec, "v");
+    if (!d || !json_equal(d, rec))
+        fail("the document is not the record less type and v", line);
+    /* The writer's text of this row reads back as the same row. */
+    n = describe_metric_record(&m, again, sizeof again);
+    if (n < 0 || describe_metric_record_read(again, (size_t)n, &m2, doc2) < 0 ||
+        m2.round != m.round)
+        fail("the row written again is not read back", again);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!same(field(&m2, i), field(&m, i)))
+            fail("the row written again reads back otherwise", again);
+    json_decref(d);
+    json_decref(rec);
+    free(line);
+    free(doc);
+    return 0;
+}
