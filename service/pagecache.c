@@ -28,6 +28,7 @@ struct table {
     struct entry *e;
     size_t n;
     uint64_t clock;
+    unsigned long long hits, misses;    /* lookups, for /metrics */
 };
 
 /* A copy of the body under key and gen, and its owner; NULL if none. */
@@ -49,6 +50,10 @@ static char *table_get(struct table *t, const char *key, unsigned long long gen,
             break;
         }
     }
+    if (copy)
+        t->hits++;
+    else
+        t->misses++;
     pthread_mutex_unlock(&t->mu);
     return copy;
 }
@@ -91,8 +96,7 @@ static void table_put_locked(struct table *t, const char *key, const char *job,
 
 static struct entry page_entries[PAGECACHE_ENTRIES];
 static struct table pages = {PTHREAD_MUTEX_INITIALIZER, page_entries,
-                             PAGECACHE_ENTRIES, 0};
-static unsigned long long hits, misses;     /* under pages.mu */
+                             PAGECACHE_ENTRIES, 0, 0, 0};
 /* Jobs deleted lately: a reply rendered before the delete must not put
  * their pages back (ids are never reused). Under pages.mu. */
 static char gone[256][128];
@@ -108,18 +112,11 @@ static int make_key(char key[192], const char *job_id, long long after,
 char *pagecache_get(const char *job_id, long long after, size_t limit,
                     size_t every, size_t *len, char *owner, size_t ownerlen)
 {
-    char key[192], *copy;
+    char key[192];
 
     if (make_key(key, job_id, after, limit, every) < 0)
         return NULL;
-    copy = table_get(&pages, key, 0, owner, ownerlen, len);
-    pthread_mutex_lock(&pages.mu);
-    if (copy)
-        hits++;
-    else
-        misses++;
-    pthread_mutex_unlock(&pages.mu);
-    return copy;
+    return table_get(&pages, key, 0, owner, ownerlen, len);
 }
 
 void pagecache_put(const char *job_id, const char *owner, long long after,
@@ -158,8 +155,8 @@ void pagecache_forget(const char *job_id)
 void pagecache_counts(unsigned long long *h, unsigned long long *m)
 {
     pthread_mutex_lock(&pages.mu);
-    *h = hits;
-    *m = misses;
+    *h = pages.hits;
+    *m = pages.misses;
     pthread_mutex_unlock(&pages.mu);
 }
 
@@ -167,7 +164,7 @@ void pagecache_counts(unsigned long long *h, unsigned long long *m)
 
 static struct entry job_entries[JOBCACHE_ENTRIES];
 static struct table jobs = {PTHREAD_MUTEX_INITIALIZER, job_entries,
-                            JOBCACHE_ENTRIES, 0};
+                            JOBCACHE_ENTRIES, 0, 0, 0};
 
 char *jobcache_get(const char *job_id, unsigned long long gen, char *owner,
                    size_t ownerlen, size_t *len)
