@@ -1,7 +1,6 @@
 /* JSON and CSV views of engine results, shared by the CLI and the service. */
 #include "describe.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -178,24 +177,31 @@ static size_t real_span(const char *p, const char *end)
     return frac ? (size_t)(q - p) : 0;
 }
 
+/* Past the text lit at p, or NULL when p does not start with it. */
+static const char *skip(const char *p, const char *end, const char *lit)
+{
+    size_t n = strlen(lit);
+
+    return p && (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
+}
+
 /* "key":value with the value null (NaN) or a finite real; NULL if not. */
 static const char *get_real(const char *p, const char *end, const char *key, double *out)
 {
-    size_t kl = strlen(key), n;
+    const char *q;
     char tmp[64], *e;
+    size_t n;
 
-    if ((size_t)(end - p) < kl || memcmp(p, key, kl) != 0)
+    if (!(p = skip(p, end, key)))
         return NULL;
-    p += kl;
-    if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+    if ((q = skip(p, end, "null"))) {
         *out = NAN;
-        return p + 4;
+        return q;
     }
     if ((n = real_span(p, end)) == 0 || n >= sizeof tmp)
         return NULL;
     memcpy(tmp, p, n);
     tmp[n] = '\0';
-    errno = 0;
     *out = strtod(tmp, &e);
     return e == tmp + n && !isinf(*out) ? p + n : NULL;
 }
@@ -221,11 +227,10 @@ int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *d
 
     for (size_t i = 0; p && i < sizeof head / sizeof head[0]; i++)
         p = get_real(p, end, head[i].key, (double *)((char *)m + head[i].off));
-    if (!p || (size_t)(end - p) < sizeof round_key - 1 ||
-        memcmp(p, round_key, sizeof round_key - 1) != 0)
+    if (!(p = skip(p, end, round_key)))
         return -1;
     /* The round: digits without a leading zero, at most INT64_MAX. */
-    for (digits = p += sizeof round_key - 1; p < end && *p >= '0' && *p <= '9'; p++) {
+    for (digits = p; p < end && *p >= '0' && *p <= '9'; p++) {
         if (round > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
             return -1;
         round = round * 10 + (uint64_t)(*p - '0');
@@ -233,11 +238,11 @@ int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *d
     if (p == digits || (*digits == '0' && p - digits > 1))
         return -1;
     m->round = round;
-    if (!(p = get_real(p, end, seconds_key, &m->seconds)) ||
-        (size_t)(end - p) < sizeof marker - 1 || memcmp(p, marker, sizeof marker - 1) != 0)
+    if (!(p = get_real(p, end, seconds_key, &m->seconds)))
         return -1;
     cut = p;
-    p += sizeof marker - 1;
+    if (!(p = skip(p, end, marker)))
+        return -1;
     for (size_t i = 0; p && i < sizeof tail / sizeof tail[0]; i++)
         p = get_real(p, end, tail[i].key, (double *)((char *)m + tail[i].off));
     if (!p || end - p != 1 || *p != '}')
