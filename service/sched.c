@@ -496,7 +496,6 @@ static unsigned owner_running(struct sched *s, const char *owner)
     return k;
 }
 
-/* Starts queued jobs, oldest first, while the limits allow. */
 /*
  * The lowest uid of --worker-uids no listed job holds, 0 if none is free.
  * A job keeps its uid until it is off the list, after its processes were
@@ -518,6 +517,7 @@ static uint32_t free_uid(const struct sched *s)
     return 0;
 }
 
+/* Starts queued jobs, oldest first, while the limits allow. */
 static void start_jobs(struct sched *s)
 {
     struct app *a = s->app;

@@ -762,6 +762,8 @@ int ec_drop_to_job_uid(uint32_t uid, ec_err *e)
         return ec_err_set(e, EC_EINVAL,
                           "worker uid %u belongs to user '%s': a job's own uid must "
                           "be one no account uses", (unsigned)uid, owner);
+    /* Unlike drop_to, not even "already that uid" will do: kill(-1) below
+     * would then reach processes this job did not start. */
     if (geteuid() != 0)
         return ec_err_set(e, EC_EINVAL,
                           "cannot run workers as uid %u: only root can switch users, "
