@@ -247,6 +247,22 @@ static inline json_t *job_wait(const struct server *s, const char *token, const 
     }
 }
 
+/* Cancels a job (200, 202, or 409 when it has just ended) and waits up to
+ * timeout seconds for it to be cancelled; any other end fails. */
+static inline void job_cancel(const struct server *s, const char *token, const char *id,
+                              double timeout)
+{
+    char path[128];
+    struct reply r;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(s, "POST", path, token, "{}", NULL);
+    ck_assert_msg(r.status == 200 || r.status == 202 || r.status == 409, "cancel %s: %ld", id,
+                  r.status);
+    free(r.body);
+    json_decref(job_wait(s, token, id, "cancelled", timeout));
+}
+
 #define ALICE "alice-secret-0123456789"
 #define BOB "bob-secret-0123456789abc"
 #define ROOT "root-secret-0123456789ab"

@@ -164,6 +164,14 @@ static size_t rows_stored(const struct server *s, const char *id)
     return n;
 }
 
+/* Waits until the job has stored a row: its coordinator has read the data
+ * and dropped privileges. */
+static void wait_first_row(const struct server *s, const char *id, double timeout)
+{
+    for (double until = tu_now() + timeout; rows_stored(s, id) < 1; usleep(50000))
+        ck_assert_msg(tu_now() < until, "job %s: no rows in %g s", id, timeout);
+}
+
 /* ---- clients that watch a job --------------------------------------------- */
 
 struct seen {
@@ -524,7 +532,6 @@ START_TEST(test_worker_isolation)
     pid_t coord, work[2];
     struct dirent *de;
     DIR *d;
-    struct reply r;
 
     if (geteuid() != 0) {
         /* CI runs as root; a developer's own run cannot switch users. */
@@ -536,10 +543,7 @@ START_TEST(test_worker_isolation)
     json_decref(job_wait(&s, ALICE, id, "running", 60));
     coord = coordinator_of(&s, id, 30);
     workers_of(coord, work, 2, 60);
-    for (double until = tu_now() + 60; rows_stored(&s, id) < 1;) {
-        ck_assert_msg(tu_now() < until, "no rows in 60 s");
-        usleep(50000);
-    }
+    wait_first_row(&s, id, 60);
     /* The coordinator has dropped to nobody too, once the data was read. */
     ck_assert(proc_line(coord, "status", "Uid:", line, sizeof line));
     ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
@@ -605,10 +609,7 @@ START_TEST(test_worker_isolation)
         ck_assert(proc_line(work[i], "limits", "Max core file size", line, sizeof line));
         ck_assert_msg(strstr(line, " 0 "), "core '%s'", line);
     }
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
-    r = req(&s, "POST", path, ALICE, "{}", NULL);
-    free(r.body);
-    json_decref(job_wait(&s, ALICE, id, "cancelled", 30));
+    job_cancel(&s, ALICE, id, 30);
     server_stop(&s, SIGTERM);
 }
 END_TEST
@@ -636,10 +637,9 @@ START_TEST(test_worker_uids)
 {
     enum { FIRST = 3999000 };
     struct server s;
-    char id[3][32], path[96];
+    char id[3][32];
     pid_t coord[3], work[2], stray;
     unsigned uid[3];
-    struct reply r;
     int st;
 
     if (geteuid() != 0) {
@@ -665,10 +665,7 @@ START_TEST(test_worker_uids)
     for (int j = 0; j < 2; j++) {
         json_decref(job_wait(&s, ALICE, id[j], "running", 60));
         coord[j] = coordinator_of(&s, id[j], 30);
-        for (double until = tu_now() + 60; rows_stored(&s, id[j]) < 1;) {
-            ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id[j]);
-            usleep(50000);
-        }
+        wait_first_row(&s, id[j], 60);
         /* Rows come after the drop: the coordinator is on its uid now. */
         uid[j] = proc_id(coord[j], "Uid:");
         ck_assert_uint_eq(proc_id(coord[j], "Gid:"), uid[j]);
@@ -685,25 +682,15 @@ START_TEST(test_worker_uids)
                   "the stray process ended with status %#x, not by SIGKILL", st);
 
     /* A job that ends gives its uid back: the third job runs on it. */
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id[0]);
-    r = req(&s, "POST", path, ALICE, "{}", NULL);
-    free(r.body);
-    json_decref(job_wait(&s, ALICE, id[0], "cancelled", 30));
+    job_cancel(&s, ALICE, id[0], 30);
     job_create(&s, ALICE, long_job, id[2]);
     json_decref(job_wait(&s, ALICE, id[2], "running", 60));
     coord[2] = coordinator_of(&s, id[2], 30);
-    for (double until = tu_now() + 60; rows_stored(&s, id[2]) < 1;) {
-        ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id[2]);
-        usleep(50000);
-    }
+    wait_first_row(&s, id[2], 60);
     uid[2] = proc_id(coord[2], "Uid:");
     ck_assert_uint_eq(uid[2], uid[0]);
-    for (int j = 1; j < 3; j++) {
-        snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id[j]);
-        r = req(&s, "POST", path, ALICE, "{}", NULL);
-        free(r.body);
-        json_decref(job_wait(&s, ALICE, id[j], "cancelled", 30));
-    }
+    for (int j = 1; j < 3; j++)
+        job_cancel(&s, ALICE, id[j], 30);
     server_stop(&s, SIGTERM);
 }
 END_TEST

@@ -187,36 +187,6 @@ START_TEST(test_cancel_running)
 }
 END_TEST
 
-/* Cancels a job and waits until it has ended. */
-static void cancel_job(const struct server *s, const char *token, const char *id)
-{
-    char path[128];
-    struct reply r;
-
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
-    r = req(s, "POST", path, token, "{}", NULL);
-    ck_assert_msg(r.status == 200 || r.status == 202 || r.status == 409, "cancel %s: %ld", id,
-                  r.status);
-    free(r.body);
-    snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    for (double t0 = tu_now();; usleep(50000)) {
-        json_t *doc;
-        r = req(s, "GET", path, token, NULL, NULL);
-        doc = json_of(&r);
-        free(r.body);
-        const char *state = json_string_value(json_object_get(doc, "state"));
-        if (strcmp(state, "cancelled") == 0) {
-            json_decref(doc);
-            return;
-        }
-        ck_assert_msg(strcmp(state, "queued") == 0 || strcmp(state, "running") == 0,
-                      "cancel %s: it ended %s: %s", id, state,
-                      json_string_value(json_object_get(doc, "reason")));
-        ck_assert_msg(tu_now() - t0 < 10, "job %s still %s 10 s after cancel", id, state);
-        json_decref(doc);
-    }
-}
-
 /*
  * With two slots and one per token, alice's second job waits while bob's,
  * submitted after it, starts; when alice's first ends, her second runs.
@@ -244,10 +214,10 @@ START_TEST(test_running_per_token)
     ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
     json_decref(doc);
     free(r.body);
-    cancel_job(&s, ALICE, a1);
+    job_cancel(&s, ALICE, a1, 10);
     json_decref(job_wait(&s, ALICE, a2, "running", 30));
-    cancel_job(&s, ALICE, a2);
-    cancel_job(&s, BOB, b1);
+    job_cancel(&s, ALICE, a2, 10);
+    job_cancel(&s, BOB, b1, 10);
     server_stop(&s, SIGTERM);
 }
 END_TEST
@@ -290,8 +260,8 @@ START_TEST(test_queue_limit_with_keys)
     ck_assert_str_eq(json_string_value(json_object_get(doc, "id")), queued);
     json_decref(doc);
     free(r.body);
-    cancel_job(&s, ALICE, queued);
-    cancel_job(&s, ALICE, running);
+    job_cancel(&s, ALICE, queued, 10);
+    job_cancel(&s, ALICE, running, 10);
     server_stop(&s, SIGTERM);
 }
 END_TEST
