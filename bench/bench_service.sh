@@ -78,13 +78,18 @@ sleep 1
 
 # Overhead: the same job with eval_every 1 under the service and alone.
 # ec-sgd never reaches a zero gap, so the job runs all of its rounds. The
-# job's own time varies by tens of percent from run to run on two cores,
-# so the two are run in PAIRS interleaved pairs (the order alternating)
-# and compared by their medians. Besides the wall time from start to
-# end, the job's own time for its rounds ("wall time" of `ecopt run`, the
-# last row's seconds under the service) leaves out starting and ending.
-# CPU seconds are read from /proc: the server's own, and the job's (its
-# reaped processes) on either side.
+# two are run in PAIRS interleaved pairs (the order alternating). Besides
+# the wall time from start to end, the job's own time for its rounds
+# ("wall time" of `ecopt run`, the last row's seconds under the service)
+# leaves out starting and ending. CPU seconds are read from /proc: the
+# server's own, and the job's (its reaped processes) on either side.
+#
+# On a virtual machine most of the run-to-run spread is steal: time the
+# hypervisor gave our CPUs to other guests (/proc/stat, all CPUs). The
+# job's wall time grows in proportion to it, so each run records its
+# steal, and the comparison is made at zero steal: a least-squares fit
+# of wall = a_side + b * steal with one slope b for both sides, and the
+# ratio a_served / a_alone.
 PAIRS=${BENCH_PAIRS:-5}
 ROUNDS=${BENCH_ROUNDS:-200000}
 spec="{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"ec-sgd\", \"compressor\": {\"type\": \"topk\", \"k\": 5}, \"max_rounds\": $ROUNDS, \"target\": 0, \"eval_every\": 1, \"lambda2_rel\": 1e-3, \"backend\": \"process\"}"
@@ -93,27 +98,39 @@ ticks=$(getconf CLK_TCK)
 cpu_of() {   # pid -> "own children" CPU seconds
     awk -v t="$ticks" '{printf "%.2f %.2f\n", ($14 + $15) / t, ($16 + $17) / t}' "/proc/$1/stat"
 }
-alone() {    # -> "wall loop cpu" of `ecopt run`
+steal() {    # -> steal ticks so far, all CPUs
+    awk '$1 == "cpu" {print $9}' /proc/stat
+}
+stolen() {   # ticks at the start -> steal seconds since
+    echo "scale=2; ($(steal) - $1) / $ticks" | bc
+}
+alone() {    # -> "wall loop cpu steal" of `ecopt run`
+    st0=$(steal)
     /usr/bin/time -f "%e %U %S" -o "$tmp/time" \
         "$ECOPT" run "$tmp/spec.json" --quiet --data-dir "$DATA" > "$tmp/alone.out"
+    st=$(stolen "$st0")
     loop=$(sed -n 's/^wall time *\([0-9.]*\) s$/\1/p' "$tmp/alone.out")
-    awk -v l="$loop" '{printf "%.2f %.2f %.2f\n", $1, l, $2 + $3}' "$tmp/time"
+    awk -v l="$loop" -v st="$st" '{printf "%.2f %.2f %.2f %.2f\n", $1, l, $2 + $3, st}' "$tmp/time"
 }
-served() {   # -> "wall loop job_cpu server_cpu rows" through the service
+served() {   # -> "wall loop job_cpu server_cpu rows steal" through the service
     set -- $(cpu_of "$srv_pid")
     own0=$1 kids0=$2
+    st0=$(steal)
     t0=$(date +%s.%N)
     j=$(submit "$spec")
     curl -s -N "$url/v1/jobs/$j/events" > /dev/null
     t=$(echo "$(date +%s.%N) - $t0" | bc)
+    st=$(stolen "$st0")
     while ! curl -s "$url/v1/jobs/$j" | grep -q '"state":"succeeded"'; do sleep 0.1; done
     set -- $(cpu_of "$srv_pid")
     curl -s "$url/v1/jobs/$j" > "$tmp/job.json"
     last=$(sed -n 's/.*"round":\([0-9]*\),"rel_gap".*/\1/p' "$tmp/job.json")
     loop=$(grep -o '"seconds":[0-9.e+-]*' "$tmp/job.json" | tail -1 | cut -d: -f2)
     echo "$(printf %.2f "$t") $(printf %.2f "$loop") $(printf %.2f "$(echo "$2 - $kids0" | bc)")" \
-         "$(printf %.2f "$(echo "$1 - $own0" | bc)") $last"
+         "$(printf %.2f "$(echo "$1 - $own0" | bc)") $last $(printf %.2f "$st")"
 }
+# Columns of $tmp/pairs: alone 1 wall, 2 loop, 3 cpu, 4 steal; served
+# 5 wall, 6 loop, 7 job cpu, 8 server cpu, 9 rows, 10 steal.
 : > "$tmp/pairs"
 i=0
 while [ $i -lt "$PAIRS" ]; do
@@ -126,15 +143,32 @@ median() {   # column -> median of that column of the pairs
     cut -d' ' -f"$1" "$tmp/pairs" | sort -g | awk '{v[NR] = $1} END {
         if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
-t_run=$(median 1) l_run=$(median 2) c_run=$(median 3)
-t_srv=$(median 4) l_srv=$(median 5) c_job=$(median 6) c_srv=$(median 7)
-rows=$(cut -d' ' -f8 "$tmp/pairs" | sort -g | head -1)
+t_run=$(median 1) l_run=$(median 2) c_run=$(median 3) s_run=$(median 4)
+t_srv=$(median 5) l_srv=$(median 6) c_job=$(median 7) c_srv=$(median 8) s_srv=$(median 10)
+rows=$(cut -d' ' -f9 "$tmp/pairs" | sort -g | head -1)
 # Per pair: served over alone, wall and rounds; their medians.
-awk '{printf "%.3f %.3f\n", $4 / $1, $5 / $2}' "$tmp/pairs" > "$tmp/ratios"
+awk '{printf "%.3f %.3f\n", $5 / $1, $6 / $2}' "$tmp/pairs" > "$tmp/ratios"
 mid() { cut -d' ' -f"$1" "$tmp/ratios" | sort -g | awk '{v[NR] = $1} END {
         if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 r_wall=$(mid 1) r_loop=$(mid 2)
 least() { cut -d' ' -f"$1" "$tmp/pairs" | sort -g | head -1; }
+# Wall time at zero steal: one slope for both sides, fitted on deviations
+# from each side's means; then each side's intercept. Prints "a_alone
+# a_served b ratio", or "- - - -" when the steals do not vary.
+fit=$(awk '{xa[NR] = $4; ya[NR] = $1; xs[NR] = $10; ys[NR] = $5
+        mxa += $4; mya += $1; mxs += $10; mys += $5}
+    END {
+        n = NR; mxa /= n; mya /= n; mxs /= n; mys /= n
+        for (i = 1; i <= n; i++) {
+            sxy += (xa[i] - mxa) * (ya[i] - mya) + (xs[i] - mxs) * (ys[i] - mys)
+            sxx += (xa[i] - mxa) ^ 2 + (xs[i] - mxs) ^ 2
+        }
+        if (sxx == 0) { print "- - - -"; exit }
+        b = sxy / sxx; a0 = mya - b * mxa; a1 = mys - b * mxs
+        printf "%.2f %.2f %.3f %.3f\n", a0, a1, b, a1 / a0
+    }' "$tmp/pairs")
+set -- $fit
+f_alone=$1 f_srv=$2 f_slope=$3 f_ratio=$4
 
 ratio() { echo "scale=2; $1 / $2" | bc; }
 {
@@ -153,13 +187,17 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
     echo "($((ROUNDS + 1)) metric rows), alone under \`ecopt run\` and through the service"
     echo "(submit to the end of its event stream), in $PAIRS interleaved pairs:"
     echo
-    echo "| pair | alone s | its rounds s | CPU s | served s | its rounds s | job CPU s | server CPU s | wall ratio | rounds ratio |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
-    paste -d' ' "$tmp/pairs" "$tmp/ratios" | awk '{printf "| %d | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", NR, $1, $2, $3, $4, $5, $6, $7, $9, $10}'
-    echo "| median | $t_run | $l_run | $c_run | $t_srv | $l_srv | $c_job | $c_srv | $r_wall | $r_loop |"
+    echo "| pair | alone s | its rounds s | CPU s | steal s | served s | its rounds s | job CPU s | server CPU s | steal s | wall ratio | rounds ratio |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    paste -d' ' "$tmp/pairs" "$tmp/ratios" | awk '{printf "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", NR, $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12}'
+    echo "| median | $t_run | $l_run | $c_run | $s_run | $t_srv | $l_srv | $c_job | $c_srv | $s_srv | $r_wall | $r_loop |"
     echo
     echo "Median of the pairs' ratios: wall $r_wall, rounds $r_loop. Fastest of each"
-    echo "side: alone $(least 1) s, served $(least 4) s (ratio $(ratio "$(least 4)" "$(least 1)"))."
+    echo "side: alone $(least 1) s, served $(least 5) s (ratio $(ratio "$(least 5)" "$(least 1)"))."
+    echo "Steal is the time the hypervisor gave this machine's CPUs to others"
+    echo "during the run (all CPUs). Wall time at zero steal, fitted with one"
+    echo "slope for both sides ($f_slope s of wall per s of steal): alone $f_alone s,"
+    echo "served $f_srv s, ratio **$f_ratio**."
     echo "Every pair stored every row (lowest last round: $rows). The server's own"
     echo "CPU is $(echo "scale=1; $c_srv * 1000000 / ($ROUNDS + 1)" | bc) us per row (median), $(echo "scale=1; 100 * $c_srv / $c_job" | bc)% of the job's CPU."
 } | tee "$OUT"
