@@ -43,6 +43,14 @@
 #define REQUEST_ID_MAX 64
 #define TOKEN_MAX 512
 #define HEADER_VALUE_MAX 4096
+/* Our own limits on the request line and headers, well inside MHD's
+ * per-connection pool (MHD_POOL), so that what outgrows them gets an
+ * answer of ours that names the limit; only what outgrows the pool too
+ * gets MHD's own bare 414 or 431. URL_MAX leaves room for a path and a
+ * query of HTTP_QUERY_MAX_LEN, whose own 400 says more. */
+#define URL_MAX 16384
+#define HEADERS_MAX 16384
+#define MHD_POOL ((size_t)64 << 10)
 #define CONTENT_TYPE_MAX 128
 #define PARAM_NAME_MAX 32
 #define PATTERN_MAX 256
@@ -1793,6 +1801,16 @@ static enum MHD_Result begin_stream(struct http_exchange *x)
     return early_reply(x);
 }
 
+static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind,
+                                        const char *key, const char *value)
+{
+    size_t *n = cls;
+
+    (void)kind;
+    *n += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": ", CRLF */
+    return MHD_YES;
+}
+
 /* Routing, the query, the content type and the declared length: every
    check that needs no body, decided before the body is read. */
 static enum MHD_Result begin(struct http_exchange *x, const char *method)
@@ -1820,6 +1838,21 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
     x->rq.request_id = x->request_id;
     x->rq.client = x->client;
     x->rq.token = x->token[0] ? x->token : NULL;
+    if ((n = strlen(x->uri)) > URL_MAX) {
+        problem(rs, 414, json_pack("{s:s,s:i}", "limit", "max_url", "value", URL_MAX),
+                "the URL is %zu bytes, more than the limit of %d bytes (max_url)",
+                n, URL_MAX);
+        return early_reply(x);
+    }
+    n = 0;
+    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, add_header_bytes, &n);
+    if (n > HEADERS_MAX) {
+        problem(rs, 431, json_pack("{s:s,s:i}", "limit", "max_headers", "value",
+                                   HEADERS_MAX),
+                "the request's headers are %zu bytes, more than the limit of %d "
+                "bytes (max_headers)", n, HEADERS_MAX);
+        return early_reply(x);
+    }
     if (!(x->path = strndup(x->uri, plen)) ||
         !(x->param_buf = malloc(plen + PATTERN_MAX + 2)))
         return MHD_NO;
@@ -2455,8 +2488,9 @@ struct http_server *http_start(const struct http_config *cfg,
      * A pool of epoll threads; suspend/resume needs MHD's wake-up pipe.
      * MHD answers a few errors itself, before any callback of ours and so
      * not as problem+json: 431 and 414 when the request line and headers
-     * outgrow its 32 KiB per-connection pool, 505 for an unknown HTTP
-     * version; a request line it cannot parse just closes the connection.
+     * outgrow its per-connection pool (MHD_POOL; URL_MAX and HEADERS_MAX
+     * answer long ones below that), 505 for an unknown HTTP version; a
+     * request line it cannot parse just closes the connection.
      */
     srv->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
@@ -2467,6 +2501,7 @@ struct http_server *http_start(const struct http_config *cfg,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, maxconn,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_POOL,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
         MHD_OPTION_END);
