@@ -21,10 +21,17 @@
 
 extern char **environ;
 
+/* The report pipe's size asked for, so that a reader may come by only
+ * every so often; and the read buffer's first size. */
+#define PIPE_SIZE (1 << 20)
+#define READ_BUF 65536
+
 struct runner_job {
     pid_t pid;
     int fd;
     int reaped;
+    size_t pipe_size;    /* what the kernel gave */
+    size_t got;          /* bytes the last runner_read took */
     char *buf;           /* bytes of an incomplete line */
     size_t len, cap;
     const char *line;    /* the record being delivered, as it came */
@@ -79,6 +86,12 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         free(j);
         return -1;
     }
+    /* Past pipe-max-size or the user's pipe pages the kernel refuses, and
+     * the pipe keeps its size: the reader then comes by more often. */
+    rc = fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+    if (rc < 0)
+        rc = fcntl(p[0], F_GETPIPE_SZ);
+    j->pipe_size = rc > 0 ? (size_t)rc : 4096;
     if (!argv) {
         int a = 0;
         argv_buf[a++] = (char *)o->exe;
@@ -168,6 +181,25 @@ int runner_fd(const struct runner_job *j)
     return j->fd;
 }
 
+size_t runner_pipe_size(const struct runner_job *j)
+{
+    return j->pipe_size;
+}
+
+size_t runner_got(const struct runner_job *j)
+{
+    return j->got;
+}
+
+double runner_read_wait(const struct runner_job *j, double since, double most)
+{
+    double half = (double)j->pipe_size / 2, got = (double)j->got;
+
+    if (since > 0 && got / since * most > half)
+        return half * since / got;
+    return most;
+}
+
 /*
  * Delivers every complete line in the buffer, to take first and then, if
  * it did not take it, parsed to cb; keeps the incomplete tail.
@@ -205,11 +237,12 @@ static int deliver(struct runner_job *j, runner_take_fn *take, runner_record_fn 
 int runner_read(struct runner_job *j, runner_take_fn *take, runner_record_fn *cb,
                 void *ctx, char *err, size_t errlen)
 {
+    j->got = 0;
     for (;;) {
         ssize_t r;
 
         if (j->cap - j->len < 4096) {
-            size_t ncap = j->cap ? j->cap * 2 : 8192;
+            size_t ncap = j->cap ? j->cap * 2 : READ_BUF;
             char *nb;
             if (ncap > RUNNER_MAX_LINE + 8192)
                 ncap = RUNNER_MAX_LINE + 8192;
@@ -228,6 +261,7 @@ int runner_read(struct runner_job *j, runner_take_fn *take, runner_record_fn *cb
         r = read(j->fd, j->buf + j->len, j->cap - j->len);
         if (r > 0) {
             j->len += (size_t)r;
+            j->got += (size_t)r;
             if (deliver(j, take, cb, ctx, err, errlen) < 0)
                 return -1;
             if (j->len > RUNNER_MAX_LINE) {

@@ -37,6 +37,16 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
 pid_t runner_pid(const struct runner_job *j);
 /* The report pipe's read end (non-blocking), for poll(). */
 int runner_fd(const struct runner_job *j);
+/* How many bytes the pipe holds before its writer blocks. */
+size_t runner_pipe_size(const struct runner_job *j);
+/* How many bytes the last runner_read took from the pipe. */
+size_t runner_got(const struct runner_job *j);
+/*
+ * When to read again, after a read `since` seconds after the one before:
+ * in `most` seconds, or sooner if at the rate of the last read the pipe
+ * would be more than half full by then (a full pipe blocks the writer).
+ */
+double runner_read_wait(const struct runner_job *j, double since, double most);
 
 /* Offered each line (no newline, not terminated) before it is parsed:
    1 when it took the line, 0 to have it parsed and given to the record

@@ -28,11 +28,18 @@
 
 #define MAX_BATCH 512
 /*
- * Rows wait in the batch up to this long (or MAX_BATCH rows): one commit,
- * and one wake-up of the job's watchers, for many rows, which a job that
- * reports every round needs. Watchers see a row at most this much later.
+ * A job's report pipe is read this often, and its rows are stored at most
+ * this long after they could first have been read (or at MAX_BATCH rows):
+ * one wake-up of this thread, one commit and one wake-up of the job's
+ * watchers for many rows, which a job that reports every round needs.
+ * The coordinator's writes then rarely wake anyone. Watchers see a row at
+ * most this much later (and the coordinator's own 20 ms). A pipe that
+ * would fill sooner (runner_read_wait) is read sooner.
  */
 #define FLUSH_SECONDS 0.1
+/* Queued jobs are looked for when a job is submitted or ends, and at
+ * least this often. */
+#define START_SECONDS 1.0
 /*
  * Rows held while the store refuses writes (a full disk): past this many
  * the job's report pipe is no longer read, so its coordinator blocks on
@@ -58,7 +65,10 @@ struct running {
     ec_metric *batch;              /* rows not yet in the store */
     char **docs;                   /* and their documents (NULL: none) */
     size_t nbatch, capbatch;
-    double batch_at;               /* when the oldest of them came */
+    double batch_at;               /* when the oldest of them could first
+                                      have been read */
+    double read_at;                /* the pipe is not read before */
+    double read_last;              /* when it was last read */
     int reaped;                    /* the coordinator is gone; end_* say */
     enum store_job_state end_state;  /* how, until it is recorded */
     char end_reason[600];
@@ -79,6 +89,7 @@ struct sched {
     int stopping;
     double stop_at;                /* when stopping began (monotonic s) */
     double retry_at;               /* no starts before (a store refusal) */
+    double start_at;               /* look for queued jobs from then on */
 };
 
 static void wlock(struct app *a)
@@ -309,7 +320,7 @@ static void cache_pstar(struct running *r, json_t *problem)
 static void batch_commit(struct running *r, char *doc)
 {
     if (r->nbatch == 0)
-        r->batch_at = ec_clock();
+        r->batch_at = r->read_last;
     r->docs[r->nbatch] = doc;
     if (++r->nbatch % MAX_BATCH == 0)
         flush_batch(r);
@@ -401,6 +412,7 @@ static void reap(struct sched *s, struct running *r)
 
     runner_reap(r->rj, 2.0, &st);
     r->reaped = 1;
+    s->start_at = 0;            /* its place may go to a queued job */
     snprintf(hint, sizeof hint, "%s/%s.pstar.json", s->app->cfg.state_dir, r->id);
     unlink(hint);               /* the P* hint, if there was one */
     if (r->have_final) {
@@ -608,6 +620,7 @@ static void start_jobs(struct sched *s)
             snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(werr));
         } else {
             runner_spawn(&o, &r->rj, err, sizeof err);   /* fills err on failure */
+            r->read_last = ec_clock();
         }
         if (err[0] && (werr == ENOSPC || werr == EDQUOT)) {
             /* The disk is full: the job waits in the queue, not fails. */
@@ -695,6 +708,18 @@ static int batch_due_ms(const struct running *r, double now)
     return r->nbatch >= MAX_BATCH || left <= 0 ? 0 : (int)(left * 1000) + 1;
 }
 
+/* After a read of the job's pipe: when to read it next. */
+static void pace_reads(struct running *r, double now)
+{
+    r->read_at = now + runner_read_wait(r->rj, now - r->read_last, FLUSH_SECONDS);
+    r->read_last = now;
+}
+
+static int ms_until(double t, double now)
+{
+    return t <= now ? 0 : (int)((t - now) * 1000) + 1;
+}
+
 static void *sched_main(void *arg)
 {
     struct sched *s = arg;
@@ -706,20 +731,31 @@ static void *sched_main(void *arg)
         int timeout = 250;
         double now;
 
-        start_jobs(s);
+        if (ec_clock() >= s->start_at) {
+            start_jobs(s);
+            s->start_at = ec_clock() + START_SECONDS;
+        }
         watch_sweep(s->app);
         pthread_mutex_lock(&s->lock);
         pfd[np++] = (struct pollfd){s->wake[0], POLLIN, 0};
         /* Not the pipes of jobs that ended, nor of those holding all the
          * rows they may: their coordinators wait until the store takes
-         * them (the 250 ms timeout retries). */
+         * them (the 250 ms timeout retries); nor those read too recently. */
         now = ec_clock();
+        if (ms_until(s->start_at, now) < timeout)
+            timeout = ms_until(s->start_at, now);
         for (size_t i = 0; i < s->nrun && np < 1025; i++) {
-            int due = batch_due_ms(s->run[i], now);
+            struct running *r = s->run[i];
+            int due = batch_due_ms(r, now);
+
             if (due >= 0 && due < timeout)
                 timeout = due;
-            if (!s->run[i]->reaped && s->run[i]->nbatch < MAX_PENDING)
-                pfd[np++] = (struct pollfd){runner_fd(s->run[i]->rj), POLLIN, 0};
+            if (r->reaped || r->nbatch >= MAX_PENDING)
+                continue;
+            if (now >= r->read_at)
+                pfd[np++] = (struct pollfd){runner_fd(r->rj), POLLIN, 0};
+            else if (ms_until(r->read_at, now) < timeout)
+                timeout = ms_until(r->read_at, now);
         }
         int stopping = s->stopping;
         size_t nrun = s->nrun;
@@ -738,15 +774,17 @@ static void *sched_main(void *arg)
         if (poll(pfd, np, timeout) < 0 && errno != EINTR)
             continue;
         while (read(s->wake[0], drain, sizeof drain) > 0)
-            ;
+            s->start_at = 0;    /* a submission, or the stop */
         /* Only this thread removes entries, so indices stay valid. */
         for (size_t i = 0; i < s->nrun;) {
             struct running *r = s->run[i];
             char err[256];
             int rc = 1;
 
-            if (!r->reaped && r->nbatch < MAX_PENDING)
+            if (!r->reaped && r->nbatch < MAX_PENDING && ec_clock() >= r->read_at) {
                 rc = runner_read(r->rj, take_metric, on_record, r, err, sizeof err);
+                pace_reads(r, ec_clock());
+            }
             if (!r->reaped) {
                 /* Stored when due; a refused batch is tried again each pass. */
                 if (rc != 1 || r->write_failing || batch_due_ms(r, ec_clock()) == 0)

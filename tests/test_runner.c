@@ -247,6 +247,53 @@ START_TEST(test_hostile_channels)
 }
 END_TEST
 
+static int take_any(void *ctx, const char *line, size_t len)
+{
+    (void)line;
+    (void)len;
+    ++*(int *)ctx;
+    return 1;
+}
+
+/*
+ * The report pipe holds a megabyte, so the reader may come by only every
+ * so often: a writer of 520000 bytes finishes and exits before anything
+ * is read. With the default 64 KiB pipe it would block until killed.
+ */
+START_TEST(test_roomy_pipe)
+{
+    char *argv[] = {"/bin/sh", "-c", "yes '{\"type\":\"x\"}' | head -n 40000 >&3", NULL};
+    struct runner_opts o = {0};
+    struct runner_job *j;
+    char err[256] = "";
+    int st, lines = 0;
+    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
+    long max = 0;
+
+    ck_assert(f && fscanf(f, "%ld", &max) == 1);
+    fclose(f);
+    if (max < (1 << 20) && geteuid() != 0) {
+        fprintf(stderr, "test_runner: pipe-max-size %ld, pipe test skipped\n", max);
+        return;
+    }
+    o.argv = argv;
+    ck_assert_int_eq(runner_spawn(&o, &j, err, sizeof err), 0);
+    ck_assert_int_eq(runner_pipe_size(j), 1 << 20);
+    ck_assert_int_eq(runner_reap(j, 5, &st), 0);      /* exited, not killed */
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_int_eq(runner_read(j, take_any, on_record, &lines, err, sizeof err), 0);
+    ck_assert_int_eq(lines, 40000);
+    ck_assert_int_eq(runner_got(j), 40000 * 13);
+    /* 520000 bytes in 0.1 s fill half the pipe (524288) in 0.1008 s: the
+     * next read may wait the 0.1 s; in 0.05 s they would fill it in
+     * 0.0504 s, so the next read comes sooner. */
+    ck_assert_double_eq_tol(runner_read_wait(j, 0.1, 0.1), 0.1, 1e-12);
+    ck_assert_double_eq_tol(runner_read_wait(j, 0.05, 0.1), 0.05 * 524288 / 520000, 1e-12);
+    ck_assert_double_eq_tol(runner_read_wait(j, 0, 0.1), 0.1, 1e-12);
+    runner_free(j);
+}
+END_TEST
+
 START_TEST(test_spawn_failure)
 {
     char *argv[] = {"/no/such/program", NULL};
@@ -272,6 +319,7 @@ int main(void)
     tcase_add_test(tc, test_coordinator_killed);
     tcase_add_test(tc, test_hostile_channels);
     tcase_add_test(tc, test_spawn_failure);
+    tcase_add_test(tc, test_roomy_pipe);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
