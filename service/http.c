@@ -165,6 +165,8 @@ struct http_server {
      */
     pthread_mutex_t lock;
     pthread_cond_t tick;                    /* the timer has work */
+    uint64_t timer_next_ns;                 /* when the timer will look
+                                               again of its own accord */
     pthread_cond_t drained;                 /* a list got shorter */
     pthread_t timer;
     int timer_running;
@@ -1171,7 +1173,8 @@ struct http_deferred *http_defer(struct http_resp *rs, unsigned timeout_ms,
     if (d->next)
         d->next->prev = d;
     srv->deferreds = d;
-    pthread_cond_signal(&srv->tick);
+    if (d->deadline_ns < srv->timer_next_ns)
+        pthread_cond_signal(&srv->tick);
     pthread_mutex_unlock(&srv->lock);
     return d;
 }
@@ -1267,10 +1270,14 @@ static void resp_drop_stream(struct http_resp *rs)
     }
 }
 
-static void st_signal_timer(struct http_server *srv)
+/* A stream's keep-alive is due at deadline: the timer need only hear of
+   it when it would otherwise look later. A stream that sends rows keeps
+   moving its deadline later, and so costs the timer no wake-up. */
+static void st_signal_timer(struct http_server *srv, uint64_t deadline)
 {
     pthread_mutex_lock(&srv->lock);
-    pthread_cond_signal(&srv->tick);
+    if (deadline < srv->timer_next_ns)
+        pthread_cond_signal(&srv->tick);
     pthread_mutex_unlock(&srv->lock);
 }
 
@@ -1389,7 +1396,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
     (void)pos;
     for (;;) {
-        uint64_t now;
+        uint64_t now, deadline;
         int woken, stopping;
 
         if (st->out_off < st->out_len) {
@@ -1436,14 +1443,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         st->suspended = 1;
-        st->deadline_ns =
+        st->deadline_ns = deadline =
             st->keepalive_ms
                 ? st->last_send_ns + (uint64_t)st->keepalive_ms * 1000000u
                 : UINT64_MAX;
         MHD_suspend_connection(st->conn);
         pthread_mutex_unlock(&st->mu);
         if (st->keepalive_ms)
-            st_signal_timer(st->srv);
+            st_signal_timer(st->srv, deadline);
         return 0;
     }
 }
@@ -1621,7 +1628,9 @@ static void *timer_main(void *arg)
             continue;
         }
         until = ns_to_timespec(next);
+        srv->timer_next_ns = next;
         pthread_cond_timedwait(&srv->tick, &srv->lock, &until);
+        srv->timer_next_ns = 0;     /* looking now: everyone signals */
     }
     pthread_mutex_unlock(&srv->lock);
     return NULL;
