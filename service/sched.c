@@ -26,7 +26,7 @@
 #include "jobspec.h"
 #include "runner.h"
 
-#define MAX_BATCH 512
+#define MAX_BATCH 2048
 /*
  * A job's report pipe is read this often, and its rows are stored at most
  * this long after they could first have been read (or at MAX_BATCH rows):
@@ -36,7 +36,7 @@
  * most this much later (and the coordinator's own 20 ms). A pipe that
  * would fill sooner (runner_read_wait) is read sooner.
  */
-#define FLUSH_SECONDS 0.1
+#define FLUSH_SECONDS 0.25
 /* Queued jobs are looked for when a job is submitted or ends, and at
  * least this often. */
 #define START_SECONDS 1.0
