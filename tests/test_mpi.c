@@ -149,17 +149,36 @@ static pid_t start_long(char *spec, size_t len)
     return pid;
 }
 
+/* Before failing on a job that did not end: what is left of it, so that
+ * an intermittent hang leaves something to read in the test log. */
+static void dump_job(pid_t mpirun, const char *tag)
+{
+    char cmd[512];
+
+    snprintf(cmd, sizeof cmd,
+             "ps -eo pid,ppid,pgid,stat,wchan:22,etimes,args | "
+             "awk 'NR == 1 || $1 == %d || $2 == %d || /%s/' | grep -v awk >&2",
+             (int)mpirun, (int)mpirun, strrchr(tag, '/') ? strrchr(tag, '/') + 1 : tag);
+    fprintf(stderr, "test_mpi: the job's processes when the wait gave up:\n");
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_mpi: (ps failed)\n");
+}
+
 static void wait_all_gone(pid_t pid, const char *spec, double limit)
 {
     double t0 = tu_now();
     int st;
 
     while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (tu_now() - t0 >= limit)
+            dump_job(pid, spec);
         ck_assert_msg(tu_now() - t0 < limit, "mpirun still running after %g s", limit);
         usleep(10000);
     }
     fprintf(stderr, "mpirun ended %.2f s after the signal\n", tu_now() - t0);
     while (count_procs(spec) > 0) {
+        if (tu_now() - t0 >= limit)
+            dump_job(pid, spec);
         ck_assert_msg(tu_now() - t0 < limit, "ranks still running after %g s", limit);
         usleep(10000);
     }
