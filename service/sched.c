@@ -696,16 +696,27 @@ static void start_jobs(struct sched *s)
     }
 }
 
+/* Milliseconds from now until t, rounded up; 0 once it has come. */
+static int ms_until(double t, double now)
+{
+    return t <= now ? 0 : (int)((t - now) * 1000) + 1;
+}
+
 /* Milliseconds until the job's batch is due for the store: 0 when it is
    due now, -1 when there is nothing to store or the store refuses (the
    loop's own timeout paces the retries). */
 static int batch_due_ms(const struct running *r, double now)
 {
-    double left = r->batch_at + FLUSH_SECONDS - now;
-
     if (!r->nbatch || r->write_failing)
         return -1;
-    return r->nbatch >= MAX_BATCH || left <= 0 ? 0 : (int)(left * 1000) + 1;
+    return r->nbatch >= MAX_BATCH ? 0 : ms_until(r->batch_at + FLUSH_SECONDS, now);
+}
+
+/* The job's pipe is read at all: its coordinator has not been reaped,
+   and the rows taken from it and not yet stored are under MAX_PENDING. */
+static int readable(const struct running *r)
+{
+    return !r->reaped && r->nbatch < MAX_PENDING;
 }
 
 /* After a read of the job's pipe: when to read it next. */
@@ -713,11 +724,6 @@ static void pace_reads(struct running *r, double now)
 {
     r->read_at = now + runner_read_wait(r->rj, now - r->read_last, FLUSH_SECONDS);
     r->read_last = now;
-}
-
-static int ms_until(double t, double now)
-{
-    return t <= now ? 0 : (int)((t - now) * 1000) + 1;
 }
 
 static void *sched_main(void *arg)
@@ -746,16 +752,16 @@ static void *sched_main(void *arg)
             timeout = ms_until(s->start_at, now);
         for (size_t i = 0; i < s->nrun && np < 1025; i++) {
             struct running *r = s->run[i];
-            int due = batch_due_ms(r, now);
+            int due = batch_due_ms(r, now), next = ms_until(r->read_at, now);
 
             if (due >= 0 && due < timeout)
                 timeout = due;
-            if (r->reaped || r->nbatch >= MAX_PENDING)
+            if (!readable(r))
                 continue;
-            if (now >= r->read_at)
+            if (next == 0)
                 pfd[np++] = (struct pollfd){runner_fd(r->rj), POLLIN, 0};
-            else if (ms_until(r->read_at, now) < timeout)
-                timeout = ms_until(r->read_at, now);
+            else if (next < timeout)
+                timeout = next;
         }
         int stopping = s->stopping;
         size_t nrun = s->nrun;
@@ -781,7 +787,7 @@ static void *sched_main(void *arg)
             char err[256];
             int rc = 1;
 
-            if (!r->reaped && r->nbatch < MAX_PENDING && ec_clock() >= r->read_at) {
+            if (readable(r) && ec_clock() >= r->read_at) {
                 rc = runner_read(r->rj, take_metric, on_record, r, err, sizeof err);
                 pace_reads(r, ec_clock());
             }
