@@ -5,7 +5,10 @@
  * Whatever the reader accepts, Jansson must read as a metric record with
  * the same numbers (null as NaN), the document must be that record less
  * "type" and "v", and writing the row again and reading it back must give
- * the same row, bit for bit.
+ * the same row, bit for bit. The scheduler's checker
+ * (describe_metric_record_check) must take and refuse the same lines,
+ * with the same round and document, and the store's reader of documents
+ * (describe_metric_doc_read) must give the document's row back.
  */
 #include <jansson.h>
 #include <math.h>
@@ -40,22 +43,33 @@ static void fail(const char *what, const char *line)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *line, *doc, again[DESCRIBE_RECORD_MAX], doc2[DESCRIBE_RECORD_MAX];
+    char *line, *doc, *cdoc, again[DESCRIBE_RECORD_MAX], doc2[DESCRIBE_RECORD_MAX];
     ec_metric m, m2;
+    uint64_t round = 0;
     json_error_t err;
     json_t *rec, *d;
-    int n;
+    int n, cn;
 
-    if (size >= 4096 || !(line = malloc(size + 1)) || !(doc = malloc(size + 1)))
+    if (size >= 4096 || !(line = malloc(size + 1)) || !(doc = malloc(size + 1)) ||
+        !(cdoc = malloc(size + 1)))
         abort();
     memcpy(line, data, size);
     line[size] = '\0';          /* for messages; the reader gets size bytes */
     n = describe_metric_record_read(line, size, &m, doc);
+    cn = describe_metric_record_check(line, size, &round, cdoc);
+    if (cn != n || (n >= 0 && (round != m.round || strcmp(doc, cdoc) != 0)))
+        fail("the checker and the reader disagree", line);
+    free(cdoc);
     if (n < 0) {
         free(line);
         free(doc);
         return 0;
     }
+    if (describe_metric_doc_read(doc, (size_t)n, &m2) < 0 || m2.round != m.round)
+        fail("the document is not read back", doc);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!same(field(&m2, i), field(&m, i)))
+            fail("the document reads back otherwise", doc);
     if ((size_t)n != strlen(doc))
         fail("document length", line);
     rec = json_loadb(line, size, JSON_REJECT_DUPLICATES, &err);

@@ -129,7 +129,7 @@ int describe_metric_record(const ec_metric *r, char *buf, size_t len)
     p = put_real(put_str(p, ",\"rel_gap\":"), r->rel_gap);
     p += snprintf(p, 40, ",\"round\":%llu", (unsigned long long)r->round);
     p = put_real(put_str(p, ",\"seconds\":"), r->seconds);
-    p = put_str(p, ",\"type\":\"metric\",\"v\":1");
+    p = put_str(p, DESCRIBE_MARKER);
     p = put_real(put_str(p, ",\"wire_down\":"), r->wire_down);
     p = put_real(put_str(p, ",\"wire_up\":"), r->wire_up);
     *p++ = '}';
@@ -185,28 +185,74 @@ static const char *skip(const char *p, const char *end, const char *lit)
     return p && (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
 }
 
-/* "key":value with the value null (NaN) or a finite real; NULL if not. */
+/*
+ * Whether the real text p[0..n) (real_span's) could exceed DBL_MAX: its
+ * integer digits plus its exponent say at most how many digits the value
+ * has before the point. Up to 308 it is below 1e308 and finite; past that
+ * only strtod can tell.
+ */
+static int may_overflow(const char *p, size_t n)
+{
+    const char *end = p + n, *q = p + (*p == '-');
+    long digits = 0, exp = 0;
+    int neg = 0;
+
+    while (q < end && *q >= '0' && *q <= '9')
+        q++, digits++;
+    while (q < end && *q != 'e' && *q != 'E')
+        q++;
+    if (q < end && ++q < end && (*q == '+' || *q == '-'))
+        neg = *q++ == '-';
+    for (; q < end && exp < 100000; q++)
+        exp = exp * 10 + (*q - '0');
+    return digits + (neg ? -exp : exp) > 308;
+}
+
+/*
+ * "key":value with the value null (NaN) or a finite real; NULL if not.
+ * With out NULL the value is checked, not converted: strtod only runs
+ * for the rare value that may not be finite.
+ */
 static const char *get_real(const char *p, const char *end, const char *key, double *out)
 {
     const char *q;
     char tmp[64], *e;
+    double v;
     size_t n;
 
     if (!(p = skip(p, end, key)))
         return NULL;
     if ((q = skip(p, end, "null"))) {
-        *out = NAN;
+        if (out)
+            *out = NAN;
         return q;
     }
     if ((n = real_span(p, end)) == 0 || n >= sizeof tmp)
         return NULL;
+    if (!out && !may_overflow(p, n))
+        return p + n;
     memcpy(tmp, p, n);
     tmp[n] = '\0';
-    *out = strtod(tmp, &e);
-    return e == tmp + n && !isinf(*out) ? p + n : NULL;
+    v = strtod(tmp, &e);
+    if (out)
+        *out = v;
+    return e == tmp + n && !isinf(v) ? p + n : NULL;
 }
 
-int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *doc)
+/* One field of the row, or NULL for a scan that only checks. */
+static double *field_of(ec_metric *m, size_t off)
+{
+    return m ? (double *)((char *)m + off) : NULL;
+}
+
+/*
+ * Scans the shape describe_metric_record writes, with the "type" and "v"
+ * marker (a record) or without it (a document). The round goes to *round,
+ * the reals into *m unless m is NULL; *cut is where the marker begins (or
+ * would). 0, or -1 for any other text.
+ */
+static int scan_metric(const char *s, size_t len, int marker, uint64_t *round,
+                       ec_metric *m, const char **cut)
 {
     static const struct {
         const char *key;
@@ -220,37 +266,96 @@ int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *d
                 {",\"rel_gap\":", offsetof(ec_metric, rel_gap)}},
       tail[] = {{",\"wire_down\":", offsetof(ec_metric, wire_down)},
                 {",\"wire_up\":", offsetof(ec_metric, wire_up)}};
-    static const char round_key[] = ",\"round\":", seconds_key[] = ",\"seconds\":",
-                      marker[] = ",\"type\":\"metric\",\"v\":1";
-    const char *p = s, *end = s + len, *cut, *digits;
-    uint64_t round = 0;
+    static const char round_key[] = ",\"round\":", seconds_key[] = ",\"seconds\":";
+    const char *p = s, *end = s + len, *digits;
+    uint64_t r = 0;
 
     for (size_t i = 0; p && i < sizeof head / sizeof head[0]; i++)
-        p = get_real(p, end, head[i].key, (double *)((char *)m + head[i].off));
+        p = get_real(p, end, head[i].key, field_of(m, head[i].off));
     if (!(p = skip(p, end, round_key)))
         return -1;
     /* The round: digits without a leading zero, at most INT64_MAX. */
     for (digits = p; p < end && *p >= '0' && *p <= '9'; p++) {
-        if (round > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
+        if (r > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
             return -1;
-        round = round * 10 + (uint64_t)(*p - '0');
+        r = r * 10 + (uint64_t)(*p - '0');
     }
     if (p == digits || (*digits == '0' && p - digits > 1))
         return -1;
-    m->round = round;
-    if (!(p = get_real(p, end, seconds_key, &m->seconds)))
+    *round = r;
+    if (!(p = get_real(p, end, seconds_key, field_of(m, offsetof(ec_metric, seconds)))))
         return -1;
-    cut = p;
-    if (!(p = skip(p, end, marker)))
+    *cut = p;
+    if (marker && !(p = skip(p, end, DESCRIBE_MARKER)))
         return -1;
     for (size_t i = 0; p && i < sizeof tail / sizeof tail[0]; i++)
-        p = get_real(p, end, tail[i].key, (double *)((char *)m + tail[i].off));
-    if (!p || end - p != 1 || *p != '}')
-        return -1;
+        p = get_real(p, end, tail[i].key, field_of(m, tail[i].off));
+    return p && end - p == 1 && *p == '}' ? 0 : -1;
+}
+
+/* The record less its marker, into doc; the document's length. */
+static int cut_marker(const char *s, size_t len, const char *cut, char *doc)
+{
+    size_t mlen = sizeof DESCRIBE_MARKER - 1;
+
     memcpy(doc, s, (size_t)(cut - s));
-    memcpy(doc + (cut - s), cut + sizeof marker - 1, (size_t)(end - cut) - (sizeof marker - 1));
-    doc[len - (sizeof marker - 1)] = '\0';
-    return (int)(len - (sizeof marker - 1));
+    memcpy(doc + (cut - s), cut + mlen, len - (size_t)(cut - s) - mlen);
+    doc[len - mlen] = '\0';
+    return (int)(len - mlen);
+}
+
+int describe_metric_record_read(const char *s, size_t len, ec_metric *m, char *doc)
+{
+    const char *cut;
+
+    if (scan_metric(s, len, 1, &m->round, m, &cut) < 0)
+        return -1;
+    return cut_marker(s, len, cut, doc);
+}
+
+int describe_metric_record_check(const char *s, size_t len, uint64_t *round, char *doc)
+{
+    const char *cut;
+
+    if (scan_metric(s, len, 1, round, NULL, &cut) < 0)
+        return -1;
+    return cut_marker(s, len, cut, doc);
+}
+
+int describe_metric_doc_read(const char *doc, size_t len, ec_metric *m)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {{"bits_up", offsetof(ec_metric, bits_up)},
+                {"bits_down", offsetof(ec_metric, bits_down)},
+                {"paper_bits", offsetof(ec_metric, paper_bits)},
+                {"P", offsetof(ec_metric, P)},
+                {"gap", offsetof(ec_metric, gap)},
+                {"rel_gap", offsetof(ec_metric, rel_gap)},
+                {"grad_norm", offsetof(ec_metric, grad_norm)},
+                {"seconds", offsetof(ec_metric, seconds)},
+                {"wire_up", offsetof(ec_metric, wire_up)},
+                {"wire_down", offsetof(ec_metric, wire_down)}};
+    const char *cut;
+    json_t *o, *round;
+
+    if (scan_metric(doc, len, 0, &m->round, m, &cut) == 0)
+        return 0;
+    /* Another spelling of a row: read by the JSON parser, key by key. */
+    o = json_loadb(doc, len, 0, NULL);
+    round = json_object_get(o, "round");
+    if (!json_is_integer(round) || json_integer_value(round) < 0) {
+        json_decref(o);
+        return -1;
+    }
+    m->round = (uint64_t)json_integer_value(round);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(o, keys[i].key);
+        *field_of(m, keys[i].off) = json_is_number(v) ? json_number_value(v) : NAN;
+    }
+    json_decref(o);
+    return 0;
 }
 
 json_t *describe_file_identity(const struct stat *st)

@@ -31,6 +31,8 @@ json_t *describe_file_identity(const struct stat *st);
  * than DESCRIBE_RECORD_MAX.
  */
 #define DESCRIBE_RECORD_MAX 640
+/* What a record has and its document has not. */
+#define DESCRIBE_MARKER ",\"type\":\"metric\",\"v\":1"
 int describe_metric_record(const ec_metric *row, char *buf, size_t len);
 /*
  * Reads a record of exactly the shape describe_metric_record writes (its
@@ -42,6 +44,16 @@ int describe_metric_record(const ec_metric *row, char *buf, size_t len);
  * the same numbers.
  */
 int describe_metric_record_read(const char *s, size_t len, ec_metric *row, char *doc);
+/* The same check and document without converting the reals: only the
+   round is read. It accepts exactly what describe_metric_record_read does. */
+int describe_metric_record_check(const char *s, size_t len, uint64_t *round, char *doc);
+/*
+ * The row of a stored document: one describe_metric_record_read wrote is
+ * read without a JSON parser; any other JSON object with an integer
+ * "round" is read by Jansson, a missing or non-number value as NaN. 0, or
+ * -1 when the text is neither.
+ */
+int describe_metric_doc_read(const char *doc, size_t len, ec_metric *row);
 json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */

@@ -3,7 +3,10 @@
  * exactly what describe_metric says: every key, every number to the bit,
  * null for what is not finite, and keys in the order JSON_SORT_KEYS gives.
  * Its reader (describe_metric_record_read) gives back the row it wrote,
- * and whatever text it accepts, Jansson reads as the same numbers.
+ * and whatever text it accepts, Jansson reads as the same numbers. The
+ * checker the scheduler uses (describe_metric_record_check) accepts the
+ * same texts and writes the same documents, and the store's reader of
+ * documents (describe_metric_doc_read) gives back the same numbers.
  */
 #include <jansson.h>
 #include <math.h>
@@ -103,6 +106,36 @@ static void agrees_with_jansson(const char *text, size_t len, const ec_metric *m
     json_decref(rec);
 }
 
+/*
+ * describe_metric_record_read, with the checker run on the same text: it
+ * must take and refuse the same, with the same round and document; and
+ * a document taken reads back as the same row, bit for bit.
+ */
+static int read_record(const char *text, size_t len, ec_metric *m, char *doc, size_t room)
+{
+    char *doc2 = malloc(room), *copy = malloc(len ? len : 1);
+    uint64_t round = UINT64_MAX;
+    ec_metric back;
+    int n, n2;
+
+    ck_assert(doc2 && copy);
+    memcpy(copy, text, len);    /* not terminated: neither may read past len */
+    n = describe_metric_record_read(copy, len, m, doc);
+    n2 = describe_metric_record_check(copy, len, &round, doc2);
+    ck_assert_msg(n == n2, "reader %d, checker %d: %.*s", n, n2, (int)len, text);
+    if (n >= 0) {
+        ck_assert_uint_eq(round, m->round);
+        ck_assert_str_eq(doc, doc2);
+        ck_assert_int_eq(describe_metric_doc_read(doc, (size_t)n, &back), 0);
+        ck_assert_uint_eq(back.round, m->round);
+        for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+            same_real(reals[i].key, field(&back, i), field(m, i));
+    }
+    free(doc2);
+    free(copy);
+    return n;
+}
+
 static void check_row(const ec_metric *row)
 {
     char buf[DESCRIBE_RECORD_MAX];
@@ -141,7 +174,7 @@ static void check_row(const ec_metric *row)
     /* Read back: the same row, and the document the service stores. */
     ec_metric back;
     char doc[DESCRIBE_RECORD_MAX];
-    int dn = describe_metric_record_read(buf, (size_t)n, &back, doc);
+    int dn = read_record(buf, (size_t)n, &back, doc, sizeof doc);
 
     ck_assert_msg(dn > 0, "reader refused %s", buf);
     ck_assert_uint_eq(strlen(doc), (size_t)dn);
@@ -212,7 +245,7 @@ static int try_read(const char *text, size_t len)
 
     ck_assert_ptr_nonnull(copy);
     memcpy(copy, text, len);
-    n = len < sizeof doc ? describe_metric_record_read(copy, len, &m, doc) : -1;
+    n = len < sizeof doc ? read_record(copy, len, &m, doc, sizeof doc) : -1;
     if (n >= 0)
         agrees_with_jansson(copy, len, &m, doc);
     free(copy);
@@ -287,6 +320,11 @@ START_TEST(test_reader_edges)
         {"0.5", "01", 0},         {"0.5", "-1", 0},       {"0.5", "1.0", 0},
         {"0.5", "", 0},           {"0.5", "1e3", 0},
         {"1.00000000000000000000000000000000000000000000000000000000000000001", "7", 0},
+        /* Near DBL_MAX, where the checker must convert to know. */
+        {"1.7976931348623157e308", "7", 1}, {"-1.7976931348623157e+308", "7", 1},
+        {"1.7976931348623159e308", "7", 0}, {"0.00001e312", "7", 1},
+        {"100000.0e303", "7", 1},  {"1000000.0e303", "7", 0}, {"1e-99999", "7", 1},
+        {"1e99999999999999999999", "7", 0}, {"0.0e99999999999999999999", "7", 1},
     };
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -296,6 +334,27 @@ START_TEST(test_reader_edges)
         ck_assert_msg(try_read(text, (size_t)n) == cases[i].taken, "P %s, round %s: %s",
                       cases[i].p, cases[i].round, cases[i].taken ? "refused" : "taken");
     }
+}
+END_TEST
+
+/* Documents of other spellings, as a hand-made row might be stored. */
+START_TEST(test_doc_reader_spellings)
+{
+    static const char *const refused[] = {
+        "", "[]", "{}", "not json", "{\"P\":0.5}", "{\"round\":-1}",
+        "{\"round\":1.5}", "{\"round\":\"3\"}", "{\"round\":3",
+    };
+    ec_metric m;
+    const char *doc = "{ \"round\": 12, \"P\": 1, \"gap\": null, \"rel_gap\": 2.5e-3,"
+                      " \"seconds\": \"x\", \"extra\": [1] }";
+
+    ck_assert_int_eq(describe_metric_doc_read(doc, strlen(doc), &m), 0);
+    ck_assert_uint_eq(m.round, 12);
+    ck_assert(m.P == 1.0 && m.rel_gap == 2.5e-3);
+    ck_assert(isnan(m.gap) && isnan(m.seconds) && isnan(m.bits_up) && isnan(m.wire_down));
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        ck_assert_msg(describe_metric_doc_read(refused[i], strlen(refused[i]), &m) < 0,
+                      "took %s", refused[i]);
 }
 END_TEST
 
@@ -319,6 +378,7 @@ int main(void)
     tcase_add_test(tc, test_random_rows);
     tcase_add_test(tc, test_reader_mutations);
     tcase_add_test(tc, test_reader_edges);
+    tcase_add_test(tc, test_doc_reader_spellings);
     tcase_add_test(tc, test_short_buffer);
     suite_add_tcase(s, tc);
     return tu_run(s);
