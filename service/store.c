@@ -18,6 +18,7 @@
 
 #include <sqlite3.h>
 
+#include "describe.h"
 #include "store_migrations.h"
 
 /* How long a connection waits for another's lock before STORE_EBUSY. */
@@ -216,6 +217,9 @@ enum job_column {
     X(SQL_METRIC_INSERT,                                                   \
       "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS ", doc)"  \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \
+    X(SQL_METRIC_INSERT_DOC,                                               \
+      "INSERT OR REPLACE INTO metrics (job_seq, round, doc)"               \
+      " VALUES (?1, ?2, ?3)")                                              \
     X(SQL_METRIC_PROGRESS,                                                 \
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
@@ -1306,8 +1310,29 @@ int store_recover(struct store *st, const char *reason,
 
 /* ---- Metrics --------------------------------------------------------- */
 
-static void metric_from_row(sqlite3_stmt *s, ec_metric *m)
+/*
+ * The row at the statement (METRIC_COLUMNS, then doc). A row stored with
+ * its document has its numbers there alone: they are read from it when
+ * `numbers` asks, and are NaN otherwise (the caller serves the document).
+ */
+static void metric_from_row(sqlite3_stmt *s, ec_metric *m, int numbers)
 {
+    const char *doc = (const char *)sqlite3_column_text(s, 11);
+
+    if (doc && numbers &&
+        describe_metric_doc_read(doc, (size_t)sqlite3_column_bytes(s, 11), m) == 0) {
+        m->round = (uint64_t)sqlite3_column_int64(s, 0);
+        return;
+    }
+    if (doc && !numbers) {
+        const double nan = NAN;
+
+        *m = (ec_metric){.round = (uint64_t)sqlite3_column_int64(s, 0), .bits_up = nan,
+                         .bits_down = nan, .paper_bits = nan, .P = nan, .gap = nan,
+                         .rel_gap = nan, .grad_norm = nan, .seconds = nan,
+                         .wire_up = nan, .wire_down = nan};
+        return;
+    }
     m->round = (uint64_t)sqlite3_column_int64(s, 0);
     m->bits_up = col_real(s, 1);
     m->bits_down = col_real(s, 2);
@@ -1325,10 +1350,15 @@ static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
                          const char *doc, const char *what,
                          struct store_err *err)
 {
-    struct use u = use(st, SQL_METRIC_INSERT);
+    struct use u = use(st, doc ? SQL_METRIC_INSERT_DOC : SQL_METRIC_INSERT);
 
     bind_int(&u, 1, seq);
     bind_int(&u, 2, (int64_t)m->round);
+    if (doc) {
+        /* Its numbers are in the document: not stored twice. */
+        bind_text(&u, 3, doc);
+        return exec_use(st, &u, what, err);
+    }
     bind_real(&u, 3, m->bits_up);
     bind_real(&u, 4, m->bits_down);
     bind_real(&u, 5, m->paper_bits);
@@ -1339,7 +1369,7 @@ static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
     bind_real(&u, 10, m->seconds);
     bind_real(&u, 11, m->wire_up);
     bind_real(&u, 12, m->wire_down);
-    bind_text(&u, 13, doc);
+    bind_text(&u, 13, NULL);
     return exec_use(st, &u, what, err);
 }
 
@@ -1356,6 +1386,7 @@ int store_metrics_append_docs(struct store *st, const char *id,
 {
     char what[64];
     const ec_metric *latest = NULL;
+    ec_metric numbers;
     int64_t seq;
     int rc;
 
@@ -1371,6 +1402,15 @@ int store_metrics_append_docs(struct store *st, const char *id,
     }
     if (n == 0)
         return 0;
+    if (docs && docs[latest - rows]) {
+        /* The progress columns want two of its numbers, from its document. */
+        const char *doc = docs[latest - rows];
+
+        if (describe_metric_doc_read(doc, strlen(doc), &numbers) < 0)
+            numbers.rel_gap = numbers.bits_up = NAN;
+        numbers.round = latest->round;
+        latest = &numbers;
+    }
     if ((rc = tx_begin(st, what, err)) < 0)
         return rc;
     rc = job_seq(st, id, &seq, err);
@@ -1453,7 +1493,7 @@ int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
             break;
         }
         before_last = position ? (int64_t)last.round : after;
-        metric_from_row(u.s, &last);
+        metric_from_row(u.s, &last, !docs);
         if (position % (int64_t)every == 0) {
             if (docs)
                 docs[page->count] = doc_of_row(u.s, &nomem);
@@ -1546,9 +1586,9 @@ int store_metrics_last_doc(struct store *st, const char *id, ec_metric *row,
     bind_int(&u, 1, seq);
     rc = step(&u);
     if (rc == SQLITE_ROW) {
-        metric_from_row(u.s, row);
         if (doc)
             *doc = doc_of_row(u.s, &nomem);   /* NULL on no memory: formatted */
+        metric_from_row(u.s, row, !doc || !*doc);
         rc = 1;
     } else if (rc == SQLITE_DONE) {
         rc = 0;

@@ -293,8 +293,13 @@ int store_recover(struct store *st, const char *reason,
 int store_metrics_append(struct store *st, const char *id,
                          const ec_metric *rows, size_t n,
                          struct store_err *err);
-/* The same, each row with its JSON document (docs[i] NULL: none), which
-   the _docs query gives back so that pages need no formatting. */
+/*
+ * The same, each row with its JSON document (docs[i] NULL: none), which
+ * the _docs query gives back so that pages need no formatting. A row with
+ * a document is stored as its round and the document alone: its numbers
+ * (rows[i] but the round is not read) are read back from the document
+ * (describe_metric_doc_read), so each is stored once.
+ */
 int store_metrics_append_docs(struct store *st, const char *id,
                               const ec_metric *rows, char *const *docs,
                               size_t n, struct store_err *err);
@@ -321,7 +326,9 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
                         struct store_metrics_page *page,
                         struct store_err *err);
 /* The same, and docs[i] each row's stored document (malloc'd, the caller
-   frees them) or NULL where the row has none. */
+   frees them) or NULL where the row has none. Where there is a document,
+   rows[i] has its round and NaN for the numbers: they are in the document,
+   and are read from it only by the query without docs. */
 int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
                              size_t limit, size_t every, ec_metric *rows,
                              char **docs, struct store_metrics_page *page,
@@ -334,7 +341,9 @@ int store_metrics_count(struct store *st, const char *id, int64_t after,
 /* The job's latest row: 1 when found, 0 when it has none yet, or < 0. */
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err);
-/* The same, with the row's stored document (*doc malloc'd, or NULL). */
+/* The same, with the row's stored document (*doc malloc'd, or NULL);
+   as with the _docs query, a row given with its document has NaN for its
+   numbers. */
 int store_metrics_last_doc(struct store *st, const char *id, ec_metric *row,
                            char **doc, struct store_err *err);
 

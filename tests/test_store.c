@@ -17,6 +17,7 @@
 
 #include <sqlite3.h>
 
+#include "describe.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -1185,6 +1186,119 @@ START_TEST(test_metrics_docs)
 }
 END_TEST
 
+/* The same double to the bit; NaN stands for any NaN. */
+static void same_number(const char *what, double got, double want)
+{
+    ck_assert_msg((isnan(got) && isnan(want)) || memcmp(&got, &want, sizeof got) == 0,
+                  "%s: %.17g against %.17g", what, got, want);
+}
+
+static void same_row(const ec_metric *got, const ec_metric *want)
+{
+    ck_assert_uint_eq(got->round, want->round);
+    same_number("bits_up", got->bits_up, want->bits_up);
+    same_number("bits_down", got->bits_down, want->bits_down);
+    same_number("paper_bits", got->paper_bits, want->paper_bits);
+    same_number("P", got->P, want->P);
+    same_number("gap", got->gap, want->gap);
+    same_number("rel_gap", got->rel_gap, want->rel_gap);
+    same_number("grad_norm", got->grad_norm, want->grad_norm);
+    same_number("seconds", got->seconds, want->seconds);
+    same_number("wire_up", got->wire_up, want->wire_up);
+    same_number("wire_down", got->wire_down, want->wire_down);
+}
+
+/*
+ * A row stored with its document keeps its numbers there alone: the
+ * numeric columns stay NULL in the file, the query without documents
+ * reads them back bit for bit (the coordinator's spelling, another
+ * spelling, and a row stored without a document alike), the query with
+ * documents leaves them NaN, and the job's progress comes from the
+ * latest document.
+ */
+START_TEST(test_metrics_numbers_in_doc)
+{
+    struct store_job_new in = job_new("alice", "numbers");
+    struct store_metrics_page page;
+    struct store_err err = {0};
+    struct store_job job = {0};
+    ec_metric rows[4], want[4], got[4], last;
+    char *docs[4], *back[4], *ldoc, id[STORE_ID_LEN + 1];
+
+    create_id(&in, id);
+    for (int i = 0; i < 4; i++) {
+        char rec[DESCRIBE_RECORD_MAX];
+        int n;
+
+        rows[i] = (ec_metric){.round = (uint64_t)(10 * i), .bits_up = 7872.0 * (i + 1),
+                              .bits_down = 0.1 * i, .paper_bits = 1e300, .P = 1.0 / 3.0,
+                              .gap = i == 1 ? NAN : 4.9e-324, .rel_gap = 1.0 / (i + 2),
+                              .grad_norm = -0.0, .seconds = 12.75 + i,
+                              .wire_up = 9007199254740992.0, .wire_down = 1e-5};
+        want[i] = rows[i];
+        ck_assert_ptr_nonnull(docs[i] = malloc(DESCRIBE_RECORD_MAX));
+        n = describe_metric_record(&rows[i], rec, sizeof rec);
+        ck_assert_int_gt(describe_metric_record_read(rec, (size_t)n, &last, docs[i]), 0);
+    }
+    /* Row 2 in another spelling, row 1 with no document at all. */
+    snprintf(docs[2], DESCRIBE_RECORD_MAX, "{ \"round\": 20, \"rel_gap\": 0.25, \"P\": 3 }");
+    want[2] = (ec_metric){.round = 20, .bits_up = NAN, .bits_down = NAN, .paper_bits = NAN,
+                          .P = 3.0, .gap = NAN, .rel_gap = 0.25, .grad_norm = NAN,
+                          .seconds = NAN, .wire_up = NAN, .wire_down = NAN};
+    free(docs[1]);
+    docs[1] = NULL;
+    rows[1].grad_norm = want[1].grad_norm = 0.5;   /* a REAL column drops -0's sign */
+    /* The numbers given beside a document are not what is stored. */
+    rows[0].P = rows[3].P = rows[3].rel_gap = rows[3].bits_up = 99.0;
+    expect_rc(store_metrics_append_docs(st, id, rows, docs, 4, &err), 0, &err, "append");
+
+    ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM metrics WHERE coalesce(bits_up,"
+                                      " bits_down, paper_bits, P, gap, rel_gap, grad_norm,"
+                                      " seconds, wire_up, wire_down) IS NOT NULL"),
+                     1);
+    ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM metrics WHERE doc IS NULL"), 1);
+    /* For sqlite3(1): the view gives every row's numbers as columns. */
+    ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM metric_numbers WHERE"
+                                      " rel_gap > 0 AND P > 0 AND round % 10 = 0"),
+                     4);
+    ck_assert_int_eq(raw_int(db_path, "SELECT bits_up FROM metric_numbers WHERE round = 30"),
+                     4 * 7872);
+
+    expect_rc(store_metrics_query(st, id, -1, 4, 1, got, &page, &err), 0, &err, "numbers");
+    ck_assert_uint_eq(page.count, 4);
+    for (int i = 0; i < 4; i++)
+        same_row(&got[i], &want[i]);
+
+    expect_rc(store_metrics_query_docs(st, id, -1, 4, 1, got, back, &page, &err), 0, &err,
+              "docs");
+    ck_assert_uint_eq(page.count, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(got[i].round, want[i].round);
+        if (i == 1) {
+            ck_assert_ptr_null(back[i]);
+            same_row(&got[i], &want[i]);
+        } else {
+            ck_assert_str_eq(back[i], docs[i]);
+            ck_assert(isnan(got[i].P) && isnan(got[i].rel_gap) && isnan(got[i].seconds));
+        }
+        free(back[i]);
+    }
+
+    ck_assert_int_eq(store_metrics_last(st, id, &last, &err), 1);
+    same_row(&last, &want[3]);
+    ck_assert_int_eq(store_metrics_last_doc(st, id, &last, &ldoc, &err), 1);
+    ck_assert_str_eq(ldoc, docs[3]);
+    free(ldoc);
+    expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+    ck_assert_int_eq(job.round, 30);
+    same_number("progress rel_gap", job.rel_gap, want[3].rel_gap);
+    same_number("progress bits_up", job.bits_up, want[3].bits_up);
+    store_job_clear(&job);
+    for (int i = 0; i < 4; i++)
+        free(docs[i]);
+}
+END_TEST
+
 START_TEST(test_metrics_live_and_after)
 {
     struct store_job_new in = job_new("alice", "live");
@@ -1661,6 +1775,7 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_metrics_rules);
     tcase_add_test(metrics, test_metrics_nan);
     tcase_add_test(metrics, test_metrics_docs);
+    tcase_add_test(metrics, test_metrics_numbers_in_doc);
     tcase_add_test(metrics, test_delete_takes_rows);
 
     tcase_add_test(caches, test_pstar_cache);

@@ -1,0 +1,18 @@
+-- A metric row stored with its document keeps its numbers there alone
+-- (the numeric columns stay NULL), so each is written once. This view
+-- gives every row's numbers as columns again, from the document or, for
+-- rows stored without one, from the columns: for reading the file with
+-- sqlite3(1). The service reads the documents itself, exactly.
+CREATE VIEW metric_numbers AS
+SELECT job_seq, round,
+       coalesce(json_extract(doc, '$.bits_up'), bits_up) AS bits_up,
+       coalesce(json_extract(doc, '$.bits_down'), bits_down) AS bits_down,
+       coalesce(json_extract(doc, '$.paper_bits'), paper_bits) AS paper_bits,
+       coalesce(json_extract(doc, '$.P'), P) AS P,
+       coalesce(json_extract(doc, '$.gap'), gap) AS gap,
+       coalesce(json_extract(doc, '$.rel_gap'), rel_gap) AS rel_gap,
+       coalesce(json_extract(doc, '$.grad_norm'), grad_norm) AS grad_norm,
+       coalesce(json_extract(doc, '$.seconds'), seconds) AS seconds,
+       coalesce(json_extract(doc, '$.wire_up'), wire_up) AS wire_up,
+       coalesce(json_extract(doc, '$.wire_down'), wire_down) AS wire_down
+FROM metrics;
