@@ -153,8 +153,10 @@ mid() { cut -d' ' -f"$1" "$tmp/ratios" | sort -g | awk '{v[NR] = $1} END {
 r_wall=$(mid 1) r_loop=$(mid 2)
 least() { cut -d' ' -f"$1" "$tmp/pairs" | sort -g | head -1; }
 # Wall time at zero steal: one slope for both sides, fitted on deviations
-# from each side's means; then each side's intercept. Prints "a_alone
-# a_served b ratio", or "- - - -" when the steals do not vary.
+# from each side's means; then each side's intercept, and the standard
+# error of their difference from the residuals (2n - 3 degrees of
+# freedom). Prints "a_alone a_served b ratio se", se that of the ratio
+# (over a_alone), or "- - - - -" when the steals do not vary.
 fit=$(awk '{xa[NR] = $4; ya[NR] = $1; xs[NR] = $10; ys[NR] = $5
         mxa += $4; mya += $1; mxs += $10; mys += $5}
     END {
@@ -163,12 +165,15 @@ fit=$(awk '{xa[NR] = $4; ya[NR] = $1; xs[NR] = $10; ys[NR] = $5
             sxy += (xa[i] - mxa) * (ya[i] - mya) + (xs[i] - mxs) * (ys[i] - mys)
             sxx += (xa[i] - mxa) ^ 2 + (xs[i] - mxs) ^ 2
         }
-        if (sxx == 0) { print "- - - -"; exit }
+        if (sxx == 0 || n < 2) { print "- - - - -"; exit }
         b = sxy / sxx; a0 = mya - b * mxa; a1 = mys - b * mxs
-        printf "%.2f %.2f %.3f %.3f\n", a0, a1, b, a1 / a0
+        for (i = 1; i <= n; i++)
+            rss += (ya[i] - a0 - b * xa[i]) ^ 2 + (ys[i] - a1 - b * xs[i]) ^ 2
+        v = rss / (2 * n - 3) * (2 / n + (mxs - mxa) ^ 2 / sxx)
+        printf "%.2f %.2f %.3f %.3f %.3f\n", a0, a1, b, a1 / a0, sqrt(v) / a0
     }' "$tmp/pairs")
 set -- $fit
-f_alone=$1 f_srv=$2 f_slope=$3 f_ratio=$4
+f_alone=$1 f_srv=$2 f_slope=$3 f_ratio=$4 f_se=$5
 
 ratio() { echo "scale=2; $1 / $2" | bc; }
 {
@@ -197,7 +202,7 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
     echo "Steal is the time the hypervisor gave this machine's CPUs to others"
     echo "during the run (all CPUs). Wall time at zero steal, fitted with one"
     echo "slope for both sides ($f_slope s of wall per s of steal): alone $f_alone s,"
-    echo "served $f_srv s, ratio **$f_ratio**."
+    echo "served $f_srv s, ratio **$f_ratio** (standard error $f_se)."
     echo "Every pair stored every row (lowest last round: $rows). The server's own"
     echo "CPU is $(echo "scale=1; $c_srv * 1000000 / ($ROUNDS + 1)" | bc) us per row (median), $(echo "scale=1; 100 * $c_srv / $c_job" | bc)% of the job's CPU."
 } | tee "$OUT"
