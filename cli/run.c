@@ -6,10 +6,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -433,8 +436,84 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
     fprintf(o, "wall time  %.3f s\n", r->seconds);
 }
 
+extern char **environ;
+
+/* How long mpirun may take to end after a signal before it is killed. */
+#define MPIRUN_GRACE_SECONDS 10.0
+
 /*
- * --backend mpi from the plain binary: become `mpirun -np n+1 ecopt-mpi
+ * Runs mpirun and waits for it, passing on SIGTERM, SIGINT and SIGHUP.
+ * mpirun passes them to the ranks, which end within a round, and then
+ * exits; but Open MPI's mpirun sometimes stays behind after its ranks
+ * have gone (5 of 115 signals here), so it is killed if it is
+ * still there MPIRUN_GRACE_SECONDS after the first signal. mpirun's exit
+ * status, or EXIT_JOB_FAILED when it died of a signal.
+ */
+static int supervise_mpirun(char **av)
+{
+    static const int passed[] = {SIGTERM, SIGINT, SIGHUP};
+    sigset_t waited, old, dflt;
+    posix_spawnattr_t attr;
+    double since = 0;
+    pid_t pid;
+    int st = 0, rc, sent = 0;
+
+    sigemptyset(&waited);
+    sigemptyset(&dflt);
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++) {
+        sigaddset(&waited, passed[i]);
+        sigaddset(&dflt, passed[i]);
+    }
+    sigaddset(&waited, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &waited, &old);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &old);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    rc = posix_spawnp(&pid, "mpirun", NULL, &attr, av, environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        fprintf(stderr, "ecopt run: cannot run mpirun: %s (apt-get install "
+                "openmpi-bin)\n", strerror(rc));
+        return EXIT_USAGE;
+    }
+    for (;;) {
+        struct timespec tick = {0, 200 * 1000 * 1000};
+        siginfo_t info;
+        int sig;
+
+        rc = (int)waitpid(pid, &st, WNOHANG);
+        if (rc == pid || (rc < 0 && errno != EINTR))
+            break;
+        if (sent && ec_clock() - since >= MPIRUN_GRACE_SECONDS) {
+            fprintf(stderr, "ecopt run: mpirun did not end %g s after the signal; "
+                    "killed\n", MPIRUN_GRACE_SECONDS);
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+            break;
+        }
+        sig = sigtimedwait(&waited, &info, &tick);
+        if (sig < 0 || sig == SIGCHLD)
+            continue;
+        /* A terminal's signal reached mpirun too; others are passed on. */
+        if (info.si_code != SI_KERNEL)
+            kill(pid, sig);
+        if (!sent)
+            since = ec_clock();
+        sent = 1;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0 && errno != EINTR) {
+        fprintf(stderr, "ecopt run: waiting for mpirun: %s\n", strerror(errno));
+        return EXIT_INTERNAL;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_JOB_FAILED;
+}
+
+/*
+ * --backend mpi from the plain binary: run `mpirun -np n+1 ecopt-mpi
  * run ... --mpi-rank`, which runs the same job with rank 0 coordinating.
  * ecopt-mpi is looked up beside this binary (or $ECOPT_MPI_BIN); extra
  * mpirun arguments come from $ECOPT_MPIRUN_ARGS, split at spaces.
@@ -487,12 +566,10 @@ static int exec_mpirun(int argc, char **argv, uint32_t workers,
     av[ac++] = "--mpi-rank";
     av[ac] = NULL;
     fflush(NULL);
-    execvp("mpirun", av);
-    fprintf(stderr, "ecopt run: cannot run mpirun: %s (apt-get install "
-            "openmpi-bin)\n", strerror(errno));
+    int rc = supervise_mpirun(av);
     free(extra);
     free(av);
-    return EXIT_USAGE;
+    return rc;
 }
 
 int cmd_run(int argc, char **argv)

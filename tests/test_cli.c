@@ -1,6 +1,10 @@
 /* `ecopt run` as a user runs it: the real binary, real files, exit codes
  * and what it prints. ECOPT_BIN names the binary (make check sets it). */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -206,6 +210,154 @@ START_TEST(test_help_and_version)
 }
 END_TEST
 
+/*
+ * `--backend mpi` runs mpirun and waits for it. These put a stand-in
+ * `mpirun` first in PATH (a shell script; ECOPT_MPI_BIN names any
+ * program, since the stand-in runs none): its exit status comes back,
+ * a signal reaches it, and one that outlives a signal by the grace time
+ * (Open MPI's mpirun sometimes does) is killed. Each stand-in ends by
+ * itself within a minute, so a failing test leaves nothing behind.
+ */
+struct fake_mpirun {
+    char dir[64], spec[64], err[128];
+    pid_t pid;                  /* ecopt run */
+};
+
+static void fake_mpirun_start(struct fake_mpirun *f, const char *body)
+{
+    char path[128], text[1024];
+    const char *bin = getenv("ECOPT_BIN");
+    FILE *o;
+
+    snprintf(f->dir, sizeof f->dir, "/tmp/ecopt-fake-mpirun-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(path, sizeof path, "%s/mpirun", f->dir);
+    ck_assert_ptr_nonnull(o = fopen(path, "w"));
+    /* body says %s for the directory, once or twice */
+    ck_assert_int_lt(snprintf(text, sizeof text, body, f->dir, f->dir), (int)sizeof text);
+    fprintf(o, "#!/bin/sh\n%s\n", text);
+    fclose(o);
+    chmod(path, 0755);
+    job_file("{\"dataset\": \"a1a\", \"workers\": 2, \"max_rounds\": 10}", f->spec,
+             sizeof f->spec);
+    snprintf(f->err, sizeof f->err, "%s/stderr", f->dir);
+    f->pid = fork();
+    ck_assert_int_ge(f->pid, 0);
+    if (f->pid == 0) {
+        char newpath[4200];
+        int fd = open(f->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+        snprintf(newpath, sizeof newpath, "%s:%s", f->dir, getenv("PATH"));
+        setenv("PATH", newpath, 1);
+        setenv("ECOPT_MPI_BIN", "/bin/true", 1);
+        dup2(fd, 2);
+        execl(bin && *bin ? bin : "build/ecopt", "ecopt", "run", f->spec, "--backend",
+              "mpi", (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Waits up to limit seconds for the stand-in to have started. */
+static pid_t fake_mpirun_started(const struct fake_mpirun *f, double limit)
+{
+    char path[128];
+    double t0 = tu_now();
+    long pid = 0;
+    FILE *i;
+
+    snprintf(path, sizeof path, "%s/started", f->dir);
+    while (!(i = fopen(path, "r")) || fscanf(i, "%ld", &pid) != 1) {
+        if (i)
+            fclose(i);
+        i = NULL;
+        ck_assert_msg(tu_now() - t0 < limit, "the stand-in mpirun did not start");
+        usleep(10000);
+    }
+    fclose(i);
+    return (pid_t)pid;
+}
+
+/* ecopt's exit status, waiting up to limit seconds; -1 if it is still there. */
+static int wait_status(pid_t pid, double limit)
+{
+    double t0 = tu_now();
+    int st;
+
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (tu_now() - t0 >= limit) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void fake_mpirun_clean(struct fake_mpirun *f)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    ck_assert_int_eq(system(cmd), 0);
+    unlink(f->spec);
+}
+
+START_TEST(test_mpirun_status_passed)
+{
+    struct fake_mpirun f;
+
+    fake_mpirun_start(&f, "echo $$ > %s/started; exit 5");
+    ck_assert_int_eq(wait_status(f.pid, 20), 5);
+    fake_mpirun_clean(&f);
+}
+END_TEST
+
+START_TEST(test_mpirun_signal_passed)
+{
+    struct fake_mpirun f;
+    char path[128], *got;
+
+    fake_mpirun_start(&f, "trap 'echo TERM > %s/got; exit 7' TERM\n"
+                          "echo $$ > %s/started\n"
+                          "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done");
+    fake_mpirun_started(&f, 20);
+    kill(f.pid, SIGTERM);
+    ck_assert_int_eq(wait_status(f.pid, 5), 7);
+    snprintf(path, sizeof path, "%s/got", f.dir);
+    got = read_all(path);
+    ck_assert_str_eq(got, "TERM\n");
+    free(got);
+    fake_mpirun_clean(&f);
+}
+END_TEST
+
+START_TEST(test_mpirun_killed_after_grace)
+{
+    struct fake_mpirun f;
+    pid_t fake;
+    double t0;
+    char *err;
+
+    fake_mpirun_start(&f, "trap '' TERM INT HUP\n"
+                          "echo $$ > %s/started\n"
+                          "exec sleep 45");
+    fake = fake_mpirun_started(&f, 20);
+    t0 = tu_now();
+    kill(f.pid, SIGTERM);
+    ck_assert_int_eq(wait_status(f.pid, 30), 3);
+    ck_assert_msg(tu_now() - t0 > 9.0, "killed %.2f s after the signal, not after 10 s",
+                  tu_now() - t0);
+    ck_assert_int_eq(kill(fake, 0), -1);
+    ck_assert_int_eq(errno, ESRCH);
+    err = read_all(f.err);
+    ck_assert_msg(strstr(err, "mpirun did not end 10 s after the signal; killed"), "%s",
+                  err);
+    free(err);
+    fake_mpirun_clean(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -217,6 +369,9 @@ int main(void)
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_run_bad_data);
     tcase_add_test(tc, test_help_and_version);
+    tcase_add_test(tc, test_mpirun_status_passed);
+    tcase_add_test(tc, test_mpirun_signal_passed);
+    tcase_add_test(tc, test_mpirun_killed_after_grace);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -86,8 +86,9 @@ START_TEST(test_mpi_rows_equal_process)
 }
 END_TEST
 
-/* The pids of ecopt-mpi processes whose command line mentions tag (the
- * job's spec path), up to max of them; returns how many. */
+/* The pids of the job's ranks: ecopt-mpi processes (by argv[0]; mpirun's
+ * own command line names ecopt-mpi too) whose command line mentions tag,
+ * the job's spec path; up to max of them; returns how many. */
 static int mpi_pids(const char *tag, pid_t *pids, int max)
 {
     DIR *d = opendir("/proc");
@@ -106,11 +107,14 @@ static int mpi_pids(const char *tag, pid_t *pids, int max)
             continue;
         len = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
+        buf[len] = '\0';
+        if (!strstr(buf, "ecopt-mpi"))      /* argv[0], up to its NUL */
+            continue;
         for (size_t i = 0; i < len; i++)
             if (buf[i] == '\0')
                 buf[i] = ' ';
         buf[len] = '\0';
-        if (strstr(buf, tag) && strstr(buf, "ecopt-mpi"))
+        if (strstr(buf, tag))
             pids[n++] = (pid_t)atoi(de->d_name);
     }
     closedir(d);
@@ -124,7 +128,7 @@ static int count_procs(const char *tag)
     return mpi_pids(tag, pids, 64);
 }
 
-/* Starts a long MPI job; returns the pid of mpirun (ecopt execs it). */
+/* Starts a long MPI job; returns the pid of ecopt, which runs mpirun. */
 static pid_t start_long(char *spec, size_t len)
 {
     pid_t pid;
@@ -139,7 +143,7 @@ static pid_t start_long(char *spec, size_t len)
         execl(ecopt, ecopt, "run", spec, "--backend", "mpi", "--quiet", (char *)NULL);
         _exit(127);
     }
-    /* wait until the four ranks are up */
+    /* wait until the four ranks are up (mpirun is not counted) */
     double t0 = tu_now();
     while (count_procs(spec) < 4) {
         ck_assert_msg(tu_now() - t0 < 30, "MPI ranks did not start");
@@ -172,10 +176,10 @@ static void wait_all_gone(pid_t pid, const char *spec, double limit)
     while (waitpid(pid, &st, WNOHANG) != pid) {
         if (tu_now() - t0 >= limit)
             dump_job(pid, spec);
-        ck_assert_msg(tu_now() - t0 < limit, "mpirun still running after %g s", limit);
+        ck_assert_msg(tu_now() - t0 < limit, "ecopt (and mpirun) still running after %g s", limit);
         usleep(10000);
     }
-    fprintf(stderr, "mpirun ended %.2f s after the signal\n", tu_now() - t0);
+    fprintf(stderr, "ecopt and mpirun ended %.2f s after the signal\n", tu_now() - t0);
     while (count_procs(spec) > 0) {
         if (tu_now() - t0 >= limit)
             dump_job(pid, spec);
