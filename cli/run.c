@@ -465,6 +465,8 @@ static int supervise_mpirun(char **av)
         sigaddset(&dflt, passed[i]);
     }
     sigaddset(&waited, SIGCHLD);
+    /* Inherited SIG_IGN would reap mpirun for us and lose its status. */
+    signal(SIGCHLD, SIG_DFL);
     sigprocmask(SIG_BLOCK, &waited, &old);
     posix_spawnattr_init(&attr);
     posix_spawnattr_setsigmask(&attr, &old);

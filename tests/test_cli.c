@@ -223,7 +223,8 @@ struct fake_mpirun {
     pid_t pid;                  /* ecopt run */
 };
 
-static void fake_mpirun_start(struct fake_mpirun *f, const char *body)
+/* ignore_sigchld: ecopt starts with SIGCHLD ignored, as some parents leave it. */
+static void fake_mpirun_start(struct fake_mpirun *f, const char *body, int ignore_sigchld)
 {
     char path[128], text[1024];
     const char *bin = getenv("ECOPT_BIN");
@@ -251,6 +252,8 @@ static void fake_mpirun_start(struct fake_mpirun *f, const char *body)
         setenv("PATH", newpath, 1);
         setenv("ECOPT_MPI_BIN", "/bin/true", 1);
         dup2(fd, 2);
+        if (ignore_sigchld)
+            signal(SIGCHLD, SIG_IGN);
         execl(bin && *bin ? bin : "build/ecopt", "ecopt", "run", f->spec, "--backend",
               "mpi", (char *)NULL);
         _exit(127);
@@ -307,9 +310,11 @@ START_TEST(test_mpirun_status_passed)
 {
     struct fake_mpirun f;
 
-    fake_mpirun_start(&f, "echo $$ > %s/started; exit 5");
-    ck_assert_int_eq(wait_status(f.pid, 20), 5);
-    fake_mpirun_clean(&f);
+    for (int ignore = 0; ignore <= 1; ignore++) {
+        fake_mpirun_start(&f, "echo $$ > %s/started; exit 5", ignore);
+        ck_assert_int_eq(wait_status(f.pid, 20), 5);
+        fake_mpirun_clean(&f);
+    }
 }
 END_TEST
 
@@ -320,7 +325,8 @@ START_TEST(test_mpirun_signal_passed)
 
     fake_mpirun_start(&f, "trap 'echo TERM > %s/got; exit 7' TERM\n"
                           "echo $$ > %s/started\n"
-                          "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done");
+                          "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done",
+                      0);
     fake_mpirun_started(&f, 20);
     kill(f.pid, SIGTERM);
     ck_assert_int_eq(wait_status(f.pid, 5), 7);
@@ -341,7 +347,8 @@ START_TEST(test_mpirun_killed_after_grace)
 
     fake_mpirun_start(&f, "trap '' TERM INT HUP\n"
                           "echo $$ > %s/started\n"
-                          "exec sleep 45");
+                          "exec sleep 45",
+                      0);
     fake = fake_mpirun_started(&f, 20);
     t0 = tu_now();
     kill(f.pid, SIGTERM);
