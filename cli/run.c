@@ -445,7 +445,7 @@ extern char **environ;
  * Runs mpirun and waits for it, passing on SIGTERM, SIGINT and SIGHUP.
  * mpirun passes them to the ranks, which end within a round, and then
  * exits; but Open MPI's mpirun sometimes stays behind after its ranks
- * have gone (5 of 115 signals here), so it is killed if it is
+ * have gone (6 of 154 signals here), so it is killed if it is
  * still there MPIRUN_GRACE_SECONDS after the first signal. mpirun's exit
  * status, or EXIT_JOB_FAILED when it died of a signal.
  */
