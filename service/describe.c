@@ -322,7 +322,7 @@ int describe_metric_record_check(const char *s, size_t len, uint64_t *round, cha
     return cut_marker(s, len, cut, doc);
 }
 
-int describe_metric_doc_read(const char *doc, size_t len, ec_metric *m)
+int describe_metric_from_json(json_t *o, ec_metric *m)
 {
     static const struct {
         const char *key;
@@ -337,25 +337,31 @@ int describe_metric_doc_read(const char *doc, size_t len, ec_metric *m)
                 {"seconds", offsetof(ec_metric, seconds)},
                 {"wire_up", offsetof(ec_metric, wire_up)},
                 {"wire_down", offsetof(ec_metric, wire_down)}};
-    const char *cut;
-    json_t *o, *round;
+    json_t *round = json_object_get(o, "round");
 
-    if (scan_metric(doc, len, 0, &m->round, m, &cut) == 0)
-        return 0;
-    /* Another spelling of a row: read by the JSON parser, key by key. */
-    o = json_loadb(doc, len, 0, NULL);
-    round = json_object_get(o, "round");
-    if (!json_is_integer(round) || json_integer_value(round) < 0) {
-        json_decref(o);
+    if (!json_is_integer(round) || json_integer_value(round) < 0)
         return -1;
-    }
     m->round = (uint64_t)json_integer_value(round);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         json_t *v = json_object_get(o, keys[i].key);
         *field_of(m, keys[i].off) = json_is_number(v) ? json_number_value(v) : NAN;
     }
-    json_decref(o);
     return 0;
+}
+
+int describe_metric_doc_read(const char *doc, size_t len, ec_metric *m)
+{
+    const char *cut;
+    json_t *o;
+    int rc;
+
+    if (scan_metric(doc, len, 0, &m->round, m, &cut) == 0)
+        return 0;
+    /* Another spelling of a row: read by the JSON parser. */
+    o = json_loadb(doc, len, 0, NULL);
+    rc = describe_metric_from_json(o, m);
+    json_decref(o);
+    return rc;
 }
 
 json_t *describe_file_identity(const struct stat *st)

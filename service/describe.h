@@ -54,6 +54,9 @@ int describe_metric_record_check(const char *s, size_t len, uint64_t *round, cha
  * -1 when the text is neither.
  */
 int describe_metric_doc_read(const char *doc, size_t len, ec_metric *row);
+/* A row from a JSON object: its "round" a non-negative integer (else -1),
+   each other value read as a number, NaN when missing or not a number. */
+int describe_metric_from_json(json_t *o, ec_metric *row);
 json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */

@@ -370,26 +370,14 @@ static void on_record(void *ctx, json_t *rec)
         free(params);
     } else if (strcmp(type, "metric") == 0) {
         ec_metric *m = batch_slot(r);
-        json_t *round = json_object_get(rec, "round");
 
         if (!m) {
             fprintf(stderr, "ecopt serve: job %s: out of memory: a metric row lost\n",
                     r->id);
             return;
         }
-        if (!json_is_integer(round) || json_integer_value(round) < 0)
+        if (describe_metric_from_json(rec, m) < 0)
             return;
-        m->round = (uint64_t)json_integer_value(round);
-        m->bits_up = num(rec, "bits_up");
-        m->bits_down = num(rec, "bits_down");
-        m->paper_bits = num(rec, "paper_bits");
-        m->P = num(rec, "P");
-        m->gap = num(rec, "gap");
-        m->rel_gap = num(rec, "rel_gap");
-        m->grad_norm = num(rec, "grad_norm");
-        m->seconds = num(rec, "seconds");
-        m->wire_up = num(rec, "wire_up");
-        m->wire_down = num(rec, "wire_down");
         batch_commit(r, metric_doc(r, rec));
     } else if (strcmp(type, "final") == 0) {
         const char *status = json_string_value(json_object_get(rec, "status"));
