@@ -6,11 +6,16 @@
 #   make asan-check the test suite under AddressSanitizer + UBSan
 
 CC       ?= cc
+# The floors of the code, lowest first (DESIGN.md section 2): a file may
+# include the headers of its own floor and of those below it, never above;
+# `make layercheck` proves it.
+LAYER_DIRS := engine/include format service/lib service/core service/api cli
+LAYER_INC  := $(addprefix -I,$(LAYER_DIRS))
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
 # Flags the code needs whatever CFLAGS says (a sanitizer build sets SAN).
 XCFLAGS  := -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
-            -Iengine/include -Iservice -Icli -MMD -MP
+            $(LAYER_INC) -MMD -MP
 SAN      ?=
 CC_ALL    = $(CC) $(XCFLAGS) $(CFLAGS) $(SAN)
 LDLIBS_ENGINE := -lz -lm
@@ -18,7 +23,9 @@ LDLIBS_APP    := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lpthread $(LDLIBS_ENGI
 CHECK_LIBS    := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(sort $(wildcard engine/src/*.c))
-SERVICE_SRC := $(sort $(wildcard service/*.c))
+FORMAT_SRC := $(sort $(wildcard format/*.c))
+SERVICE_SRC := $(FORMAT_SRC) $(sort $(wildcard service/lib/*.c service/lib/*/*.c)) \
+               $(sort $(wildcard service/core/*.c)) $(sort $(wildcard service/api/*.c))
 CLI_SRC    := $(sort $(wildcard cli/*.c))
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*.c))
@@ -60,7 +67,7 @@ $(BUILD)/gen/migrations.c: tools/embed-migrations.sh $(MIGRATIONS)
 	@mkdir -p $(dir $@)
 	sh tools/embed-migrations.sh $@ $(MIGRATIONS)
 
-$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c service/store_migrations.h
+$(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c service/lib/store_migrations.h
 	$(CC_ALL) -c $< -o $@
 
 # The API contract, served at /openapi.yaml.

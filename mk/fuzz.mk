@@ -40,7 +40,7 @@ $(FUZZ_DIR)/obj/gen/openapi.c: tools/embed-text.sh api/openapi.yaml
 	sh tools/embed-text.sh openapi_yaml api/openapi.yaml $@
 
 $(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/obj/gen/%.c
-	$(FUZZ_CC_ALL) -Iservice -c $< -o $@
+	$(FUZZ_CC_ALL) -c $< -o $@
 
 $(FUZZ_LIB): $(FUZZ_LIB_OBJ)
 	@rm -f $@

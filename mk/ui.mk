@@ -4,8 +4,8 @@
 #                         message when node or chromium is missing, unless
 #                         ECOPT_REQUIRE_BROWSER=1
 #
-# web/* become $(BUILD)/gen/web/ecopt_web_assets.inc, which service/ui.c
-# includes; so the files live in service/ui.o itself and every program that
+# web/* become $(BUILD)/gen/web/ecopt_web_assets.inc, which service/api/ui.c
+# includes; so the files live in service/api/ui.o itself and every program that
 # links the service (ecopt, ecopt-mpi, the tests, the benches) has them
 # with no change to any link line.
 
@@ -29,8 +29,8 @@ $(UI_INC): tools/embed-text.sh mk/ui.mk $(UI_WEB)
 	mv $@.tmp $@
 	@echo "embedded $(words $(UI_WEB)) dashboard files in $@"
 
-$(BUILD)/service/ui.o: $(UI_INC)
-$(BUILD)/service/ui.o: XCFLAGS += -I$(BUILD)/gen/web
+$(BUILD)/service/api/ui.o: $(UI_INC)
+$(BUILD)/service/api/ui.o: XCFLAGS += -I$(BUILD)/gen/web
 
 .PHONY: browser-check
 browser-check: $(BUILD)/ecopt

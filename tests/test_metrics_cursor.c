@@ -1,6 +1,6 @@
 /*
  * Tests of the metrics cursor of GET /v1/jobs/{id}/metrics
- * (metrics_cursor_parse and metrics_cursor_fit in service/handlers.c), pure
+ * (metrics_cursor_parse and metrics_cursor_fit in service/api/handlers.c), pure
  * functions the handler and the fuzzer (fuzz/fuzz_metrics_cursor.c) share:
  * every range and the first bad parameter named, and downsampling that
  * fits max_points for every count without overflowing.
