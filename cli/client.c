@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "describe.h"
 
 /* Exit codes of the client, beside cmd.h's. */
 enum { EXIT_SERVICE = 1, EXIT_CONNECT = 4 };
@@ -448,19 +449,18 @@ static int cmd_metrics(const struct client *c, int argc, char **argv)
     if (strcmp(format, "json") == 0) {
         print_json(all);
     } else {
-        static const char *cols[] = {"round", "bits_up", "bits_down", "paper_bits", "P", "gap",
-                                     "rel_gap", "grad_norm", "seconds", "wire_up",
-                                     "wire_down"};
+        static const char *cols[] = {DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_NAME)};
+        const size_t ncols = sizeof cols / sizeof cols[0];
         int csv = strcmp(format, "csv") == 0;
         for (size_t i = 0; i < json_array_size(all); i++) {
             json_t *r = json_array_get(all, i);
             if (header) {
-                for (size_t k = 0; k < 11; k++)
+                for (size_t k = 0; k < ncols; k++)
                     printf(csv ? "%s%s" : "%s%12s", k && csv ? "," : (k ? " " : ""), cols[k]);
                 putchar('\n');
                 header = 0;
             }
-            for (size_t k = 0; k < 11; k++) {
+            for (size_t k = 0; k < ncols; k++) {
                 json_t *v = json_object_get(r, cols[k]);
                 const char *sep = k ? (csv ? "," : " ") : "";
                 if (json_is_integer(v))

@@ -2,6 +2,7 @@
 #include "describe.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,75 @@
 json_t *describe_real(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* ---- The metric row's fields (DESCRIBE_METRIC_FIELDS) -------------------- */
+
+enum { KIND_COUNT, KIND_REAL };
+
+struct field {
+    const char *name;
+    const char *key;        /* ,"name": */
+    size_t keylen;
+    size_t off;             /* in ec_metric: a uint64_t (COUNT) or a double */
+    int kind;
+};
+
+#define FIELD_(name, kind, csv)                                             \
+    {#name, ",\"" #name "\":", sizeof ",\"" #name "\":" - 1,                \
+     offsetof(ec_metric, name), KIND_##kind},
+static const struct field fields[] = {DESCRIBE_METRIC_FIELDS(FIELD_)};
+#undef FIELD_
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+/* Every key and number of a record (a number at most 25 bytes), its
+   marker and braces fit in DESCRIBE_RECORD_MAX. */
+#define RECORD_ROOM_(name, kind, csv) +sizeof ",\"" #name "\":" - 1 + 25
+_Static_assert(0 DESCRIBE_METRIC_FIELDS(RECORD_ROOM_) + sizeof DESCRIBE_MARKER + 2 <
+                   DESCRIBE_RECORD_MAX,
+               "a metric record may not fit in DESCRIBE_RECORD_MAX");
+#undef RECORD_ROOM_
+
+/* The fields in the order of their keys (strcmp), as the record has them. */
+static const struct field *by_key[NFIELDS];
+static pthread_once_t by_key_once = PTHREAD_ONCE_INIT;
+
+static void sort_keys(void)
+{
+    for (size_t i = 0; i < NFIELDS; i++) {
+        size_t j = i;
+
+        for (; j > 0 && strcmp(by_key[j - 1]->name, fields[i].name) > 0; j--)
+            by_key[j] = by_key[j - 1];
+        by_key[j] = &fields[i];
+    }
+}
+
+static const struct field *const *keys_sorted(void)
+{
+    pthread_once(&by_key_once, sort_keys);
+    return by_key;
+}
+
+/* Whether the record's marker ("type", then "v") comes before field f. */
+static int marker_before(const struct field *f)
+{
+    return strcmp(f->name, "type") > 0;
+}
+
+static uint64_t *count_of(ec_metric *m, const struct field *f)
+{
+    return (uint64_t *)((char *)m + f->off);
+}
+
+static uint64_t count_at(const ec_metric *m, const struct field *f)
+{
+    return *(const uint64_t *)((const char *)m + f->off);
+}
+
+static double real_of(const ec_metric *m, const struct field *f)
+{
+    return *(const double *)((const char *)m + f->off);
 }
 
 json_t *describe_dataset(const ec_dataset *ds)
@@ -115,23 +185,29 @@ static char *put_str(char *p, const char *s)
 
 int describe_metric_record(const ec_metric *r, char *buf, size_t len)
 {
+    const struct field *const *keys = keys_sorted();
     char *p = buf;
+    int marked = 0;
 
-    /* 13 keys and 11 numbers of at most 25 bytes each: under 512. */
     if (len < DESCRIBE_RECORD_MAX)
         return -1;
-    p = put_real(put_str(p, "{\"P\":"), r->P);
-    p = put_real(put_str(p, ",\"bits_down\":"), r->bits_down);
-    p = put_real(put_str(p, ",\"bits_up\":"), r->bits_up);
-    p = put_real(put_str(p, ",\"gap\":"), r->gap);
-    p = put_real(put_str(p, ",\"grad_norm\":"), r->grad_norm);
-    p = put_real(put_str(p, ",\"paper_bits\":"), r->paper_bits);
-    p = put_real(put_str(p, ",\"rel_gap\":"), r->rel_gap);
-    p += snprintf(p, 40, ",\"round\":%llu", (unsigned long long)r->round);
-    p = put_real(put_str(p, ",\"seconds\":"), r->seconds);
-    p = put_str(p, DESCRIBE_MARKER);
-    p = put_real(put_str(p, ",\"wire_down\":"), r->wire_down);
-    p = put_real(put_str(p, ",\"wire_up\":"), r->wire_up);
+    for (size_t i = 0; i < NFIELDS; i++) {
+        const struct field *f = keys[i];
+
+        if (!marked && marker_before(f))
+            p = put_str(p, DESCRIBE_MARKER), marked = 1;
+        if (i == 0)
+            *p++ = '{', memcpy(p, f->key + 1, f->keylen - 1), p += f->keylen - 1;
+        else
+            memcpy(p, f->key, f->keylen), p += f->keylen;
+        if (f->kind == KIND_COUNT)
+            p += snprintf(p, 24, "%llu",
+                          (unsigned long long)count_at(r, f));
+        else
+            p = put_real(p, real_of(r, f));
+    }
+    if (!marked)
+        p = put_str(p, DESCRIBE_MARKER);
     *p++ = '}';
     *p = '\0';
     return (int)(p - buf);
@@ -240,56 +316,69 @@ static const char *get_real(const char *p, const char *end, const char *key, dou
 }
 
 /* One field of the row, or NULL for a scan that only checks. */
-static double *field_of(ec_metric *m, size_t off)
+static double *field_of(ec_metric *m, const struct field *f)
 {
-    return m ? (double *)((char *)m + off) : NULL;
+    return m ? (double *)((char *)m + f->off) : NULL;
+}
+
+/* A count: digits without a leading zero, at most INT64_MAX; NULL if not. */
+static const char *get_count(const char *p, const char *end, uint64_t *out)
+{
+    const char *digits = p;
+    uint64_t r = 0;
+
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (r > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return NULL;
+        r = r * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == digits || (*digits == '0' && p - digits > 1))
+        return NULL;
+    *out = r;
+    return p;
 }
 
 /*
  * Scans the shape describe_metric_record writes, with the "type" and "v"
  * marker (a record) or without it (a document). The round goes to *round,
- * the reals into *m unless m is NULL; *cut is where the marker begins (or
- * would). 0, or -1 for any other text.
+ * the other fields into *m unless m is NULL; *cut is where the marker
+ * begins (or would). 0, or -1 for any other text.
  */
 static int scan_metric(const char *s, size_t len, int marker, uint64_t *round,
                        ec_metric *m, const char **cut)
 {
-    static const struct {
-        const char *key;
-        size_t off;
-    } head[] = {{"{\"P\":", offsetof(ec_metric, P)},
-                {",\"bits_down\":", offsetof(ec_metric, bits_down)},
-                {",\"bits_up\":", offsetof(ec_metric, bits_up)},
-                {",\"gap\":", offsetof(ec_metric, gap)},
-                {",\"grad_norm\":", offsetof(ec_metric, grad_norm)},
-                {",\"paper_bits\":", offsetof(ec_metric, paper_bits)},
-                {",\"rel_gap\":", offsetof(ec_metric, rel_gap)}},
-      tail[] = {{",\"wire_down\":", offsetof(ec_metric, wire_down)},
-                {",\"wire_up\":", offsetof(ec_metric, wire_up)}};
-    static const char round_key[] = ",\"round\":", seconds_key[] = ",\"seconds\":";
-    const char *p = s, *end = s + len, *digits;
-    uint64_t r = 0;
+    const struct field *const *keys = keys_sorted();
+    const char *p = s, *end = s + len;
+    int marked = 0;
 
-    for (size_t i = 0; p && i < sizeof head / sizeof head[0]; i++)
-        p = get_real(p, end, head[i].key, field_of(m, head[i].off));
-    if (!(p = skip(p, end, round_key)))
-        return -1;
-    /* The round: digits without a leading zero, at most INT64_MAX. */
-    for (digits = p; p < end && *p >= '0' && *p <= '9'; p++) {
-        if (r > (INT64_MAX - (uint64_t)(*p - '0')) / 10)
+    for (size_t i = 0; p && i < NFIELDS; i++) {
+        const struct field *f = keys[i];
+
+        if (!marked && marker_before(f)) {
+            *cut = p, marked = 1;
+            if (marker && !(p = skip(p, end, DESCRIBE_MARKER)))
+                return -1;
+        }
+        if (i == 0 && !(p = skip(p, end, "{")))
             return -1;
-        r = r * 10 + (uint64_t)(*p - '0');
+        if (f->kind == KIND_COUNT) {
+            uint64_t v;
+
+            if (!(p = skip(p, end, f->key + (i == 0))) || !(p = get_count(p, end, &v)))
+                return -1;
+            if (f->off == offsetof(ec_metric, round))
+                *round = v;
+            else if (m)
+                *count_of(m, f) = v;
+        } else {
+            p = get_real(p, end, f->key + (i == 0), field_of(m, f));
+        }
     }
-    if (p == digits || (*digits == '0' && p - digits > 1))
-        return -1;
-    *round = r;
-    if (!(p = get_real(p, end, seconds_key, field_of(m, offsetof(ec_metric, seconds)))))
-        return -1;
-    *cut = p;
-    if (marker && !(p = skip(p, end, DESCRIBE_MARKER)))
-        return -1;
-    for (size_t i = 0; p && i < sizeof tail / sizeof tail[0]; i++)
-        p = get_real(p, end, tail[i].key, field_of(m, tail[i].off));
+    if (p && !marked) {
+        *cut = p;
+        if (marker && !(p = skip(p, end, DESCRIBE_MARKER)))
+            return -1;
+    }
     return p && end - p == 1 && *p == '}' ? 0 : -1;
 }
 
@@ -324,27 +413,21 @@ int describe_metric_record_check(const char *s, size_t len, uint64_t *round, cha
 
 int describe_metric_from_json(json_t *o, ec_metric *m)
 {
-    static const struct {
-        const char *key;
-        size_t off;
-    } keys[] = {{"bits_up", offsetof(ec_metric, bits_up)},
-                {"bits_down", offsetof(ec_metric, bits_down)},
-                {"paper_bits", offsetof(ec_metric, paper_bits)},
-                {"P", offsetof(ec_metric, P)},
-                {"gap", offsetof(ec_metric, gap)},
-                {"rel_gap", offsetof(ec_metric, rel_gap)},
-                {"grad_norm", offsetof(ec_metric, grad_norm)},
-                {"seconds", offsetof(ec_metric, seconds)},
-                {"wire_up", offsetof(ec_metric, wire_up)},
-                {"wire_down", offsetof(ec_metric, wire_down)}};
-    json_t *round = json_object_get(o, "round");
+    /* The counts first: a row without them is not read at all. */
+    for (size_t i = 0; i < NFIELDS; i++) {
+        json_t *v = json_object_get(o, fields[i].name);
 
-    if (!json_is_integer(round) || json_integer_value(round) < 0)
-        return -1;
-    m->round = (uint64_t)json_integer_value(round);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(o, keys[i].key);
-        *field_of(m, keys[i].off) = json_is_number(v) ? json_number_value(v) : NAN;
+        if (fields[i].kind == KIND_COUNT &&
+            (!json_is_integer(v) || json_integer_value(v) < 0))
+            return -1;
+    }
+    for (size_t i = 0; i < NFIELDS; i++) {
+        json_t *v = json_object_get(o, fields[i].name);
+
+        if (fields[i].kind == KIND_COUNT)
+            *count_of(m, &fields[i]) = (uint64_t)json_integer_value(v);
+        else
+            *field_of(m, &fields[i]) = json_is_number(v) ? json_number_value(v) : NAN;
     }
     return 0;
 }
@@ -375,16 +458,20 @@ json_t *describe_file_identity(const struct stat *st)
 
 json_t *describe_metric(const ec_metric *r)
 {
-    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "round",
-                     (json_int_t)r->round, "bits_up", describe_real(r->bits_up),
-                     "bits_down", describe_real(r->bits_down), "paper_bits",
-                     describe_real(r->paper_bits), "P", describe_real(r->P),
-                     "gap", describe_real(r->gap), "rel_gap",
-                     describe_real(r->rel_gap), "grad_norm",
-                     describe_real(r->grad_norm), "seconds",
-                     describe_real(r->seconds), "wire_up",
-                     describe_real(r->wire_up), "wire_down",
-                     describe_real(r->wire_down));
+    json_t *o = json_object();
+
+    for (size_t i = 0; o && i < NFIELDS; i++) {
+        const struct field *f = &fields[i];
+        json_t *v = f->kind == KIND_COUNT
+                        ? json_integer((json_int_t)count_at(r, f))
+                        : describe_real(real_of(r, f));
+
+        if (json_object_set_new(o, f->name, v) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
 }
 
 json_t *describe_summary(const ec_summary *sum)
@@ -394,16 +481,18 @@ json_t *describe_summary(const ec_summary *sum)
                      "last", describe_metric(&sum->last));
 }
 
-const char describe_csv_header[] =
-    "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds,"
-    "wire_up,wire_down";
+/* Each column with the comma before it; the first's is skipped. */
+#define CSV_NAME_(name, kind, csv) "," #name
+#define CSV_FORMAT_(name, kind, csv) "," csv
+#define CSV_ARG_COUNT(v) , (unsigned long long)(v)
+#define CSV_ARG_REAL(v) , (v)
+#define CSV_ARG_(name, kind, csv) CSV_ARG_##kind(r->name)
+
+const char *const describe_csv_header = DESCRIBE_METRIC_FIELDS(CSV_NAME_) + 1;
 
 /* %.17g keeps every bit of a double, so CSV output can be compared exactly. */
 int describe_csv_row(const ec_metric *r, char *buf, size_t len)
 {
-    return snprintf(buf, len,
-                    "%llu,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g,%.6f,%.17g,%.17g",
-                    (unsigned long long)r->round, r->bits_up, r->bits_down,
-                    r->paper_bits, r->P, r->gap, r->rel_gap, r->grad_norm,
-                    r->seconds, r->wire_up, r->wire_down);
+    return snprintf(buf, len, DESCRIBE_METRIC_FIELDS(CSV_FORMAT_) + 1
+                    DESCRIBE_METRIC_FIELDS(CSV_ARG_));
 }

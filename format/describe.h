@@ -15,6 +15,36 @@
 #include "ecopt/problem.h"
 #include "ecopt/run.h"
 
+/*
+ * The fields of a metric row, in ec_metric's order: the order of the CSV
+ * columns, of describe_metric's keys, of the client's columns and of the
+ * store's columns. X(name, kind, csv): kind COUNT (an unsigned integer,
+ * written and read as a JSON integer) or REAL (a double, null when not
+ * finite), csv the printf conversion of its CSV column. A new field is
+ * one line here, its member in ec_metric, and a migration of the store's
+ * table (migrations/). The record (describe_metric_record) writes the
+ * same keys sorted; no name may sort between "type" and "v".
+ */
+#define DESCRIBE_METRIC_FIELDS(X)                                           \
+    X(round, COUNT, "%llu")                                                 \
+    X(bits_up, REAL, "%.17g")                                               \
+    X(bits_down, REAL, "%.17g")                                             \
+    X(paper_bits, REAL, "%.17g")                                            \
+    X(P, REAL, "%.17g")                                                     \
+    X(gap, REAL, "%.17g")                                                   \
+    X(rel_gap, REAL, "%.17g")                                               \
+    X(grad_norm, REAL, "%.17g")                                             \
+    X(seconds, REAL, "%.6f")                                                \
+    X(wire_up, REAL, "%.17g")                                               \
+    X(wire_down, REAL, "%.17g")
+
+/* The field's name as a string and a comma: {DESCRIBE_METRIC_FIELDS(
+   DESCRIBE_METRIC_NAME)} is the array of the names. */
+#define DESCRIBE_METRIC_NAME(name, kind, csv) #name,
+#define DESCRIBE_METRIC_ONE_(name, kind, csv) +1
+/* How many fields a row has. */
+#define DESCRIBE_METRIC_NFIELDS (0 DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_ONE_))
+
 json_t *describe_real(double v);            /* null when not finite */
 json_t *describe_dataset(const ec_dataset *ds);
 json_t *describe_problem(const ec_problem *pb);
@@ -60,7 +90,7 @@ int describe_metric_from_json(json_t *o, ec_metric *row);
 json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */
-extern const char describe_csv_header[];
+extern const char *const describe_csv_header;
 int describe_csv_row(const ec_metric *row, char *buf, size_t len);
 
 #endif

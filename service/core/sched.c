@@ -215,14 +215,12 @@ static int cut_member(char *s, size_t *len, const char *pat)
  */
 static char *metric_doc(const struct running *r, json_t *rec)
 {
-    static const char *const keys[] = {
-        "round", "bits_up", "bits_down", "paper_bits", "P", "gap", "rel_gap",
-        "grad_norm", "seconds", "wire_up", "wire_down"};
+    static const char *const keys[] = {DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_NAME)};
     size_t len;
     const char *line = runner_line(r->rj, &len);
     char *doc;
 
-    if (!line || json_object_size(rec) != 13 ||
+    if (!line || json_object_size(rec) != DESCRIBE_METRIC_NFIELDS + 2 ||
         json_integer_value(json_object_get(rec, "v")) != 1 ||
         !json_is_integer(json_object_get(rec, "v")))
         return NULL;

@@ -137,10 +137,12 @@ enum job_column {
     JC_IDEM_KEY, JC_EXPERIMENT_ID
 };
 
-/* The columns metric_from_row reads, in ec_metric's order. */
-#define METRIC_COLUMNS                                                      \
-    "round, bits_up, bits_down, paper_bits, P, gap, rel_gap, grad_norm, "  \
-    "seconds, wire_up, wire_down"
+/* The columns metric_from_row reads, in ec_metric's order, each with a
+   comma after it (DESCRIBE_METRIC_FIELDS), and a parameter for each. */
+#define METRIC_COLUMN_(name, kind, csv) #name ", "
+#define METRIC_PARAM_(name, kind, csv) "?, "
+#define METRIC_COLUMNS_ DESCRIBE_METRIC_FIELDS(METRIC_COLUMN_)
+#define METRIC_PARAMS_ DESCRIBE_METRIC_FIELDS(METRIC_PARAM_)
 
 /* The filters of the job list, shared by its two access paths. */
 #define JOB_LIST_FILTERS                                                    \
@@ -215,20 +217,20 @@ enum job_column {
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
       " finished_at = ?2 WHERE state = 'running'")                         \
     X(SQL_METRIC_INSERT,                                                   \
-      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS ", doc)"  \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \
+      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"   \
+      " VALUES (?1, " METRIC_PARAMS_ "?)")                                 \
     X(SQL_METRIC_INSERT_DOC,                                               \
       "INSERT OR REPLACE INTO metrics (job_seq, round, doc)"               \
       " VALUES (?1, ?2, ?3)")                                              \
     X(SQL_METRIC_PROGRESS,                                                 \
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
-    X(SQL_METRIC_PAGE, "SELECT " METRIC_COLUMNS ", doc FROM metrics"       \
+    X(SQL_METRIC_PAGE, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
                        " WHERE job_seq = ?1 AND round > ?2"                \
                        " ORDER BY round LIMIT ?3")                         \
     X(SQL_METRIC_COUNT, "SELECT count(*) FROM metrics"                     \
                         " WHERE job_seq = ?1 AND round > ?2")              \
-    X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS ", doc FROM metrics"       \
+    X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
                        " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
     X(SQL_PSTAR_GET,                                                       \
       "SELECT p_star, method, bound, computed_at FROM pstar"               \
@@ -1310,40 +1312,40 @@ int store_recover(struct store *st, const char *reason,
 
 /* ---- Metrics --------------------------------------------------------- */
 
+/* A metric field's column, its NaN and its parameter, by its kind. */
+#define METRIC_COL_COUNT(s, i) ((uint64_t)sqlite3_column_int64(s, i))
+#define METRIC_COL_REAL(s, i) col_real(s, i)
+#define METRIC_NAN_COUNT(v)
+#define METRIC_NAN_REAL(v) (v) = NAN;
+#define METRIC_BIND_COUNT(u, i, v) bind_int(u, i, (int64_t)(v))
+#define METRIC_BIND_REAL(u, i, v) bind_real(u, i, v)
+
 /*
- * The row at the statement (METRIC_COLUMNS, then doc). A row stored with
+ * The row at the statement (METRIC_COLUMNS_, then doc). A row stored with
  * its document has its numbers there alone: they are read from it when
  * `numbers` asks, and are NaN otherwise (the caller serves the document).
  */
 static void metric_from_row(sqlite3_stmt *s, ec_metric *m, int numbers)
 {
-    const char *doc = (const char *)sqlite3_column_text(s, 11);
+    const int doc_col = DESCRIBE_METRIC_NFIELDS;
+    const char *doc = (const char *)sqlite3_column_text(s, doc_col);
+    int col = 0;
 
     if (doc && numbers &&
-        describe_metric_doc_read(doc, (size_t)sqlite3_column_bytes(s, 11), m) == 0) {
+        describe_metric_doc_read(doc, (size_t)sqlite3_column_bytes(s, doc_col), m) == 0) {
         m->round = (uint64_t)sqlite3_column_int64(s, 0);
         return;
     }
     if (doc && !numbers) {
-        const double nan = NAN;
-
-        *m = (ec_metric){.round = (uint64_t)sqlite3_column_int64(s, 0), .bits_up = nan,
-                         .bits_down = nan, .paper_bits = nan, .P = nan, .gap = nan,
-                         .rel_gap = nan, .grad_norm = nan, .seconds = nan,
-                         .wire_up = nan, .wire_down = nan};
+#define NAN_(name, kind, csv) METRIC_NAN_##kind(m->name)
+        DESCRIBE_METRIC_FIELDS(NAN_)
+#undef NAN_
+        m->round = (uint64_t)sqlite3_column_int64(s, 0);
         return;
     }
-    m->round = (uint64_t)sqlite3_column_int64(s, 0);
-    m->bits_up = col_real(s, 1);
-    m->bits_down = col_real(s, 2);
-    m->paper_bits = col_real(s, 3);
-    m->P = col_real(s, 4);
-    m->gap = col_real(s, 5);
-    m->rel_gap = col_real(s, 6);
-    m->grad_norm = col_real(s, 7);
-    m->seconds = col_real(s, 8);
-    m->wire_up = col_real(s, 9);
-    m->wire_down = col_real(s, 10);
+#define READ_(name, kind, csv) m->name = METRIC_COL_##kind(s, col), col++;
+    DESCRIBE_METRIC_FIELDS(READ_)
+#undef READ_
 }
 
 static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
@@ -1351,25 +1353,19 @@ static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
                          struct store_err *err)
 {
     struct use u = use(st, doc ? SQL_METRIC_INSERT_DOC : SQL_METRIC_INSERT);
+    int param = 2;
 
     bind_int(&u, 1, seq);
-    bind_int(&u, 2, (int64_t)m->round);
     if (doc) {
         /* Its numbers are in the document: not stored twice. */
+        bind_int(&u, 2, (int64_t)m->round);
         bind_text(&u, 3, doc);
         return exec_use(st, &u, what, err);
     }
-    bind_real(&u, 3, m->bits_up);
-    bind_real(&u, 4, m->bits_down);
-    bind_real(&u, 5, m->paper_bits);
-    bind_real(&u, 6, m->P);
-    bind_real(&u, 7, m->gap);
-    bind_real(&u, 8, m->rel_gap);
-    bind_real(&u, 9, m->grad_norm);
-    bind_real(&u, 10, m->seconds);
-    bind_real(&u, 11, m->wire_up);
-    bind_real(&u, 12, m->wire_down);
-    bind_text(&u, 13, NULL);
+#define BIND_(name, kind, csv) METRIC_BIND_##kind(&u, param, m->name), param++;
+    DESCRIBE_METRIC_FIELDS(BIND_)
+#undef BIND_
+    bind_text(&u, param, NULL);
     return exec_use(st, &u, what, err);
 }
 
