@@ -1,6 +1,6 @@
 /*
- * libFuzzer target for the request-line parsers of service/http.c: the
- * input is a raw request target, "path?query". The path is matched
+ * libFuzzer target for the request-line parsers of service/lib/http/
+ * (parse.c): the input is a raw request target, "path?query". The path is matched
  * against every pattern of the service's real route table (app_routes),
  * and the query goes through the strict query parser. Whatever is
  * accepted must be what the header promises: parameters and query pairs

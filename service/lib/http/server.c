@@ -1,0 +1,904 @@
+/*
+ * The HTTP server: MHD's callbacks, routing and dispatch, the timer thread,
+ * start and stop.
+ */
+#include "http_int.h"
+
+static void client_address(struct MHD_Connection *conn, char *out,
+                           size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+    snprintf(out, len, "?");
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+                  (socklen_t)len);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+                  out, (socklen_t)len);
+}
+
+/* The client's X-Request-Id when it is a sane one, so that its logs and
+   ours can be joined; otherwise ours. */
+static void request_id(struct http_exchange *x)
+{
+    const char *given =
+        MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, "X-Request-Id");
+    unsigned long long n;
+
+    if (given && http__param_valid(given, strlen(given)) &&
+        strlen(given) <= REQUEST_ID_MAX) {
+        strcpy(x->request_id, given);
+        return;
+    }
+    n = atomic_fetch_add_explicit(&x->srv->next_id, 1, memory_order_relaxed);
+    http__fmt(x->request_id, sizeof x->request_id, "%08x%08llx", x->srv->id_salt,
+              n);
+}
+
+/* ------------------------------------------------------------------ */
+/* The timer thread: timeouts, keep-alives, streaming clients gone     */
+
+static void *timer_main(void *arg)
+{
+    struct http_server *srv = arg;
+
+    pthread_mutex_lock(&srv->lock);
+    while (!srv->timer_quit) {
+        uint64_t now = http__mono_ns(), next = now + 60 * 1000000000ull;
+        struct http_deferred *expired = NULL;
+        struct timespec until;
+
+        for (struct http_deferred *d = srv->deferreds; d; d = d->next) {
+            if (d->deadline_ns <= now) {
+                if (http__d_claim_locked(d)) {
+                    d->claimed_next = expired;
+                    expired = d;
+                }
+            } else if (d->deadline_ns < next) {
+                next = d->deadline_ns;
+            }
+        }
+        for (struct http_stream *st = srv->streams; st; st = st->next) {
+            pthread_mutex_lock(&st->mu);
+            if (st->suspended && st->deadline_ns <= now) {
+                st->suspended = 0;
+                MHD_resume_connection(st->conn);
+            } else if (st->suspended && st->deadline_ns < next) {
+                next = st->deadline_ns;
+            }
+            pthread_mutex_unlock(&st->mu);
+        }
+        for (struct http_exchange *x = srv->sinks; x; x = x->sink_next)
+            http__sink_check_peer(x, now);
+        if (srv->sinks && now + PEER_CHECK_MS * 1000000ull < next)
+            next = now + PEER_CHECK_MS * 1000000ull;
+        if (expired) {
+            /* Fill functions are the app's code: call them unlocked. */
+            pthread_mutex_unlock(&srv->lock);
+            http__d_fill_batch(expired, 0);
+            pthread_mutex_lock(&srv->lock);
+            continue;
+        }
+        until = http__ns_to_timespec(next);
+        srv->timer_next_ns = next;
+        pthread_cond_timedwait(&srv->tick, &srv->lock, &until);
+        srv->timer_next_ns = 0;     /* looking now: everyone signals */
+    }
+    pthread_mutex_unlock(&srv->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* MHD callbacks                                                        */
+
+static void exchange_free(struct http_exchange *x)
+{
+    http__resp_free(&x->rs);
+    http_query_free(&x->query);
+    free(x->uri);
+    free(x->path);
+    free(x->param_buf);
+    free(x->body);
+    free(x);
+}
+
+/* Called by MHD once per request with the raw URI, before the headers:
+   the object made here is the request's state until on_completed. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct http_exchange *x = calloc(1, sizeof *x);
+
+    if (!x)
+        return NULL;
+    x->srv = cls;
+    x->conn = conn;
+    x->t0_ns = http__mono_ns();
+    x->route = -1;
+    x->rs.x = x;
+    if (!(x->uri = strdup(uri))) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static enum MHD_Result queue_reply(struct http_exchange *x)
+{
+    struct http_resp *rs = &x->rs;
+    struct MHD_Response *resp = NULL;
+    enum MHD_Result ok;
+    int bad = 0;
+
+    if (rs->kind == RESP_NONE)
+        http__problem(rs, 500, NULL, "the handler produced no response");
+    if (rs->kind == RESP_STREAM) {
+        struct http_stream *st = rs->stream;
+        struct http_server *srv = x->srv;
+
+        resp = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, STREAM_BLOCK, http__stream_read, st, http__stream_free);
+        if (!resp) {
+            http__reply_oom(rs);
+        } else {
+            /* From here MHD owns the stream; stream_free unlinks it. */
+            rs->stream = NULL;
+            st->conn = x->conn;
+            pthread_mutex_lock(&srv->lock);
+            pthread_mutex_lock(&st->mu);
+            st->stopping = srv->stopping;
+            pthread_mutex_unlock(&st->mu);
+            st->next = srv->streams;
+            if (st->next)
+                st->next->prev = st;
+            srv->streams = st;
+            pthread_mutex_unlock(&srv->lock);
+            bad |= MHD_add_response_header(resp, "Cache-Control",
+                                           "no-cache") != MHD_YES;
+        }
+    }
+    if (!resp) {
+        resp = MHD_create_response_from_buffer(
+            rs->len, rs->body,
+            rs->body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+            return MHD_NO;
+        rs->body = NULL;    /* MHD frees it */
+        rs->body_static = 0;
+        x->bytes = rs->len;
+    }
+    if (rs->len || rs->kind == RESP_STREAM || rs->status != 204)
+        bad |= MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                       rs->content_type) != MHD_YES;
+    bad |= MHD_add_response_header(resp, "X-Request-Id", x->request_id) !=
+           MHD_YES;
+    for (size_t i = 0; i < rs->nheaders; i++)
+        bad |= MHD_add_response_header(resp, rs->headers[i].name,
+                                       rs->headers[i].value) != MHD_YES;
+    x->status = rs->status;
+    ok = bad ? MHD_NO : MHD_queue_response(x->conn, (unsigned)rs->status,
+                                           resp);
+    MHD_destroy_response(resp);
+    x->phase = PH_REPLIED;
+    return ok;
+}
+
+/* Methods allowed on a path, for 405's Allow: table order, no repeats,
+   HEAD beside GET. */
+static void allowed_methods(struct http_server *srv, const char *path,
+                            char *buf, size_t len, json_t *list)
+{
+    struct http_kv params[HTTP_MAX_PATH_PARAMS];
+    size_t n, o = 0;
+    char *tmp = malloc(strlen(path) + PATTERN_MAX + 2);
+
+    buf[0] = '\0';
+    if (!tmp)
+        return;
+    for (size_t i = 0; i < srv->nroutes; i++) {
+        const char *m = srv->routes[i].method;
+        const char *both[2] = {m, "HEAD"};
+
+        if (http_path_match(srv->routes[i].pattern, path, params, &n, tmp,
+                            NULL) <= 0)
+            continue;
+        for (int k = 0; k < (strcmp(m, "GET") == 0 ? 2 : 1); k++) {
+            char word[24];
+
+            http__fmt(word, sizeof word, "%s, ", both[k]);
+            if (strstr(buf, word) || o + strlen(word) >= len)
+                continue;
+            strcpy(buf + o, word);
+            o += strlen(word);
+            json_array_append_new(list, json_string(both[k]));
+        }
+    }
+    if (o >= 2)
+        buf[o - 2] = '\0';
+    free(tmp);
+}
+
+/*
+ * Sends an answer made before the body was read. Closing a connection with
+ * unread bytes in it makes TCP send a reset, which can destroy the answer
+ * before the client reads it (RFC 9112, 9.6). So the answer goes at once
+ * only when no body follows, when the client waits for 100 Continue (MHD
+ * then never asks for the body), or when the announced body is beyond
+ * DISCARD_MAX; otherwise the body is read and dropped first, and the
+ * answer sent when it ends. Either way none of it is kept.
+ */
+static enum MHD_Result early_reply(struct http_exchange *x)
+{
+    const char *cl = MHD_lookup_connection_value(
+        x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(
+        x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *expect = MHD_lookup_connection_value(
+        x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+
+    if ((!len && !te) || (expect && strcasecmp(expect, "100-continue") == 0) ||
+        len > DISCARD_MAX)
+        return queue_reply(x);
+    x->discard = 1;
+    x->phase = PH_BODY;
+    return MHD_YES;
+}
+
+/*
+ * An HTTP_STREAM_BODY route: its handler runs now, on the headers. It
+ * either replies, and the answer goes as any early one, or takes the body
+ * with http_body_stream, and the body comes next.
+ */
+static enum MHD_Result begin_stream(struct http_exchange *x)
+{
+    x->phase = PH_HANDLER;
+    x->at_headers = 1;
+    x->handler_rc = x->srv->routes[x->route].handler(&x->rq, &x->rs);
+    x->at_headers = 0;
+    if (x->sink_on) {
+        x->phase = PH_BODY;
+        return MHD_YES;
+    }
+    return early_reply(x);
+}
+
+static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind,
+                                        const char *key, const char *value)
+{
+    size_t *n = cls;
+
+    (void)kind;
+    *n += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": ", CRLF */
+    return MHD_YES;
+}
+
+/* Routing, the query, the content type and the declared length: every
+   check that needs no body, decided before the body is read. */
+static enum MHD_Result begin(struct http_exchange *x, const char *method)
+{
+    struct http_server *srv = x->srv;
+    struct http_resp *rs = &x->rs;
+    struct http_parse_error perr = {"", ""};
+    const char *q = strchr(x->uri, '?');
+    size_t plen = q ? (size_t)(q - x->uri) : strlen(x->uri);
+    int is_head = strcmp(method, "HEAD") == 0, found_path = 0;
+    const char *cl, *te, *ct;
+    char shown[160];
+    size_t n;
+
+    http__fmt(x->method, sizeof x->method, "%s", method);
+    x->rq.app = srv->app;
+    x->rq.method = is_head ? "GET" : method;
+    x->rq.x = x;
+    x->rq.body = "";
+    client_address(x->conn, x->client, sizeof x->client);
+    request_id(x);
+    http__parse_bearer(MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                                   "Authorization"),
+                       x->token, sizeof x->token);
+    x->rq.request_id = x->request_id;
+    x->rq.client = x->client;
+    x->rq.token = x->token[0] ? x->token : NULL;
+    if ((n = strlen(x->uri)) > URL_MAX) {
+        http__problem(rs, 414, json_pack("{s:s,s:i}", "limit", "max_url", "value", URL_MAX),
+                      "the URL is %zu bytes, more than the limit of %d bytes (max_url)",
+                      n, URL_MAX);
+        return early_reply(x);
+    }
+    n = 0;
+    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, add_header_bytes, &n);
+    if (n > HEADERS_MAX) {
+        http__problem(rs, 431, json_pack("{s:s,s:i}", "limit", "max_headers", "value",
+                                         HEADERS_MAX),
+                      "the request's headers are %zu bytes, more than the limit of %d "
+                      "bytes (max_headers)", n, HEADERS_MAX);
+        return early_reply(x);
+    }
+    if (!(x->path = strndup(x->uri, plen)) ||
+        !(x->param_buf = malloc(plen + PATTERN_MAX + 2)))
+        return MHD_NO;
+    x->rq.path = x->path;
+    http__quote(shown, sizeof shown, x->path, plen, 100);
+
+    for (size_t i = 0; i < srv->nroutes && x->route < 0; i++) {
+        struct route *r = &srv->routes[i];
+        struct http_parse_error e;
+        int m = http_path_match(r->pattern, x->path, x->params, &n,
+                                x->param_buf, &e);
+
+        if (m < 0 && !perr.detail[0])
+            perr = e;
+        if (m <= 0)
+            continue;
+        found_path = 1;
+        if (strcmp(r->method, x->rq.method) == 0) {
+            x->route = (int)i;
+            x->rq.nparams = n;
+            x->rq.params = x->params;
+            x->rq.route = r->pattern;
+        }
+    }
+    if (x->route < 0 && found_path) {
+        char allow[128];
+        json_t *list = json_array();
+
+        allowed_methods(srv, x->path, allow, sizeof allow, list);
+        http_reply_header(rs, "Allow", allow);
+        http__problem(rs, 405, json_pack("{s:o*}", "allow", list),
+                      "%s is not allowed on \"%s\"; allowed: %s", method, shown,
+                      allow);
+        return early_reply(x);
+    }
+    if (x->route < 0 && perr.detail[0]) {
+        http__problem(rs, 404, json_pack("{s:s}", "parameter", perr.param),
+                      "nothing at \"%s\": %s", shown, perr.detail);
+        return early_reply(x);
+    }
+    if (x->route < 0) {
+        http__problem(rs, 404, NULL, "nothing at \"%s\"", shown);
+        return early_reply(x);
+    }
+
+    if (http_query_parse(q ? q + 1 : "", q ? strlen(q + 1) : 0, &x->query,
+                         &perr) < 0) {
+        http__problem(rs, 400,
+                      perr.param[0] ? json_pack("{s:s}", "parameter", perr.param)
+                              : NULL,
+                      "%s", perr.detail);
+        return early_reply(x);
+    }
+    x->rq.nquery = x->query.count;
+    x->rq.query = x->query.item;
+
+    cl = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    te = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    ct = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                     MHD_HTTP_HEADER_CONTENT_TYPE);
+    if ((srv->routes[x->route].flags & HTTP_JSON_BODY) &&
+        ((cl && strtoull(cl, NULL, 10) > 0) || te || ct) &&
+        !(ct && http__json_content_type(ct))) {
+        json_t *accept = json_pack("{s:[s]}", "accept", "application/json");
+        char got[80];
+
+        if (ct) {
+            http__quote(got, sizeof got, ct, strlen(ct), 60);
+            http__problem(rs, 415, accept, "this resource takes application/json, "
+                          "not \"%s\"", got);
+        } else {
+            http__problem(rs, 415, accept, "this resource takes application/json; "
+                          "the request has a body without a Content-Type");
+        }
+        return early_reply(x);
+    }
+    if (srv->routes[x->route].flags & HTTP_STREAM_BODY)
+        return begin_stream(x);
+    /* A declared length over the limit is refused before a byte of the
+       body is read (and before MHD would send 100 Continue). */
+    if (cl) {
+        unsigned long long len;
+
+        errno = 0;
+        len = strtoull(cl, NULL, 10);
+        if (len > srv->max_body || errno) {
+            http__problem(rs, 413,
+                          json_pack("{s:s,s:I}", "limit", "max_body", "value",
+                                    (json_int_t)srv->max_body),
+                          "the request body is %llu bytes, more than the limit of "
+                          "%zu bytes (max_body)", errno ? ULLONG_MAX : len,
+                          srv->max_body);
+            return early_reply(x);
+        }
+        if (len && !(x->body = malloc(len + 1)))
+            return MHD_NO;
+        x->body_cap = len + 1;
+    }
+    x->phase = PH_BODY;
+    return MHD_YES;
+}
+
+static enum MHD_Result dispatch(struct http_exchange *x)
+{
+    struct http_server *srv = x->srv;
+    struct http_resp *rs = &x->rs;
+    struct http_deferred *d;
+
+    if (x->discard)
+        return queue_reply(x);  /* answered already, body dropped */
+    if (x->body) {
+        x->rq.body = x->body;
+        x->rq.body_len = x->body_len;
+    }
+    x->phase = PH_HANDLER;
+    if (x->sink_on) {
+        /* A streamed body is complete: its end replies. */
+        http__sink_unlink(x);
+        x->sink_on = 0;
+        x->handler_rc = x->sink.end(x->sink_ctx, &x->rq, rs);
+    } else {
+        x->handler_rc = srv->routes[x->route].handler(&x->rq, rs);
+    }
+    if (!(d = x->deferred))
+        return queue_reply(x);
+    pthread_mutex_lock(&d->mu);
+    if (d->state == D_DONE) {
+        pthread_mutex_unlock(&d->mu);
+        return queue_reply(x);
+    }
+    /* Parked until d_complete resumes it; holds no thread meanwhile. */
+    d->suspended = 1;
+    x->phase = PH_DEFERRED;
+    MHD_suspend_connection(x->conn);
+    pthread_mutex_unlock(&d->mu);
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version,
+                                  const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct http_exchange *x = *con_cls;
+
+    (void)cls, (void)url, (void)version;
+    if (!x || x->conn != conn)
+        return MHD_NO;  /* on_uri ran out of memory: drop the connection */
+    switch (x->phase) {
+    case PH_NEW:
+        return begin(x, method);
+    case PH_BODY:
+        if (*upload_data_size) {
+            if (http__body_append(x, upload_data, *upload_data_size) < 0)
+                return MHD_NO;
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return dispatch(x);
+    case PH_DEFERRED:
+        return queue_reply(x);      /* resumed: the fill is done */
+    default:
+        return MHD_NO;
+    }
+}
+
+static const char *termination_name(enum MHD_RequestTerminationCode toe)
+{
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+        return "ok";
+    case MHD_REQUEST_TERMINATED_WITH_ERROR:
+        return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+        return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+        return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR:
+        return "read-error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+        return "client-abort";
+    default:
+        return "other";
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+                         void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    struct http_server *srv = cls;
+    struct http_exchange *x = *con_cls;
+    uint64_t ns;
+
+    (void)conn;
+    if (!x)
+        return;
+    *con_cls = NULL;
+    ns = http__mono_ns() - x->t0_ns;
+    if (x->status)
+        http__record(srv, x, ns);
+    if (!srv->quiet) {
+        char path[300], rc[24] = "";
+        const char *p = x->path ? x->path : x->uri;
+
+        http__quote(path, sizeof path, p, strlen(p), 200);
+        if (x->handler_rc)
+            http__fmt(rc, sizeof rc, " rc=%d", x->handler_rc);
+        /* One fprintf per line: stdio locks the stream, lines stay whole. */
+        fprintf(stderr,
+                "http method=%s path=\"%s\" status=%d bytes=%zu ms=%.3f "
+                "rid=%s client=%s end=%s%s\n",
+                x->method[0] ? x->method : "-", path, x->status, x->bytes,
+                (double)ns / 1e6, x->request_id[0] ? x->request_id : "-",
+                x->client[0] ? x->client : "-", termination_name(toe), rc);
+    }
+    http__sink_abort(x);              /* the client went away mid-body */
+    if (x->deferred)
+        http__d_detach(srv, x->deferred);
+    exchange_free(x);
+}
+
+static void mhd_log(void *cls, const char *f, va_list ap)
+{
+    struct http_server *srv = cls;
+    char msg[512];
+
+    if (srv->quiet)
+        return;
+    vsnprintf(msg, sizeof msg, f, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    fprintf(stderr, "http libmicrohttpd: %s\n", msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* Start and stop                                                       */
+
+static int check_routes(const struct http_route *routes, size_t n, char *err,
+                        size_t errlen)
+{
+    if (n > HTTP_MAX_ROUTES) {
+        http__fmt(err, errlen, "%zu routes, more than the limit of %d", n,
+                  HTTP_MAX_ROUTES);
+        return EC_ELIMIT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct http_route *r = &routes[i];
+        const char *p = r->pattern;
+        char names[HTTP_MAX_PATH_PARAMS][PARAM_NAME_MAX + 1];
+        size_t nparams = 0, mlen = r->method ? strlen(r->method) : 0;
+
+        if (!mlen || mlen > 16 ||
+            strspn(r->method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != mlen) {
+            http__fmt(err, errlen, "route %zu: the method must be 1..16 upper-case "
+                      "letters", i);
+            return EC_EINVAL;
+        }
+        if (!r->handler) {
+            http__fmt(err, errlen, "route %zu (%s): no handler", i, r->method);
+            return EC_EINVAL;
+        }
+        if (!p || p[0] != '/' || strlen(p) > PATTERN_MAX) {
+            http__fmt(err, errlen, "route %zu: the pattern must start with '/' and "
+                      "be at most %d bytes", i, PATTERN_MAX);
+            return EC_EINVAL;
+        }
+        for (p++;; p++) {
+            size_t len = strcspn(p, "/");
+
+            if (http__segment_is_param(p, len)) {
+                size_t nl = len - 2;
+
+                if (nl > PARAM_NAME_MAX ||
+                    strspn(p + 1, "abcdefghijklmnopqrstuvwxyz_") < nl ||
+                    nparams == HTTP_MAX_PATH_PARAMS) {
+                    http__fmt(err, errlen, "route %zu (%s): parameters are {name} "
+                              "with name [a-z_]{1,%d}, at most %d of them", i,
+                              r->pattern, PARAM_NAME_MAX, HTTP_MAX_PATH_PARAMS);
+                    return EC_EINVAL;
+                }
+                memcpy(names[nparams], p + 1, nl);
+                names[nparams][nl] = '\0';
+                for (size_t k = 0; k < nparams; k++)
+                    if (strcmp(names[k], names[nparams]) == 0) {
+                        http__fmt(err, errlen, "route %zu (%s): parameter {%s} "
+                                  "appears twice", i, r->pattern, names[k]);
+                        return EC_EINVAL;
+                    }
+                nparams++;
+            } else {
+                for (size_t k = 0; k < len; k++)
+                    if (!http__is_id_char((unsigned char)p[k]) && p[k] != '~') {
+                        http__fmt(err, errlen, "route %zu (%s): a literal segment "
+                                  "may hold only [A-Za-z0-9_.~-]", i, r->pattern);
+                        return EC_EINVAL;
+                    }
+            }
+            p += len;
+            if (!*p)
+                break;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(routes[k].method, r->method) == 0 &&
+                strcmp(routes[k].pattern, r->pattern) == 0) {
+                http__fmt(err, errlen, "route %zu: %s %s is already route %zu", i,
+                          r->method, r->pattern, k);
+                return EC_EINVAL;
+            }
+    }
+    return 0;
+}
+
+/* Our own listening socket, so that a bind failure can say why (MHD only
+   says that it failed) and port 0 can be read back at once. */
+static int open_listener(const char *host, unsigned port, int *ipv6,
+                         unsigned *bound, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    socklen_t sl;
+    int fd, one = 1;
+
+    memset(&ss, 0, sizeof ss);
+    if (strcmp(host, "localhost") == 0)
+        host = DEFAULT_HOST;
+    if (port > 65535) {
+        http__fmt(err, errlen, "port %u is not in 0..65535", port);
+        return -1;
+    }
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        sl = sizeof *in4;
+        *ipv6 = 0;
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *in6;
+        *ipv6 = 1;
+    } else {
+        http__fmt(err, errlen, "host \"%s\" is not a numeric IPv4 or IPv6 address",
+                  host);
+        return -1;
+    }
+    if ((fd = socket(ss.ss_family, SOCK_STREAM, 0)) < 0) {
+        http__fmt(err, errlen, "cannot create a socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* Accepted sockets inherit it: a reply written in two parts must not
+     * wait for the client's delayed ACK (40 ms on Linux) before its body. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 512) < 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+        http__fmt(err, errlen, "cannot listen on %s port %u: %s", host, port,
+                  strerror(errno));
+        close(fd);
+        return -1;
+    }
+    sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
+    return fd;
+}
+
+/*
+ * Each connection is a descriptor, and the database, the coordinators'
+ * pipes and MHD's own need some more: the soft open-file limit (often
+ * 1024) is raised toward the hard one so that the connection limit, not
+ * EMFILE on accept, is what turns clients away. 0, or -1 with err set.
+ */
+static int raise_nofile(unsigned maxconn, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)maxconn + 256;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        http__fmt(err, errlen, "%u connections need %llu open files, and the hard "
+                  "limit is %llu: lower the connection limit or raise ulimit -Hn",
+                  maxconn, (unsigned long long)want, (unsigned long long)rl.rlim_max);
+        return -1;
+    }
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        http__fmt(err, errlen, "cannot raise the open-file limit to %llu: %s",
+                  (unsigned long long)want, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void free_server(struct http_server *srv)
+{
+    for (size_t i = 0; i < srv->nroutes; i++) {
+        free(srv->routes[i].method);
+        free(srv->routes[i].pattern);
+    }
+    free(srv->routes);
+    free(srv->stats);
+    pthread_mutex_destroy(&srv->lock);
+    pthread_cond_destroy(&srv->tick);
+    pthread_cond_destroy(&srv->drained);
+    free(srv);
+}
+
+struct http_server *http_start(const struct http_config *cfg,
+                               const struct http_route *routes,
+                               size_t nroutes, void *app, char *err,
+                               size_t errlen)
+{
+    static const struct http_config defaults = {0};
+    struct http_server *srv;
+    pthread_condattr_t ca;
+    unsigned threads, maxconn, timeout;
+    int ipv6 = 0;
+    char dummy[8];
+
+    if (!err || !errlen)
+        err = dummy, errlen = sizeof dummy;
+    cfg = cfg ? cfg : &defaults;
+    if (check_routes(routes, nroutes, err, errlen) < 0)
+        return NULL;
+    if (!(srv = calloc(1, sizeof *srv))) {
+        http__fmt(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&srv->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->tick, &ca);
+    pthread_cond_init(&srv->drained, &ca);
+    pthread_condattr_destroy(&ca);
+    srv->listen_fd = -1;
+    srv->app = app;
+    srv->quiet = cfg->access_log_off;
+    srv->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+    srv->id_salt = (unsigned)(http__mono_ns() ^ ((uint64_t)getpid() << 16));
+    srv->routes = calloc(nroutes ? nroutes : 1, sizeof *srv->routes);
+    srv->stats = calloc(nroutes + 1, sizeof *srv->stats);
+    if (!srv->routes || !srv->stats)
+        goto oom;
+    for (size_t i = 0; i < nroutes; i++, srv->nroutes++) {
+        srv->routes[i].method = strdup(routes[i].method);
+        srv->routes[i].pattern = strdup(routes[i].pattern);
+        srv->routes[i].handler = routes[i].handler;
+        srv->routes[i].flags = routes[i].flags;
+        if (!srv->routes[i].method || !srv->routes[i].pattern) {
+            srv->nroutes++;
+            goto oom;
+        }
+    }
+    srv->listen_fd = open_listener(cfg->host ? cfg->host : DEFAULT_HOST,
+                                   cfg->port, &ipv6, &srv->port, err, errlen);
+    if (srv->listen_fd < 0)
+        goto fail;
+    if (pthread_create(&srv->timer, NULL, timer_main, srv) != 0) {
+        http__fmt(err, errlen, "cannot start the timer thread");
+        goto fail;
+    }
+    srv->timer_running = 1;
+    threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
+    maxconn = cfg->max_connections ? cfg->max_connections
+                                   : DEFAULT_MAX_CONNECTIONS;
+    timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s
+                                  : DEFAULT_CONN_TIMEOUT_S;
+    if (raise_nofile(maxconn, err, errlen) < 0)
+        goto fail;
+    /*
+     * A pool of epoll threads; suspend/resume needs MHD's wake-up pipe.
+     * MHD answers a few errors itself, before any callback of ours and so
+     * not as problem+json: 431 and 414 when the request line and headers
+     * outgrow its per-connection pool (MHD_POOL; URL_MAX and HEADERS_MAX
+     * answer long ones below that), 505 for an unknown HTTP version; a
+     * request line it cannot parse just closes the connection.
+     */
+    srv->daemon = MHD_start_daemon(
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0),
+        0, NULL, NULL, on_request, srv,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+        MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, maxconn,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_POOL,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_END);
+    if (!srv->daemon) {
+        http__fmt(err, errlen, "libmicrohttpd did not start (%u threads, %u "
+                  "connections)", threads, maxconn);
+        goto fail;
+    }
+    return srv;
+oom:
+    http__fmt(err, errlen, "out of memory");
+fail:
+    if (srv->timer_running) {
+        pthread_mutex_lock(&srv->lock);
+        srv->timer_quit = 1;
+        pthread_cond_signal(&srv->tick);
+        pthread_mutex_unlock(&srv->lock);
+        pthread_join(srv->timer, NULL);
+    }
+    if (srv->listen_fd >= 0)
+        close(srv->listen_fd);
+    free_server(srv);
+    return NULL;
+}
+
+unsigned http_port(const struct http_server *srv)
+{
+    return srv ? srv->port : 0;
+}
+
+void http_stop(struct http_server *srv)
+{
+    struct http_deferred *batch = NULL;
+    struct timespec until;
+
+    if (!srv)
+        return;
+    /*
+     * MHD_quiesce_daemon is not used to stop accepting first: with a pool
+     * of epoll threads (0.9.75) it races the workers removing the listening
+     * socket from their epoll sets, and the loser's MHD_PANIC aborts the
+     * process. Connections accepted during the short drain below are
+     * served, except that nothing can park or stream any more.
+     *
+     * MHD must not be stopped with a connection suspended, so every parked
+     * reply is answered (503) and every stream ended first; stopping
+     * keeps new ones from parking meanwhile.
+     */
+    pthread_mutex_lock(&srv->lock);
+    srv->stopping = 1;
+    for (struct http_deferred *d = srv->deferreds; d; d = d->next)
+        if (http__d_claim_locked(d)) {
+            d->claimed_next = batch;
+            batch = d;
+        }
+    for (struct http_stream *st = srv->streams; st; st = st->next) {
+        pthread_mutex_lock(&st->mu);
+        st->stopping = 1;
+        if (st->suspended) {
+            st->suspended = 0;
+            MHD_resume_connection(st->conn);
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    http__d_fill_batch(batch, 1);
+    /* A fill the app started before we came must finish and resume. */
+    pthread_mutex_lock(&srv->lock);
+    for (struct http_deferred *d = srv->deferreds; d; d = d->next) {
+        pthread_mutex_lock(&d->mu);
+        while (d->state == D_FILLING)
+            pthread_cond_wait(&d->done, &d->mu);
+        pthread_mutex_unlock(&d->mu);
+    }
+    /*
+     * MHD_stop_daemon closes connections at once, even one just resumed
+     * whose last reply is not yet written; give those replies a moment to
+     * go out. Each request leaves its list when it is over.
+     */
+    until = http__ns_to_timespec(http__mono_ns() + STOP_DRAIN_MS * 1000000ull);
+    while ((srv->deferreds || srv->streams) &&
+           pthread_cond_timedwait(&srv->drained, &srv->lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&srv->lock);
+
+    MHD_stop_daemon(srv->daemon);   /* closes the listening socket too */
+
+    pthread_mutex_lock(&srv->lock);
+    srv->timer_quit = 1;
+    pthread_cond_signal(&srv->tick);
+    pthread_mutex_unlock(&srv->lock);
+    pthread_join(srv->timer, NULL);
+    free_server(srv);
+}
