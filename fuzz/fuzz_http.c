@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for the request-line parsers of service/lib/http/
  * (parse.c): the input is a raw request target, "path?query". The path is matched
- * against every pattern of the service's real route table (app_routes),
+ * against every pattern of the service's real route table (api_routes),
  * and the query goes through the strict query parser. Whatever is
  * accepted must be what the header promises: parameters and query pairs
  * within their limits, NUL-free, and pointing into their buffers.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
+#include "api.h"
 #include "http.h"
 
 static void fail(const char *what)
@@ -24,8 +24,8 @@ static void match_routes(const char *path)
 {
     size_t plen = strlen(path);
 
-    for (size_t i = 0; i < app_nroutes; i++) {
-        const char *pattern = app_routes[i].pattern;
+    for (size_t i = 0; i < api_nroutes; i++) {
+        const char *pattern = api_routes[i].pattern;
         struct http_kv params[HTTP_MAX_PATH_PARAMS];
         struct http_parse_error err;
         size_t n = 0, need = plen + strlen(pattern) + 2;

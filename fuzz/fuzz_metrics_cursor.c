@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
+#include "api.h"
 #include "http.h"
 
 static void fail(const char *what, const struct metrics_cursor *c)

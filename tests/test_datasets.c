@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <zlib.h>
 
-#include "datasets.h"
+#include "catalog.h"
 #include "sha256.h"
 #include "testutil.h"
 
@@ -1010,13 +1010,13 @@ START_TEST(test_cleanup_at_start)
     spit(dir, ".upload-bbbbbbbbbbbb", "y", 1);
     spit(dir, ".hidden", "z", 1);
     spit(dir, "kept", "+1 1:1\n", 7);
-    ck_assert_int_eq(datasets_cleanup(dir), 2);
+    ck_assert_int_eq(catalog_cleanup(dir), 2);
     l = listing(dir);
     ck_assert_str_eq(l, ".\n..\n.hidden\nkept\n");
     free(l);
-    ck_assert_int_eq(datasets_cleanup(dir), 0);
+    ck_assert_int_eq(catalog_cleanup(dir), 0);
     remove_tree(dir);
-    ck_assert_int_eq(datasets_cleanup("/nonexistent/ecopt"), -1);
+    ck_assert_int_eq(catalog_cleanup("/nonexistent/ecopt"), -1);
 }
 END_TEST
 

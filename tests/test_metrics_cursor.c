@@ -7,7 +7,7 @@
  */
 #include <stdint.h>
 
-#include "app.h"
+#include "api.h"
 #include "http.h"
 #include "testutil.h"
 

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "app.h"
+#include "api.h"
 #include "serverutil.h"
 #include "testutil.h"
 
@@ -614,16 +614,16 @@ START_TEST(test_openapi_matches_routes)
             (strcmp(method, "get") == 0 || strcmp(method, "post") == 0 ||
              strcmp(method, "delete") == 0 || strcmp(method, "put") == 0)) {
             int found = 0;
-            for (size_t i = 0; i < app_nroutes; i++)
-                if (strcasecmp(app_routes[i].method, method) == 0 &&
-                    strcmp(app_routes[i].pattern, path) == 0)
+            for (size_t i = 0; i < api_nroutes; i++)
+                if (strcasecmp(api_routes[i].method, method) == 0 &&
+                    strcmp(api_routes[i].pattern, path) == 0)
                     found = 1;
             ck_assert_msg(found, "%s %s is documented but not routed", method, path);
             documented++;
         }
     }
     fclose(f);
-    ck_assert_int_eq(documented, (int)app_nroutes);
+    ck_assert_int_eq(documented, (int)api_nroutes);
 }
 END_TEST
 

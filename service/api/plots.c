@@ -1,9 +1,11 @@
 /*
- * The plot routes: decode the query, read the curves from the store,
+ * The plot routes, GET /v1/jobs/{id}/plot.svg and
+ * /v1/experiments/{id}/plot.svg?x=rounds|bits|seconds&max_points=N (one
+ * curve per job): decode the query, read the curves from the store,
  * draw them with plot_svg, reply image/svg+xml. A job another user owns
  * is a 404 here exactly as on GET /v1/jobs/{id}.
  */
-#include "plots.h"
+#include "api.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
 #include "plot.h"
 
+/* Rows read per curve at most (evenly thinned by the store), before the
+   writer's own min/max downsampling to the plot's max_points. */
+#define PLOTS_JOB_ROWS 10000
+#define PLOTS_EXPERIMENT_ROWS 4000
 #define PLOT_POINTS_DEFAULT 1000
 #define PLOT_POINTS_MIN 10
 #define PLOT_POINTS_MAX 5000
@@ -39,11 +44,6 @@ static void curve_free(struct curve *c)
     free(c->y);
     c->x = c->y = NULL;
     c->n = 0;
-}
-
-static const char *owner_of(const struct token *t)
-{
-    return t->admin ? NULL : t->name;
 }
 
 static int bad_param(struct http_resp *rs, const char *param, const char *detail)
@@ -209,10 +209,9 @@ static int reply_svg(struct http_resp *rs, const plot_spec *sp, const plot_serie
     return rc;
 }
 
-int plots_job(struct http_req *rq, struct http_resp *rs)
+int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
-    const struct token *t = app_authn(rq, rs);
     struct store_job job = {0};
     struct store_err e = {0};
     struct curve c = {0};
@@ -222,16 +221,16 @@ int plots_job(struct http_req *rq, struct http_resp *rs)
     char title[256], label[200];
     int rc;
 
-    if (!t || plot_query(rq, rs, &xaxis, &max_points) < 0)
+    if (plot_query(rq, rs, &xaxis, &max_points) < 0)
         return 0;
     st = app_reader(a);
-    rc = store_job_get(st, http_param(rq, "id"), owner_of(t), &job, &e);
+    rc = store_job_get(st, http_param(rq, "id"), api_owner_of(t), &job, &e);
     if (rc == 0)
         rc = curve_load(st, job.id, xaxis, PLOTS_JOB_ROWS, &c, &e);
     app_reader_done(a, st);
     if (rc < 0) {
         store_job_clear(&job);
-        return store_problem(rs, &e, "no such job");
+        return api_reply_store(rs, &e, "no such job");
     }
     problem_title(NULL, &job, title, sizeof title);
     job_label(&job, label, sizeof label);
@@ -245,10 +244,9 @@ int plots_job(struct http_req *rq, struct http_resp *rs)
     return rc;
 }
 
-int plots_experiment(struct http_req *rq, struct http_resp *rs)
+int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
-    const struct token *t = app_authn(rq, rs);
     struct store_experiment x = {0};
     struct store_job *jobs = NULL;
     struct store_err e = {0};
@@ -260,12 +258,12 @@ int plots_experiment(struct http_req *rq, struct http_resp *rs)
     size_t max_points, n = 0;
     int rc;
 
-    if (!t || plot_query(rq, rs, &xaxis, &max_points) < 0)
+    if (plot_query(rq, rs, &xaxis, &max_points) < 0)
         return 0;
     st = app_reader(a);
-    rc = store_experiment_get(st, http_param(rq, "id"), owner_of(t), &x, &e);
+    rc = store_experiment_get(st, http_param(rq, "id"), api_owner_of(t), &x, &e);
     if (rc == 0)
-        rc = store_experiment_list_jobs(st, x.id, owner_of(t), &jobs, &n, &e);
+        rc = store_experiment_list_jobs(st, x.id, api_owner_of(t), &jobs, &n, &e);
     if (rc == 0 && n > 0) {
         curves = calloc(n, sizeof *curves);
         series = calloc(n, sizeof *series);
@@ -282,7 +280,7 @@ int plots_experiment(struct http_req *rq, struct http_resp *rs)
     }
     app_reader_done(a, st);
     if (rc < 0) {
-        rc = store_problem(rs, &e, "no such experiment");
+        rc = api_reply_store(rs, &e, "no such experiment");
     } else {
         if (n > 0) {
             problem_title(x.name, &jobs[0], title, sizeof title);

@@ -6,6 +6,8 @@
  */
 #include "ui.h"
 
+#include "api.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -104,12 +106,14 @@ static int serve(struct http_req *rq, struct http_resp *rs, const char *name)
     return http_reply_text(rs, 200, content_type(name), a->data, *a->len);
 }
 
-int ui_index(struct http_req *rq, struct http_resp *rs)
+int h_ui_index(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
+    (void)who;
     return serve(rq, rs, "index.html");
 }
 
-int ui_file(struct http_req *rq, struct http_resp *rs)
+int h_ui_file(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
+    (void)who;
     return serve(rq, rs, http_param(rq, "file"));
 }

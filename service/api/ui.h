@@ -9,12 +9,8 @@
 
 #include <stddef.h>
 
-#include "http.h"
-
-/* GET /: the dashboard's page. */
-int ui_index(struct http_req *rq, struct http_resp *rs);
-/* GET /ui/{file}: one of its files, or a 404 naming it. */
-int ui_file(struct http_req *rq, struct http_resp *rs);
+/* The routes are h_ui_index (GET /, the dashboard's page) and h_ui_file
+   (GET /ui/{file}: one of its files, or a 404 naming it), in api.h. */
 
 /* How many files are embedded (0 in a build that did not embed web/). */
 size_t ui_file_count(void);

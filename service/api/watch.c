@@ -1,10 +1,9 @@
 /*
- * Waiting on jobs without busy polling: long-polls (deferred replies) and
- * Server-Sent Event streams register here, and the scheduler notifies a
- * job's watchers after each batch of rows it stores and when the job ends.
+ * The watchers of watch.h: a list of waiters under one lock; a change of a
+ * job answers its long-polls and wakes its streams.
  */
 #define _GNU_SOURCE
-#include "app.h"
+#include "watch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +17,16 @@
 struct waiter {
     struct waiter *next;
     struct app *app;
+    struct watch *hub;
     char id[STORE_ID_LEN + 1];
     int stream;                  /* 0: a long-poll, 1: an SSE stream */
     /* long-poll */
     struct http_deferred *d;
     double deadline;
     long long after;
-    size_t limit, every;
-    int csv;
+    http_fill_fn fill;
+    void *arg;
+    void (*free_arg)(void *);
     /* stream; refs and closed are guarded by the hub's lock */
     struct http_stream *st;
     long long last_round;
@@ -35,16 +36,28 @@ struct waiter {
 };
 
 struct watch {
+    struct app *app;
     pthread_mutex_t lock;
     struct waiter *head;
 };
 
-int watch_init(struct app *a)
+struct watch *watch_new(struct app *a)
 {
-    if (!(a->watch = calloc(1, sizeof *a->watch)))
-        return -1;
-    pthread_mutex_init(&a->watch->lock, NULL);
-    return 0;
+    struct watch *h = calloc(1, sizeof *h);
+
+    if (!h)
+        return NULL;
+    h->app = a;
+    pthread_mutex_init(&h->lock, NULL);
+    return h;
+}
+
+/* A long-poll's waiter, done with. */
+static void waiter_free(struct waiter *w)
+{
+    if (w->free_arg)
+        w->free_arg(w->arg);
+    free(w);
 }
 
 /* Removes w from the list; the caller holds the lock. 1 if it was there. */
@@ -78,7 +91,7 @@ static void longpoll_fill(struct http_resp *rs, void *arg)
 {
     struct waiter *w = arg;
 
-    app_reply_metrics(w->app, rs, w->id, w->after, w->limit, w->every, w->csv, 0, NULL);
+    w->fill(rs, w->arg);
 }
 
 /* Whether the job has rows after `after`, or has ended. */
@@ -119,12 +132,12 @@ static void settle(struct watch *h, struct waiter *w)
             return;             /* someone else answered it */
     }
     http_deferred_finish(w->d, longpoll_fill, w);
-    free(w);
+    waiter_free(w);
 }
 
-void watch_notify(struct app *a, const char *id)
+void watch_job_changed(void *ctx, const char *id)
 {
-    struct watch *h = a->watch;
+    struct watch *h = ctx;
     struct waiter *ready = NULL, **wake = NULL;
     size_t nwake = 0, cap = 0;
 
@@ -167,9 +180,9 @@ void watch_notify(struct app *a, const char *id)
     free(wake);
 }
 
-void watch_sweep(struct app *a)
+void watch_tick(void *ctx)
 {
-    struct watch *h = a->watch;
+    struct watch *h = ctx;
     struct waiter *done = NULL;
     double now = ec_clock();
 
@@ -191,14 +204,12 @@ void watch_sweep(struct app *a)
         struct waiter *w = done;
         done = w->next;
         http_deferred_finish(w->d, NULL, NULL);
-        free(w);
+        waiter_free(w);
     }
 }
 
-void watch_free(struct app *a)
+void watch_free(struct watch *h)
 {
-    struct watch *h = a->watch;
-
     if (!h)
         return;
     /* The server has stopped: long-polls were answered 503 and streams
@@ -208,33 +219,35 @@ void watch_free(struct app *a)
         h->head = w->next;
         if (!w->stream) {
             http_deferred_finish(w->d, NULL, NULL);
-            free(w);
+            waiter_free(w);
         }
     }
     pthread_mutex_destroy(&h->lock);
     free(h);
-    a->watch = NULL;
 }
 
-int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
-                   long long after, size_t limit, size_t every, int csv,
-                   unsigned wait_ms)
+int watch_longpoll(struct watch *h, struct http_resp *rs, const char *id,
+                   long long after, unsigned wait_ms, http_fill_fn fill,
+                   void *arg, void (*free_arg)(void *))
 {
-    struct watch *h = a->watch;
+    struct app *a = h->app;
     struct waiter *w = calloc(1, sizeof *w);
     int mine;
 
-    if (!w)
+    if (!w) {
+        if (free_arg)
+            free_arg(arg);
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    }
     w->app = a;
     snprintf(w->id, sizeof w->id, "%s", id);
     w->after = after;
-    w->limit = limit;
-    w->every = every;
-    w->csv = csv;
+    w->fill = fill;
+    w->arg = arg;
+    w->free_arg = free_arg;
     w->deadline = ec_clock() + wait_ms / 1000.0;
     if (!(w->d = http_defer(rs, wait_ms, NULL, NULL))) {
-        free(w);
+        waiter_free(w);
         return 0;               /* http_defer has replied */
     }
     /* Register first, then look: a batch stored in between still finds
@@ -250,7 +263,7 @@ int watch_longpoll(struct app *a, struct http_resp *rs, const char *id,
     pthread_mutex_unlock(&h->lock);
     if (mine) {
         http_deferred_finish(w->d, longpoll_fill, w);
-        free(w);
+        waiter_free(w);
     }
     return 0;
 }
@@ -350,7 +363,7 @@ static int events_produce(void *arg, struct http_stream *st)
 static void events_close(void *arg)
 {
     struct waiter *w = arg;
-    struct watch *h = w->app->watch;
+    struct watch *h = w->hub;
 
     pthread_mutex_lock(&h->lock);
     unlink_waiter(h, w);
@@ -359,16 +372,16 @@ static void events_close(void *arg)
     stream_unref(h, w);
 }
 
-int watch_events(struct app *a, struct http_resp *rs, const char *id,
+int watch_events(struct watch *h, struct http_resp *rs, const char *id,
                  long long after)
 {
-    struct watch *h = a->watch;
     struct waiter *w = calloc(1, sizeof *w);
     struct http_stream *st;
 
     if (!w)
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-    w->app = a;
+    w->app = h->app;
+    w->hub = h;
     w->stream = 1;
     snprintf(w->id, sizeof w->id, "%s", id);
     w->last_round = after;

@@ -1,5 +1,5 @@
 /* Bearer tokens: loaded from a file, compared in constant time. */
-#include "app.h"
+#include "auth.h"
 
 #include <errno.h>
 #include <stdio.h>

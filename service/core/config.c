@@ -1,5 +1,5 @@
 /* The service's configuration: defaults, ECOPT_* variables, then flags. */
-#include "app.h"
+#include "config.h"
 
 #include <errno.h>
 #include <getopt.h>

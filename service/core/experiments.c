@@ -1,20 +1,18 @@
 /*
- * Experiments: several algorithm/compressor variants of one problem (same
- * data, split, seed and target), created together and compared in one
- * table of rounds and bits to the target.
+ * Experiments (see experiments.h): the variants merged into the base and
+ * checked as jobs are, stored as one experiment, and read back with each
+ * job's latest row for the comparison.
  */
 #define _GNU_SOURCE
-#include "app.h"
+#include "experiments.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "describe.h"
 #include "jobspec.h"
-
-#define MAX_VARIANTS 32
+#include "scheduler.h"
 
 /* Keys a variant may set: how it runs, never what it solves. */
 static const char *const variant_keys[] = {
@@ -30,199 +28,146 @@ static int variant_key_ok(const char *key)
     return 0;
 }
 
-static int reject(struct http_resp *rs, const char *field, const char *detail)
+static enum experiments_outcome invalid(struct spec_problem *sp, const char *field,
+                                        const char *detail)
 {
-    char msg[512];
-
-    snprintf(msg, sizeof msg, "%s: %s", field, detail);
-    return http_reply_problem(rs, 422, "Invalid experiment", msg,
-                              json_pack("{s:[{s:s, s:s}]}", "errors", "field", field,
-                                        "detail", detail));
+    spec_problem_set(sp, field, NULL, 0, "%s", detail);
+    return EXPERIMENTS_INVALID;
 }
 
-/*
- * POST /v1/experiments {"name": ..., "base": JOBSPEC, "variants": [{...}]}:
- * each variant's keys replace the base's; every resulting spec must pass
- * exactly what POST /v1/jobs checks, and errors name the variant.
- */
-int h_experiments_create(struct http_req *rq, struct http_resp *rs,
-                         const struct token *t)
+enum experiments_outcome experiments_create(struct app *a, const char *owner,
+                                            json_t *doc, struct store_experiment *x,
+                                            struct spec_problem *sp,
+                                            struct store_err *e)
 {
-    struct app *a = rq->app;
-    json_t *doc = http_body_json(rq, rs), *base, *variants, *name;
-    struct store_job_new in[MAX_VARIANTS];
-    char *spec_text[MAX_VARIANTS] = {0}, *labels_text[MAX_VARIANTS] = {0};
+    json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
+    json_t *name = json_object_get(doc, "name"), *value;
+    struct store_job_new in[EXPERIMENTS_MAX_VARIANTS];
+    char *spec_text[EXPERIMENTS_MAX_VARIANTS] = {0};
+    char *labels_text[EXPERIMENTS_MAX_VARIANTS] = {0};
     struct jobspec *specs = NULL;
-    struct store_experiment x = {0};
     struct store_experiment_new xn = {0};
-    struct store_err e = {0};
-    char *xspec = NULL, field[160], location[64];
-    size_t n = 0, key_len;
+    char *xspec = NULL, field[160];
+    enum experiments_outcome out = EXPERIMENTS_CREATED;
+    size_t n = 0;
     const char *key;
-    json_t *value;
-    int rc = 0;
 
-    if (!doc)
-        return 0;
-    base = json_object_get(doc, "base");
-    variants = json_object_get(doc, "variants");
-    name = json_object_get(doc, "name");
+    memset(sp, 0, sizeof *sp);
     json_object_foreach(doc, key, value) {
         if (strcmp(key, "base") && strcmp(key, "variants") && strcmp(key, "name")) {
             snprintf(field, sizeof field, "%s", key);
-            rc = reject(rs, field, "unknown key; allowed keys are: name, base, variants");
-            goto out;
+            return invalid(sp, field, "unknown key; allowed keys are: name, base, variants");
         }
     }
-    (void)key_len;
-    if (!json_is_object(base)) {
-        rc = reject(rs, "base", "must be a job spec object (as for POST /v1/jobs)");
-        goto out;
-    }
+    if (!json_is_object(base))
+        return invalid(sp, "base", "must be a job spec object (as for POST /v1/jobs)");
     if (!json_is_array(variants) || json_array_size(variants) < 1 ||
-        json_array_size(variants) > MAX_VARIANTS) {
-        rc = reject(rs, "variants", "must be an array of 1..32 objects");
-        goto out;
-    }
-    if (name && !json_is_string(name)) {
-        rc = reject(rs, "name", "must be a string");
-        goto out;
-    }
+        json_array_size(variants) > EXPERIMENTS_MAX_VARIANTS)
+        return invalid(sp, "variants", "must be an array of 1..32 objects");
+    if (name && !json_is_string(name))
+        return invalid(sp, "name", "must be a string");
     n = json_array_size(variants);
-    if (!(specs = calloc(n, sizeof *specs))) {
-        rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
+    if (!(specs = calloc(n, sizeof *specs)))
+        return EXPERIMENTS_NO_MEMORY;
+    for (size_t i = 0; i < n && out == EXPERIMENTS_CREATED; i++) {
         json_t *v = json_array_get(variants, i), *merged;
         struct jobspec_errors errs = {0};
-        struct spec_problem sp;
+        struct spec_problem vp;
 
         if (!json_is_object(v)) {
             snprintf(field, sizeof field, "variants[%zu]", i);
-            rc = reject(rs, field, "must be an object");
-            goto out;
+            out = invalid(sp, field, "must be an object");
+            break;
         }
         json_object_foreach(v, key, value) {
             if (!variant_key_ok(key)) {
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
-                rc = reject(rs, field, "a variant sets only how it runs: algorithm, "
-                            "compressor, batch, p, step_size, step_multiplier, name, "
-                            "labels, backend; the problem comes from base");
-                goto out;
+                out = invalid(sp, field, "a variant sets only how it runs: algorithm, "
+                              "compressor, batch, p, step_size, step_multiplier, name, "
+                              "labels, backend; the problem comes from base");
+                break;
             }
         }
+        if (out != EXPERIMENTS_CREATED)
+            break;
         merged = json_deep_copy(base);
         json_object_update(merged, v);
         if (jobspec_from_json(merged, &specs[i], &errs) < 0) {
             json_decref(merged);
             snprintf(field, sizeof field, "variants[%zu].%s", i,
                      errs.count ? errs.item[0].field : "");
-            rc = reject(rs, field, errs.count ? errs.item[0].detail : "invalid");
-            goto out;
+            out = invalid(sp, field, errs.count ? errs.item[0].detail : "invalid");
+            break;
         }
         json_decref(merged);
-        if (app_check_spec(a, &specs[i], &sp) < 0) {
-            snprintf(field, sizeof field, "variants[%zu].%s", i, sp.field);
-            rc = reject(rs, field, sp.detail);
-            goto out;
+        if (jobs_check_spec(a, &specs[i], &vp) < 0) {
+            snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
+            out = invalid(sp, field, vp.detail);
+            break;
         }
-        if (app_job_new(&specs[i], t->name, &in[i], &spec_text[i], &labels_text[i]) < 0) {
-            rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-            goto out;
-        }
+        if (jobs_row_new(&specs[i], owner, &in[i], &spec_text[i], &labels_text[i]) < 0)
+            out = EXPERIMENTS_NO_MEMORY;
     }
-    xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-    xn.owner = t->name;
-    xn.name = json_string_value(name);
-    xn.spec = xspec;
-    pthread_mutex_lock(&a->wlock);
-    rc = store_experiment_create(a->writer, &xn, in, n, &x, NULL, &e);
-    pthread_mutex_unlock(&a->wlock);
-    if (rc < 0) {
-        rc = store_problem(rs, &e, "experiment not created");
-        goto out;
+    if (out == EXPERIMENTS_CREATED) {
+        xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+        xn.owner = owner;
+        xn.name = json_string_value(name);
+        xn.spec = xspec;
+        pthread_mutex_lock(&a->wlock);
+        if (store_experiment_create(a->writer, &xn, in, n, x, NULL, e) < 0)
+            out = EXPERIMENTS_STORE_FAILED;
+        pthread_mutex_unlock(&a->wlock);
+        if (out == EXPERIMENTS_CREATED)
+            sched_wake(a->sched);
     }
-    sched_wake(a->sched);
-    snprintf(location, sizeof location, "/v1/experiments/%s", x.id);
-    http_reply_header(rs, "Location", location);
-    rc = h_experiment_reply(rq, rs, a, x.id, NULL, 201);
-out:
     for (size_t i = 0; i < n; i++) {
         free(spec_text[i]);
         free(labels_text[i]);
     }
     free(specs);
     free(xspec);
-    store_experiment_clear(&x);
-    json_decref(doc);
-    return rc;
+    return out;
+}
+
+void experiment_view_clear(struct experiment_view *v)
+{
+    for (size_t i = 0; v->rows && i < v->n; i++)
+        json_decref(v->rows[i].spec);
+    free(v->rows);
+    store_jobs_free(v->jobs, v->n);
+    store_experiment_clear(&v->x);
+    memset(v, 0, sizeof *v);
 }
 
 /*
- * The comparison: per job, whether it reached its target and, if so, the
- * rounds and bits it took (its last row, since a job stops at its
- * target), else its final relative gap.
+ * Per job, whether it reached its target and, if so, the rounds and bits
+ * it took (its last row, since a job stops at its target), else its final
+ * relative gap.
  */
-int h_experiment_reply(struct http_req *rq, struct http_resp *rs,
-                       struct app *a, const char *id, const char *owner,
-                       int status)
+int experiments_view(struct app *a, const char *id, const char *owner,
+                     struct experiment_view *v, struct store_err *e)
 {
     struct store *st = app_reader(a);
-    struct store_experiment x = {0};
-    struct store_job *jobs = NULL;
-    struct store_err e = {0};
-    size_t n = 0;
-    json_t *table, *list, *spec;
     int rc;
 
-    (void)rq;
-    rc = store_experiment_get(st, id, owner, &x, &e);
+    memset(v, 0, sizeof *v);
+    rc = store_experiment_get(st, id, owner, &v->x, e);
     if (rc == 0)
-        rc = store_experiment_list_jobs(st, id, owner, &jobs, &n, &e);
-    if (rc < 0) {
-        app_reader_done(a, st);
-        store_experiment_clear(&x);
-        return store_problem(rs, &e, "no such experiment");
+        rc = store_experiment_list_jobs(st, id, owner, &v->jobs, &v->n, e);
+    if (rc == 0 && v->n && !(v->rows = calloc(v->n, sizeof *v->rows))) {
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        rc = STORE_ENOMEM;
     }
-    table = json_array();
-    list = json_array();
-    for (size_t i = 0; i < n; i++) {
-        ec_metric last;
-        int have = store_metrics_last(st, jobs[i].id, &last, &e) == 1;
-        json_t *jspec = json_loads(jobs[i].spec, 0, NULL);
-        double target = json_number_value(json_object_get(jspec, "target"));
-        int reached = have && isfinite(last.rel_gap) && last.rel_gap <= target;
-        json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:b}", "job", jobs[i].id,
-                                "algorithm", jobs[i].algorithm, "compressor",
-                                jobs[i].compressor, "state",
-                                store_job_state_name(jobs[i].state), "reached", reached);
-        json_t *comp = json_object_get(jspec, "compressor");
-        json_object_set(row, "compressor_spec", comp ? comp : json_null());
-        json_object_set_new(row, "target", describe_real(target));
-        json_object_set_new(row, "rounds_to_target",
-                            reached ? json_integer((json_int_t)last.round) : json_null());
-        json_object_set_new(row, "bits_up_to_target",
-                            reached ? describe_real(last.bits_up) : json_null());
-        json_object_set_new(row, "seconds_to_target",
-                            reached ? describe_real(last.seconds) : json_null());
-        json_object_set_new(row, "rounds", have ? json_integer((json_int_t)last.round)
-                                                : json_null());
-        json_object_set_new(row, "final_rel_gap", have ? describe_real(last.rel_gap)
-                                                       : json_null());
-        json_array_append_new(table, row);
-        json_array_append_new(list, app_job_json(&jobs[i]));
-        json_decref(jspec);
+    for (size_t i = 0; rc == 0 && i < v->n; i++) {
+        struct experiment_row *r = &v->rows[i];
+
+        r->job = &v->jobs[i];
+        r->have = store_metrics_last(st, r->job->id, &r->last, e) == 1;
+        r->spec = json_loads(r->job->spec, 0, NULL);
+        r->target = json_number_value(json_object_get(r->spec, "target"));
+        r->reached = r->have && isfinite(r->last.rel_gap) && r->last.rel_gap <= r->target;
     }
     app_reader_done(a, st);
-    spec = json_loads(x.spec, 0, NULL);
-    rc = http_reply_json(rs, status,
-                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o}", "id", x.id,
-                                   "owner", x.owner, "name", x.name ? x.name : "",
-                                   "created_at", (json_int_t)x.created_at, "spec",
-                                   spec ? spec : json_null(), "comparison", table,
-                                   "jobs", list));
-    store_jobs_free(jobs, n);
-    store_experiment_clear(&x);
     return rc;
 }

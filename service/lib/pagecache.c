@@ -92,15 +92,54 @@ static void table_put_locked(struct table *t, const char *key, const char *job,
     victim->used = ++t->clock;
 }
 
-/* ---- metric pages ------------------------------------------------------- */
+/* ---- the object --------------------------------------------------------- */
 
-static struct entry page_entries[PAGECACHE_ENTRIES];
-static struct table pages = {PTHREAD_MUTEX_INITIALIZER, page_entries,
-                             PAGECACHE_ENTRIES, 0, 0, 0};
-/* Jobs deleted lately: a reply rendered before the delete must not put
- * their pages back (ids are never reused). Under pages.mu. */
-static char gone[256][128];
-static size_t ngone;
+struct pagecache {
+    struct entry page_entries[PAGECACHE_ENTRIES];
+    struct table pages;
+    /* Jobs deleted lately: a reply rendered before the delete must not put
+     * their pages back (ids are never reused). Under pages.mu. */
+    char gone[256][128];
+    size_t ngone;
+    struct entry job_entries[JOBCACHE_ENTRIES];
+    struct table jobs;
+};
+
+static void table_init(struct table *t, struct entry *e, size_t n)
+{
+    pthread_mutex_init(&t->mu, NULL);
+    t->e = e;
+    t->n = n;
+}
+
+static void table_destroy(struct table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->e[i].body);
+    pthread_mutex_destroy(&t->mu);
+}
+
+struct pagecache *pagecache_new(void)
+{
+    struct pagecache *pc = calloc(1, sizeof *pc);
+
+    if (!pc)
+        return NULL;
+    table_init(&pc->pages, pc->page_entries, PAGECACHE_ENTRIES);
+    table_init(&pc->jobs, pc->job_entries, JOBCACHE_ENTRIES);
+    return pc;
+}
+
+void pagecache_free(struct pagecache *pc)
+{
+    if (!pc)
+        return;
+    table_destroy(&pc->pages);
+    table_destroy(&pc->jobs);
+    free(pc);
+}
+
+/* ---- metric pages ------------------------------------------------------- */
 
 static int make_key(char key[192], const char *job_id, long long after,
                     size_t limit, size_t every)
@@ -109,73 +148,72 @@ static int make_key(char key[192], const char *job_id, long long after,
     return n > 0 && n < 192 ? 0 : -1;
 }
 
-char *pagecache_get(const char *job_id, long long after, size_t limit,
-                    size_t every, size_t *len, char *owner, size_t ownerlen)
+char *pagecache_get(struct pagecache *pc, const char *job_id, long long after,
+                    size_t limit, size_t every, size_t *len, char *owner,
+                    size_t ownerlen)
 {
     char key[192];
 
     if (make_key(key, job_id, after, limit, every) < 0)
         return NULL;
-    return table_get(&pages, key, 0, owner, ownerlen, len);
+    return table_get(&pc->pages, key, 0, owner, ownerlen, len);
 }
 
-void pagecache_put(const char *job_id, const char *owner, long long after,
-                   size_t limit, size_t every, const char *body, size_t len)
+void pagecache_put(struct pagecache *pc, const char *job_id, const char *owner,
+                   long long after, size_t limit, size_t every, const char *body,
+                   size_t len)
 {
     char key[192];
 
     if (make_key(key, job_id, after, limit, every) < 0)
         return;
-    pthread_mutex_lock(&pages.mu);
-    for (size_t i = 0; i < 256 && i < ngone; i++) {
-        if (strcmp(gone[i], job_id) == 0) {
-            pthread_mutex_unlock(&pages.mu);
+    pthread_mutex_lock(&pc->pages.mu);
+    for (size_t i = 0; i < 256 && i < pc->ngone; i++) {
+        if (strcmp(pc->gone[i], job_id) == 0) {
+            pthread_mutex_unlock(&pc->pages.mu);
             return;
         }
     }
-    table_put_locked(&pages, key, job_id, owner, 0, body, len);
-    pthread_mutex_unlock(&pages.mu);
+    table_put_locked(&pc->pages, key, job_id, owner, 0, body, len);
+    pthread_mutex_unlock(&pc->pages.mu);
 }
 
-void pagecache_forget(const char *job_id)
+void pagecache_forget(struct pagecache *pc, const char *job_id)
 {
-    pthread_mutex_lock(&pages.mu);
-    snprintf(gone[ngone++ % 256], sizeof gone[0], "%s", job_id);
-    for (size_t i = 0; i < pages.n; i++) {
-        struct entry *e = &pages.e[i];
+    pthread_mutex_lock(&pc->pages.mu);
+    snprintf(pc->gone[pc->ngone++ % 256], sizeof pc->gone[0], "%s", job_id);
+    for (size_t i = 0; i < pc->pages.n; i++) {
+        struct entry *e = &pc->pages.e[i];
         if (e->body && strcmp(e->job, job_id) == 0) {
             free(e->body);
             e->body = NULL;
             e->key[0] = '\0';
         }
     }
-    pthread_mutex_unlock(&pages.mu);
+    pthread_mutex_unlock(&pc->pages.mu);
 }
 
-void pagecache_counts(unsigned long long *h, unsigned long long *m)
+void pagecache_counts(struct pagecache *pc, unsigned long long *h,
+                      unsigned long long *m)
 {
-    pthread_mutex_lock(&pages.mu);
-    *h = pages.hits;
-    *m = pages.misses;
-    pthread_mutex_unlock(&pages.mu);
+    pthread_mutex_lock(&pc->pages.mu);
+    *h = pc->pages.hits;
+    *m = pc->pages.misses;
+    pthread_mutex_unlock(&pc->pages.mu);
 }
 
 /* ---- job documents ------------------------------------------------------ */
 
-static struct entry job_entries[JOBCACHE_ENTRIES];
-static struct table jobs = {PTHREAD_MUTEX_INITIALIZER, job_entries,
-                            JOBCACHE_ENTRIES, 0, 0, 0};
-
-char *jobcache_get(const char *job_id, unsigned long long gen, char *owner,
-                   size_t ownerlen, size_t *len)
+char *jobcache_get(struct pagecache *pc, const char *job_id, unsigned long long gen,
+                   char *owner, size_t ownerlen, size_t *len)
 {
-    return table_get(&jobs, job_id, gen, owner, ownerlen, len);
+    return table_get(&pc->jobs, job_id, gen, owner, ownerlen, len);
 }
 
-void jobcache_put(const char *job_id, unsigned long long gen, const char *owner,
-                  const char *body, size_t len)
+void jobcache_put(struct pagecache *pc, const char *job_id, unsigned long long gen,
+                  const char *owner, const char *body, size_t len)
 {
-    pthread_mutex_lock(&jobs.mu);
-    table_put_locked(&jobs, job_id, job_id, owner, gen, body, len);
-    pthread_mutex_unlock(&jobs.mu);
+    pthread_mutex_lock(&pc->jobs.mu);
+    table_put_locked(&pc->jobs, job_id, job_id, owner, gen, body, len);
+    pthread_mutex_unlock(&pc->jobs.mu);
 }

@@ -5,7 +5,7 @@
  * code that starts or reaps coordinators.
  */
 #define _GNU_SOURCE
-#include "app.h"
+#include "scheduler.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets.h"
+#include "app.h"
+#include "catalog.h"
 #include "describe.h"
 #include "ecopt/clock.h"
 #include "jobspec.h"
@@ -105,7 +106,11 @@ static void wunlock(struct app *a)
 void sched_wake(struct sched *s)
 {
     char c = 1;
-    ssize_t r = write(s->wake[1], &c, 1);   /* full pipe: already awake */
+    ssize_t r;
+
+    if (!s)
+        return;
+    r = write(s->wake[1], &c, 1);   /* full pipe: already awake */
     (void)r;
 }
 
@@ -161,7 +166,7 @@ static int flush_batch(struct running *r)
     for (size_t i = 0; i < r->nbatch; i++)
         free(r->docs[i]);
     r->nbatch = 0;
-    watch_notify(r->app, r->id);
+    app_job_changed(r->app, r->id);
     return 0;
 }
 
@@ -253,7 +258,7 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
 {
     struct jobspec js;
     struct jobspec_errors jerr = {0};
-    struct datasets_file df;
+    struct catalog_file df;
     struct store_pstar *v = NULL;
     struct store_err e = {0};
     struct store *st;
@@ -263,7 +268,7 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
     int rc = -1;
 
     if (jobspec_parse(spec, strlen(spec), &js, &jerr) < 0 ||
-        datasets_file(a, js.job.dataset, &df, err, sizeof err) < 0)
+        catalog_file(a, js.job.dataset, &df, err, sizeof err) < 0)
         return -1;
     memcpy(r->sha256, df.sha256, sizeof r->sha256);
     snprintf(r->loss, sizeof r->loss, "%s", ec_loss_name(js.job.loss));
@@ -456,7 +461,7 @@ static int record_end(struct sched *s, struct running *r)
     }
     if (rc < 0 && e.code != STORE_ESTATE)
         fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
-    watch_notify(s->app, r->id);
+    app_job_changed(s->app, r->id);
     runner_free(r->rj);
     r->rj = NULL;
     return 0;
@@ -728,7 +733,7 @@ static void *sched_main(void *arg)
             start_jobs(s);
             s->start_at = ec_clock() + START_SECONDS;
         }
-        watch_sweep(s->app);
+        app_tick(s->app);
         pthread_mutex_lock(&s->lock);
         pfd[np++] = (struct pollfd){s->wake[0], POLLIN, 0};
         /* Not the pipes of jobs that ended, nor of those holding all the

@@ -1,11 +1,9 @@
 /*
- * The datasets API over the data directory: listings with stats, one
- * dataset's stats, and streamed uploads. Every file is reached through a
- * descriptor of the directory (openat, O_NOFOLLOW) and a name checked by
- * datasets_name_check, so no request can name anything outside it.
+ * The catalog of catalog.h over the data directory: listings with stats,
+ * one dataset's stats, what a job needs of a dataset, and uploads.
  */
 #define _GNU_SOURCE
-#include "datasets.h"
+#include "catalog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +19,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "app.h"
 #include "ecopt/data.h"
@@ -38,18 +38,17 @@
  */
 #define NOT_UPLOADED (-1)
 
-/* The upload limit: --max-upload, ECOPT_MAX_UPLOAD. */
-static size_t upload_limit(const struct app *a)
+size_t catalog_upload_limit(const struct app *a)
 {
     return a->cfg.max_upload ? a->cfg.max_upload
-                             : DATASETS_MAX_UPLOAD_DEFAULT;
+                             : CATALOG_MAX_UPLOAD_DEFAULT;
 }
 
-const char *datasets_name_check(const char *name)
+const char *catalog_name_check(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
 
-    if (n == 0 || n > DATASETS_NAME_MAX)
+    if (n == 0 || n > CATALOG_NAME_MAX)
         return "a dataset name is 1..128 bytes of [A-Za-z0-9._-], not "
                "starting with '.'";
     if (name[0] == '.')
@@ -74,20 +73,6 @@ static int64_t wall_ms(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A disk that is full (or a file size limit) is the server's state, not
-   the request's fault: 503, try later. Anything else is a 500. */
-static int reply_io(struct http_resp *rs, int err, const char *what)
-{
-    char detail[300];
-
-    snprintf(detail, sizeof detail, "%s: %s", what, strerror(err));
-    if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-        http_reply_header(rs, "Retry-After", "60");
-        return http_reply_problem(rs, 503, NULL, detail, NULL);
-    }
-    return http_reply_problem(rs, 500, NULL, detail, NULL);
 }
 
 static int open_data_dir(const struct app *a)
@@ -175,7 +160,7 @@ static void replace_all(const char *msg, const char *from, const char *to,
 static int read_fd(const struct app *a, int fd, const char *file,
                    const char *shown, ec_dataset *ds, char *msg, size_t len)
 {
-    char path[PATH_MAX + DATASETS_NAME_MAX + 32];
+    char path[PATH_MAX + CATALOG_NAME_MAX + 32];
     ec_err e = {0};
     int rc;
 
@@ -197,36 +182,20 @@ static json_t *label_json(double v)
     return json_real(v);
 }
 
-/* A JSON string of s even if it is not UTF-8 (other bytes become '?'). */
-static json_t *text_json(const char *s)
-{
-    json_t *j = json_string(s);
-    char *copy;
-
-    if (j || !s)
-        return j;
-    if (!(copy = strdup(s)))
-        return NULL;
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    j = json_string(copy);
-    free(copy);
-    return j;
-}
-
 /* ---- what a file is: its stats or the reader's refusal ------------------- */
 
-struct file_stats {
-    struct store_dataset ds;    /* name, sha256 and bytes always */
-    char *error;                /* the reader's message; NULL: ds has stats */
-};
-
-static void file_stats_clear(struct file_stats *fs)
+void catalog_item_clear(struct catalog_item *it)
 {
-    store_dataset_clear(&fs->ds);
-    free(fs->error);
-    fs->error = NULL;
+    store_dataset_clear(&it->ds);
+    free(it->error);
+    it->error = NULL;
+}
+
+void catalog_items_free(struct catalog_item *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        catalog_item_clear(&items[i]);
+    free(items);
 }
 
 static int stats_from(const ec_dataset *d, struct store_dataset *ds)
@@ -242,37 +211,17 @@ static int stats_from(const ec_dataset *d, struct store_dataset *ds)
     return ds->labels ? 0 : -1;
 }
 
-static json_t *stats_json(const struct file_stats *fs)
-{
-    const struct store_dataset *ds = &fs->ds;
-    json_t *labels;
-
-    if (fs->error)
-        return json_pack("{s:s, s:I, s:s, s:o}", "name", ds->name, "bytes",
-                         (json_int_t)ds->bytes, "sha256", ds->sha256, "error",
-                         text_json(fs->error));
-    labels = ds->labels ? json_loads(ds->labels, 0, NULL) : NULL;
-    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o}", "name",
-                     ds->name, "rows", (json_int_t)ds->rows, "d",
-                     (json_int_t)ds->d, "nnz", (json_int_t)ds->nnz, "labels",
-                     labels ? labels : json_null(), "bytes",
-                     (json_int_t)ds->bytes, "sha256", ds->sha256,
-                     "uploaded_at",
-                     ds->uploaded_at > 0 ? json_integer(ds->uploaded_at)
-                                         : json_null());
-}
-
 /* ---- the memo: what each file was, while it stays the same file ---------- */
 
 /*
  * Hashing every file at every listing would read the whole directory each
  * time. While a file keeps its device, inode, size, mtime and ctime (which
  * no one can set back) it is the same file, and what was found last time
- * holds. The memo is the process's; the store keeps the stats across
+ * holds. The memo is the server's; the store keeps the stats across
  * restarts, checked against the file's SHA-256.
  */
 struct memo_entry {
-    char name[DATASETS_NAME_MAX + 1];
+    char name[CATALOG_NAME_MAX + 1];
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -284,12 +233,34 @@ struct memo_entry {
     unsigned long gen;          /* the last listing that saw it */
 };
 
-static struct {
+struct catalog {
     pthread_mutex_t mu;
     struct memo_entry *e;
     size_t n, cap;
     unsigned long gen;
-} memo = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0};
+};
+
+struct catalog *catalog_new(void)
+{
+    struct catalog *c = calloc(1, sizeof *c);
+
+    if (c)
+        pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void catalog_free(struct catalog *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->e[i].labels);
+        free(c->e[i].error);
+    }
+    free(c->e);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
 
 static int same_time(const struct timespec *a, const struct timespec *b)
 {
@@ -303,25 +274,25 @@ static int same_file(const struct memo_entry *m, const struct stat *st)
            same_time(&m->ctime, &st->st_ctim);
 }
 
-/* memo.mu held. */
-static struct memo_entry *memo_find(const char *name)
+/* memo->mu held. */
+static struct memo_entry *memo_find(struct catalog *memo, const char *name)
 {
-    for (size_t i = 0; i < memo.n; i++)
-        if (strcmp(memo.e[i].name, name) == 0)
-            return &memo.e[i];
+    for (size_t i = 0; i < memo->n; i++)
+        if (strcmp(memo->e[i].name, name) == 0)
+            return &memo->e[i];
     return NULL;
 }
 
 /* Fills out (name, sha256, bytes and stats or error) when st is the file
    the memo knows by that name. 0, or -1 when it does not. */
-static int memo_get(const char *name, const struct stat *st,
-                    unsigned long gen, struct file_stats *out)
+static int memo_get(struct catalog *memo, const char *name, const struct stat *st,
+                    unsigned long gen, struct catalog_item *out)
 {
     struct memo_entry *m;
     int rc = -1;
 
-    pthread_mutex_lock(&memo.mu);
-    if ((m = memo_find(name)) && same_file(m, st)) {
+    pthread_mutex_lock(&memo->mu);
+    if ((m = memo_find(memo, name)) && same_file(m, st)) {
         out->ds.name = strdup(name);
         memcpy(out->ds.sha256, m->sha256, sizeof m->sha256);
         out->ds.bytes = m->size;
@@ -334,14 +305,14 @@ static int memo_get(const char *name, const struct stat *st,
             m->gen = gen;
         rc = out->ds.name && (out->ds.labels || out->error) ? 0 : -1;
         if (rc < 0)
-            file_stats_clear(out);
+            catalog_item_clear(out);
     }
-    pthread_mutex_unlock(&memo.mu);
+    pthread_mutex_unlock(&memo->mu);
     return rc;
 }
 
-static void memo_put(const char *name, const struct stat *st,
-                     unsigned long gen, const struct file_stats *fs)
+static void memo_put(struct catalog *memo, const char *name, const struct stat *st,
+                     unsigned long gen, const struct catalog_item *fs)
 {
     struct memo_entry *m, fresh = {0};
 
@@ -360,55 +331,55 @@ static void memo_put(const char *name, const struct stat *st,
     fresh.gen = gen;
     if (!fresh.labels && !fresh.error)
         return;                 /* out of memory: it is only a memo */
-    pthread_mutex_lock(&memo.mu);
-    if ((m = memo_find(name))) {
+    pthread_mutex_lock(&memo->mu);
+    if ((m = memo_find(memo, name))) {
         free(m->labels);
         free(m->error);
         *m = fresh;
     } else {
-        if (memo.n == memo.cap) {
-            size_t cap = memo.cap ? 2 * memo.cap : 32;
-            struct memo_entry *e = realloc(memo.e, cap * sizeof *e);
+        if (memo->n == memo->cap) {
+            size_t cap = memo->cap ? 2 * memo->cap : 32;
+            struct memo_entry *e = realloc(memo->e, cap * sizeof *e);
 
             if (e) {
-                memo.e = e;
-                memo.cap = cap;
+                memo->e = e;
+                memo->cap = cap;
             }
         }
-        if (memo.n < memo.cap) {
-            memo.e[memo.n++] = fresh;
+        if (memo->n < memo->cap) {
+            memo->e[memo->n++] = fresh;
         } else {
             free(fresh.labels);
             free(fresh.error);
         }
     }
-    pthread_mutex_unlock(&memo.mu);
+    pthread_mutex_unlock(&memo->mu);
 }
 
-static unsigned long memo_new_gen(void)
+static unsigned long memo_new_gen(struct catalog *memo)
 {
     unsigned long gen;
 
-    pthread_mutex_lock(&memo.mu);
-    gen = ++memo.gen;
-    pthread_mutex_unlock(&memo.mu);
+    pthread_mutex_lock(&memo->mu);
+    gen = ++memo->gen;
+    pthread_mutex_unlock(&memo->mu);
     return gen;
 }
 
 /* After a listing: files it did not see are gone from the directory. */
-static void memo_sweep(unsigned long gen)
+static void memo_sweep(struct catalog *memo, unsigned long gen)
 {
-    pthread_mutex_lock(&memo.mu);
-    for (size_t i = 0; i < memo.n;) {
-        if (memo.e[i].gen < gen) {
-            free(memo.e[i].labels);
-            free(memo.e[i].error);
-            memo.e[i] = memo.e[--memo.n];
+    pthread_mutex_lock(&memo->mu);
+    for (size_t i = 0; i < memo->n;) {
+        if (memo->e[i].gen < gen) {
+            free(memo->e[i].labels);
+            free(memo->e[i].error);
+            memo->e[i] = memo->e[--memo->n];
         } else {
             i++;
         }
     }
-    pthread_mutex_unlock(&memo.mu);
+    pthread_mutex_unlock(&memo->mu);
 }
 
 /* ---- one file's stats ---------------------------------------------------- */
@@ -425,7 +396,7 @@ static int row_matches(const struct store_dataset *row,
  * meanwhile become this very file (an upload that just finished keeps its
  * uploaded_at). fs->ds.uploaded_at is then the row's.
  */
-static void store_found(struct app *a, struct file_stats *fs)
+static void store_found(struct app *a, struct catalog_item *fs)
 {
     struct store_dataset now = {0};
     struct store_err e = {0};
@@ -454,11 +425,11 @@ static void store_found(struct app *a, struct file_stats *fs)
  */
 static int file_stats(struct app *a, int dirfd, const char *name,
                       const struct store_dataset *row, unsigned long gen,
-                      struct file_stats *out, struct stat *st_out)
+                      struct catalog_item *out, struct stat *st_out)
 {
     struct stat st, after;
     ec_dataset d = {0};
-    char msg[sizeof ((ec_err *)0)->msg + DATASETS_NAME_MAX];
+    char msg[sizeof ((ec_err *)0)->msg + CATALOG_NAME_MAX];
     int fd, err, rc = 0;
 
     memset(out, 0, sizeof *out);
@@ -466,7 +437,7 @@ static int file_stats(struct app *a, int dirfd, const char *name,
         return -1;
     if (st_out)
         *st_out = st;
-    if (memo_get(name, &st, gen, out) < 0) {
+    if (memo_get(a->catalog, name, &st, gen, out) < 0) {
         if (!(out->ds.name = strdup(name)) || hash_fd(fd, out->ds.sha256) < 0)
             goto fail;
         out->ds.bytes = st.st_size;
@@ -492,7 +463,7 @@ static int file_stats(struct app *a, int dirfd, const char *name,
             after.st_size == st.st_size &&
             same_time(&after.st_mtim, &st.st_mtim) &&
             same_time(&after.st_ctim, &st.st_ctim))
-            memo_put(name, &st, gen, out);
+            memo_put(a->catalog, name, &st, gen, out);
     }
     close(fd);
     if (row_matches(row, &out->ds))
@@ -503,12 +474,12 @@ static int file_stats(struct app *a, int dirfd, const char *name,
 fail:
     err = errno;
     close(fd);
-    file_stats_clear(out);
+    catalog_item_clear(out);
     errno = err;
     return -1;
 }
 
-/* ---- GET /v1/datasets and /v1/datasets/{name} ---------------------------- */
+/* ---- listings and lookups ------------------------------------------------ */
 
 static int by_name(const void *x, const void *y)
 {
@@ -539,7 +510,7 @@ static int list_names(int dirfd, char ***out, size_t *n)
         return -1;
     }
     while ((errno = 0, de = readdir(dir))) {
-        if (datasets_name_check(de->d_name) ||
+        if (catalog_name_check(de->d_name) ||
             (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
             continue;
         if (count == cap) {
@@ -584,112 +555,113 @@ static const struct store_dataset *find_row(const struct store_dataset *rows,
     return NULL;
 }
 
-int datasets_list(struct http_req *rq, struct http_resp *rs)
+int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
+                 int *store_failed, struct store_err *e)
 {
-    struct app *a = rq->app;
     struct store_dataset *rows = NULL;
-    struct store_err e = {0};
+    struct catalog_item *out = NULL;
     struct store *st;
     char **names = NULL;
-    size_t nrows = 0, nnames = 0;
+    size_t nrows = 0, nnames = 0, count = 0;
     unsigned long gen;
-    json_t *list = NULL;
-    int dirfd = -1, rc;
+    int dirfd, rc = -1, err = 0;
 
-    if (!app_authn(rq, rs))
-        return 0;
-    if ((dirfd = open_data_dir(a)) < 0 ||
-        list_names(dirfd, &names, &nnames) < 0) {
-        rc = reply_io(rs, errno, "the data directory cannot be read");
+    *items = NULL;
+    *n = 0;
+    *store_failed = 0;
+    if ((dirfd = open_data_dir(a)) < 0)
+        return -1;
+    if (list_names(dirfd, &names, &nnames) < 0) {
+        err = errno;
         goto out;
     }
     st = app_reader(a);
-    rc = store_dataset_list(st, &rows, &nrows, &e);
+    rc = store_dataset_list(st, &rows, &nrows, e);
     app_reader_done(a, st);
     if (rc < 0) {
-        rc = store_problem(rs, &e, "no datasets");
+        *store_failed = 1;
         goto out;
     }
-    gen = memo_new_gen();
-    list = json_array();
+    rc = -1;
+    if (nnames && !(out = calloc(nnames, sizeof *out))) {
+        err = ENOMEM;
+        goto out;
+    }
+    gen = memo_new_gen(a->catalog);
     for (size_t i = 0; i < nnames; i++) {
-        struct file_stats fs;
-        json_t *item;
+        struct catalog_item *it = &out[count];
 
         if (file_stats(a, dirfd, names[i], find_row(rows, nrows, names[i]),
-                       gen, &fs, NULL) < 0) {
+                       gen, it, NULL) < 0) {
             if (errno == ENOENT)
                 continue;       /* gone since the directory was read */
-            item = json_pack("{s:s, s:s+}", "name", names[i], "error",
-                             "the file cannot be read: ", strerror(errno));
-        } else {
-            item = stats_json(&fs);
-            file_stats_clear(&fs);
+            memset(it, 0, sizeof *it);
+            if (asprintf(&it->error, "the file cannot be read: %s",
+                         strerror(errno)) < 0)
+                it->error = NULL;
+            if (!(it->ds.name = strdup(names[i])) || !it->error) {
+                catalog_item_clear(it);
+                err = ENOMEM;
+                catalog_items_free(out, count);
+                out = NULL;
+                count = 0;
+                goto out;
+            }
+            it->ds.bytes = -1;      /* not known: the file was not read */
         }
-        json_array_append_new(list, item);
+        count++;
     }
-    memo_sweep(gen);
-    rc = http_reply_json(rs, 200, json_pack("{s:o}", "datasets", list));
+    memo_sweep(a->catalog, gen);
+    *items = out;
+    *n = count;
+    rc = 0;
 out:
     store_datasets_free(rows, nrows);
     free_names(names, nnames);
-    if (dirfd >= 0)
-        close(dirfd);
+    close(dirfd);
+    if (rc < 0 && err)
+        errno = err;
     return rc;
 }
 
-int datasets_get(struct http_req *rq, struct http_resp *rs)
+int catalog_get(struct app *a, const char *name, struct catalog_item *it,
+                int *store_failed, struct store_err *e)
 {
-    struct app *a = rq->app;
-    const char *name = http_param(rq, "name");
     struct store_dataset row = {0};
-    struct store_err e = {0};
-    struct file_stats fs;
     struct store *st;
-    char detail[300];
-    const char *why;
-    int dirfd = -1, rc, found;
+    int dirfd, rc, found, err;
 
-    if (!app_authn(rq, rs))
-        return 0;
-    if ((why = datasets_name_check(name))) {
-        snprintf(detail, sizeof detail, "no dataset '%.60s': %s", name, why);
-        return http_reply_problem(rs, 404, NULL, detail, NULL);
+    *store_failed = 0;
+    memset(it, 0, sizeof *it);
+    if (catalog_name_check(name)) {
+        errno = ENOENT;
+        return -1;
     }
     if ((dirfd = open_data_dir(a)) < 0)
-        return reply_io(rs, errno, "the data directory cannot be read");
+        return -1;
     st = app_reader(a);
-    rc = store_dataset_get(st, name, &row, &e);
+    rc = store_dataset_get(st, name, &row, e);
     app_reader_done(a, st);
     if (rc < 0 && rc != STORE_ENOTFOUND) {
-        rc = store_problem(rs, &e, "no such dataset");
-        goto out;
+        *store_failed = 1;
+        close(dirfd);
+        return -1;
     }
     found = rc == 0;
-    if (file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, NULL) < 0) {
-        if (errno == ENOENT) {
-            snprintf(detail, sizeof detail, "no dataset '%s' in the data "
-                     "directory (GET /v1/datasets lists them)", name);
-            rc = http_reply_problem(rs, 404, NULL, detail, NULL);
-        } else {
-            rc = reply_io(rs, errno, "the dataset cannot be read");
-        }
-        goto out;
-    }
-    rc = http_reply_json(rs, 200, stats_json(&fs));
-    file_stats_clear(&fs);
-out:
+    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, it, NULL);
+    err = errno;
     store_dataset_clear(&row);
     close(dirfd);
+    errno = err;
     return rc;
 }
 
-int datasets_file(struct app *a, const char *name, struct datasets_file *out,
-                  char *err, size_t errlen)
+int catalog_file(struct app *a, const char *name, struct catalog_file *out,
+                 char *err, size_t errlen)
 {
     struct store_dataset row = {0};
     struct store_err e = {0};
-    struct file_stats fs;
+    struct catalog_item fs;
     struct store *st;
     int dirfd, rc, found;
 
@@ -711,28 +683,28 @@ int datasets_file(struct app *a, const char *name, struct datasets_file *out,
     }
     if (fs.error) {
         snprintf(err, errlen, "%s", fs.error);
-        file_stats_clear(&fs);
+        catalog_item_clear(&fs);
         return -1;
     }
     out->rows = fs.ds.rows;
     out->d = fs.ds.d;
     memcpy(out->sha256, fs.ds.sha256, sizeof out->sha256);
-    file_stats_clear(&fs);
+    catalog_item_clear(&fs);
     return 0;
 }
 
-/* ---- POST /v1/datasets?name=NAME: uploads -------------------------------- */
+/* ---- uploads --------------------------------------------------------------- */
 
 /*
  * One upload: the temporary file it goes to, its hash so far, and the
  * first write error. abort or end frees it and, unless it was renamed into
  * place, removes the temporary file.
  */
-struct upload {
+struct catalog_upload {
     struct app *app;
     int dirfd, fd;
-    char tmp[sizeof DATASETS_TEMP_PREFIX + TEMP_LETTERS];  /* "" once renamed */
-    char name[DATASETS_NAME_MAX + 1];
+    char tmp[sizeof CATALOG_TEMP_PREFIX + TEMP_LETTERS];  /* "" once renamed */
+    char name[CATALOG_NAME_MAX + 1];
     int replace;
     struct sha256 sha;
     uint64_t bytes;
@@ -741,7 +713,7 @@ struct upload {
     size_t fill;
 };
 
-static void upload_free(struct upload *up)
+static void upload_free(struct catalog_upload *up)
 {
     if (up->fd >= 0)
         close(up->fd);
@@ -780,11 +752,11 @@ static void temp_letters(char *out, size_t n)
 }
 
 /* The temporary file, created here and only here (O_EXCL), mode 0640. */
-static int make_temp(struct upload *up)
+static int make_temp(struct catalog_upload *up)
 {
-    size_t pl = sizeof DATASETS_TEMP_PREFIX - 1;
+    size_t pl = sizeof CATALOG_TEMP_PREFIX - 1;
 
-    memcpy(up->tmp, DATASETS_TEMP_PREFIX, pl);
+    memcpy(up->tmp, CATALOG_TEMP_PREFIX, pl);
     for (int i = 0; i < TEMP_ATTEMPTS; i++) {
         temp_letters(up->tmp + pl, TEMP_LETTERS);
         up->fd = openat(up->dirfd, up->tmp,
@@ -801,7 +773,7 @@ static int make_temp(struct upload *up)
     return -1;
 }
 
-static int flush_buf(struct upload *up)
+static int flush_buf(struct catalog_upload *up)
 {
     for (size_t off = 0; off < up->fill;) {
         ssize_t n = write(up->fd, up->buf + off, up->fill - off);
@@ -823,34 +795,12 @@ static int flush_buf(struct upload *up)
     return 0;
 }
 
-static int upload_write(void *ctx, const char *data, size_t len)
-{
-    struct upload *up = ctx;
-
-    sha256_update(&up->sha, data, len);
-    up->bytes += len;
-    while (len) {
-        size_t k = WRITE_BUF - up->fill < len ? WRITE_BUF - up->fill : len;
-
-        memcpy(up->buf + up->fill, data, k);
-        up->fill += k, data += k, len -= k;
-        if (up->fill == WRITE_BUF && flush_buf(up) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static void upload_abort(void *ctx)
-{
-    upload_free(ctx);
-}
-
 /*
  * The name, taken: atomically, and without replacing anything unless
  * asked. RENAME_NOREPLACE fails on an existing name; where the filesystem
  * lacks it, a hard link fails the same way.
  */
-static int publish(struct upload *up)
+static int publish(struct catalog_upload *up)
 {
     if (up->replace)
         return renameat(up->dirfd, up->tmp, up->dirfd, up->name);
@@ -865,157 +815,141 @@ static int publish(struct upload *up)
     return 0;
 }
 
-static int conflict(struct http_resp *rs, const char *name, int not_regular)
+static int fail(struct catalog_failure *f, enum catalog_fail kind, int err_no,
+                const char *what)
 {
-    char detail[300];
-
-    if (not_regular)
-        snprintf(detail, sizeof detail, "'%s' exists in the data directory "
-                 "and is not a regular file", name);
-    else
-        snprintf(detail, sizeof detail, "dataset '%s' exists; upload with "
-                 "replace=true to replace it", name);
-    return http_reply_problem(rs, 409, NULL, detail,
-                              json_pack("{s:s}", "dataset", name));
+    f->kind = kind;
+    f->err_no = err_no;
+    f->what = what;
+    return -1;
 }
 
-static int upload_end(void *ctx, struct http_req *rq, struct http_resp *rs)
+struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
+                                            int replace,
+                                            struct catalog_failure *f)
 {
-    struct upload *up = ctx;
+    struct catalog_upload *up;
+    struct stat st;
+
+    memset(f, 0, sizeof *f);
+    if (!(up = calloc(1, sizeof *up))) {
+        fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
+        return NULL;
+    }
+    up->app = a;
+    up->fd = -1;
+    up->replace = replace;
+    snprintf(up->name, sizeof up->name, "%s", name);
+    sha256_init(&up->sha);
+    if ((up->dirfd = open_data_dir(a)) < 0) {
+        fail(f, CATALOG_EIO, errno, "the data directory cannot be opened");
+        upload_free(up);
+        return NULL;
+    }
+    /* Decided on the headers, so that a refused upload sends nothing. */
+    if (fstatat(up->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        (!S_ISREG(st.st_mode) || !up->replace)) {
+        fail(f, S_ISREG(st.st_mode) ? CATALOG_EEXISTS : CATALOG_ENOTREG, EEXIST,
+             "the name is taken");
+        upload_free(up);
+        return NULL;
+    }
+    if (!(up->buf = malloc(WRITE_BUF))) {
+        fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
+        upload_free(up);
+        return NULL;
+    }
+    if (make_temp(up) < 0) {
+        fail(f, CATALOG_EIO, errno, "the upload's temporary file cannot be created");
+        upload_free(up);
+        return NULL;
+    }
+    return up;
+}
+
+int catalog_upload_write(struct catalog_upload *up, const char *data, size_t len)
+{
+    sha256_update(&up->sha, data, len);
+    up->bytes += len;
+    while (len) {
+        size_t k = WRITE_BUF - up->fill < len ? WRITE_BUF - up->fill : len;
+
+        memcpy(up->buf + up->fill, data, k);
+        up->fill += k, data += k, len -= k;
+        if (up->fill == WRITE_BUF && flush_buf(up) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void catalog_upload_abort(struct catalog_upload *up)
+{
+    upload_free(up);
+}
+
+int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
+                          int *replaced, struct catalog_failure *f)
+{
     struct app *a = up->app;
-    struct file_stats fs = {0};
     struct store_err e = {0};
     struct stat st;
     ec_dataset d = {0};
-    char msg[sizeof ((ec_err *)0)->msg + DATASETS_NAME_MAX], location[200];
-    int rc, existed;
+    int rc = -1, existed;
 
-    (void)rq;
+    memset(f, 0, sizeof *f);
+    memset(it, 0, sizeof *it);
+    *replaced = 0;
     if (!up->werr && flush_buf(up) == 0 && fsync(up->fd) < 0)
         up->werr = errno;
     if (up->werr) {
-        rc = reply_io(rs, up->werr, "the upload could not be written");
+        fail(f, CATALOG_EIO, up->werr, "the upload could not be written");
         goto out;
     }
-    sha256_final_hex(&up->sha, fs.ds.sha256);
-    rc = read_fd(a, up->fd, up->tmp, up->name, &d, msg, sizeof msg);
-    if (rc == EC_ENOMEM) {
-        rc = http_reply_problem(rs, 503, NULL, msg, NULL);
-        goto out;
-    }
+    sha256_final_hex(&up->sha, it->ds.sha256);
+    rc = read_fd(a, up->fd, up->tmp, up->name, &d, f->detail, sizeof f->detail);
     if (rc < 0) {
-        rc = http_reply_problem(rs, 422, "Invalid dataset", msg,
-                                json_pack("{s:s}", "dataset", up->name));
+        fail(f, rc == EC_ENOMEM ? CATALOG_EBUSY : CATALOG_EINVALID, 0,
+             "the file is not a dataset");
         goto out;
     }
-    rc = stats_from(&d, &fs.ds);
+    rc = stats_from(&d, &it->ds);
     ec_dataset_clear(&d);
-    if (rc < 0 || !(fs.ds.name = strdup(up->name))) {
-        rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    if (rc < 0 || !(it->ds.name = strdup(up->name))) {
+        rc = fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
         goto out;
     }
-    fs.ds.bytes = (int64_t)up->bytes;
+    it->ds.bytes = (int64_t)up->bytes;
     existed = fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (publish(up) < 0) {
-        if (errno == EEXIST)
-            rc = conflict(rs, up->name, 0);     /* it appeared meanwhile */
+        if (errno == EEXIST)            /* it appeared meanwhile */
+            rc = fail(f, CATALOG_EEXISTS, errno, "the name is taken");
         else if (errno == EISDIR || errno == ENOTDIR || errno == ENOTEMPTY)
-            rc = conflict(rs, up->name, 1);
+            rc = fail(f, CATALOG_ENOTREG, errno, "the name is taken");
         else
-            rc = reply_io(rs, errno, "the upload could not be renamed");
+            rc = fail(f, CATALOG_EIO, errno, "the upload could not be renamed");
         goto out;
     }
     up->tmp[0] = '\0';
     fsync(up->dirfd);           /* the rename itself survives a crash */
 
-    fs.ds.uploaded_at = wall_ms();
+    it->ds.uploaded_at = wall_ms();
     pthread_mutex_lock(&a->wlock);
-    if (store_dataset_put(a->writer, &fs.ds, &e) < 0)
+    if (store_dataset_put(a->writer, &it->ds, &e) < 0)
         fprintf(stderr, "datasets: the stats of %s were not stored: %s\n",
                 up->name, e.msg);
     pthread_mutex_unlock(&a->wlock);
     if (fstat(up->fd, &st) == 0)
-        memo_put(up->name, &st, 0, &fs);
-
-    snprintf(location, sizeof location, "/v1/datasets/%s", up->name);
-    http_reply_header(rs, "Location", location);
-    rc = http_reply_json(rs, existed ? 200 : 201, stats_json(&fs));
+        memo_put(a->catalog, up->name, &st, 0, it);
+    *replaced = existed;
+    rc = 0;
 out:
-    file_stats_clear(&fs);
+    if (rc < 0)
+        catalog_item_clear(it);
     upload_free(up);
     return rc;
 }
 
-static const struct http_body_ops upload_ops = {upload_write, upload_end,
-                                                upload_abort};
-
-static int reject_name(struct http_resp *rs, const char *name,
-                       const char *why)
-{
-    char detail[400];
-
-    snprintf(detail, sizeof detail, "name: %s (got \"%.60s\")", why, name);
-    return http_reply_problem(rs, 422, NULL, detail,
-                              json_pack("{s:s, s:s}", "parameter", "name",
-                                        "rule", "1..128 bytes of "
-                                        "[A-Za-z0-9._-], not starting "
-                                        "with '.'"));
-}
-
-int datasets_upload(struct http_req *rq, struct http_resp *rs)
-{
-    struct app *a = rq->app;
-    const char *name = http_query(rq, "name");
-    const char *replace = http_query(rq, "replace");
-    struct upload *up;
-    struct stat st;
-    const char *why;
-
-    if (!app_authn(rq, rs))
-        return 0;
-    if (!name)
-        return reject_name(rs, "", "the query parameter is required "
-                                   "(POST /v1/datasets?name=NAME)");
-    if ((why = datasets_name_check(name)))
-        return reject_name(rs, name, why);
-    if (replace && strcmp(replace, "true") != 0 &&
-        strcmp(replace, "false") != 0)
-        return http_reply_problem(rs, 422, NULL,
-                                  "replace must be true or false",
-                                  json_pack("{s:s}", "parameter", "replace"));
-    if (!(up = calloc(1, sizeof *up)))
-        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-    up->app = a;
-    up->fd = -1;
-    up->replace = replace && strcmp(replace, "true") == 0;
-    snprintf(up->name, sizeof up->name, "%s", name);
-    sha256_init(&up->sha);
-    if ((up->dirfd = open_data_dir(a)) < 0) {
-        int rc = reply_io(rs, errno, "the data directory cannot be opened");
-
-        upload_free(up);
-        return rc;
-    }
-    /* Decided on the headers, so that a refused upload sends nothing. */
-    if (fstatat(up->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        (!S_ISREG(st.st_mode) || !up->replace)) {
-        upload_free(up);
-        return conflict(rs, name, !S_ISREG(st.st_mode));
-    }
-    if (!(up->buf = malloc(WRITE_BUF)) || make_temp(up) < 0) {
-        int rc = up->buf ? reply_io(rs, errno, "the upload's temporary file "
-                                               "cannot be created")
-                         : http_reply_problem(rs, 500, NULL, "out of memory",
-                                              NULL);
-
-        upload_free(up);
-        return rc;
-    }
-    return http_body_stream(rs, upload_limit(a), "max_upload", &upload_ops,
-                            up);
-}
-
-int datasets_cleanup(const char *data_dir)
+int catalog_cleanup(const char *data_dir)
 {
     DIR *dir = opendir(data_dir);
     struct dirent *de;
@@ -1024,8 +958,8 @@ int datasets_cleanup(const char *data_dir)
     if (!dir)
         return -1;
     while ((de = readdir(dir)))
-        if (strncmp(de->d_name, DATASETS_TEMP_PREFIX,
-                    sizeof DATASETS_TEMP_PREFIX - 1) == 0 &&
+        if (strncmp(de->d_name, CATALOG_TEMP_PREFIX,
+                    sizeof CATALOG_TEMP_PREFIX - 1) == 0 &&
             unlinkat(dirfd(dir), de->d_name, 0) == 0)
             removed++;
     closedir(dir);

@@ -1,0 +1,136 @@
+/* What the handlers share: owners, store failures, 422s, query integers. */
+#define _GNU_SOURCE
+#include "api.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *api_owner_of(const struct token *t)
+{
+    return t->admin ? NULL : t->name;
+}
+
+int api_reply_store(struct http_resp *rs, const struct store_err *e, const char *what)
+{
+    switch (e->code) {
+    case STORE_ENOTFOUND:
+        return http_reply_problem(rs, 404, NULL, what, NULL);
+    case STORE_ESTATE:
+        return http_reply_problem(rs, 409, NULL, e->msg, NULL);
+    case STORE_EFULL:
+    case STORE_EBUSY:
+        http_reply_header(rs, "Retry-After", "5");
+        return http_reply_problem(rs, 503, NULL, e->msg, NULL);
+    default:
+        return http_reply_problem(rs, 500, NULL, e->msg, NULL);
+    }
+}
+
+int api_reply_invalid(struct http_resp *rs, const char *title, const char *detail,
+                      json_t *errors, json_t *extra)
+{
+    json_t *members = NULL;
+
+    if (errors) {
+        members = json_object();
+        json_object_set_new(members, "errors", errors);
+        if (extra) {
+            json_object_update(members, extra);
+            json_decref(extra);
+        }
+    } else {
+        members = extra;
+    }
+    return http_reply_problem(rs, 422, title, detail, members);
+}
+
+int api_reply_spec_problem(struct http_resp *rs, const char *title,
+                           const struct spec_problem *sp)
+{
+    json_t *errors = json_pack("[{s:s, s:s}]", "field", sp->field, "detail", sp->detail);
+    json_t *extra = NULL;
+    char msg[512];
+
+    if (sp->limit)
+        extra = json_pack("{s:s, s:f}", "limit", sp->limit, "value", sp->value);
+    snprintf(msg, sizeof msg, "%s: %s", sp->field, sp->detail);
+    return api_reply_invalid(rs, title, msg, errors, extra);
+}
+
+int api_query_int(const struct http_req *rq, const char *name, long long lo,
+                  long long hi, long long dflt, long long *out,
+                  struct query_problem *qp)
+{
+    const char *v = http_query(rq, name);
+    char *end;
+    long long x;
+
+    *out = dflt;
+    if (!v)
+        return 0;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        qp->param = name;
+        qp->min = lo;
+        qp->max = hi;
+        snprintf(qp->detail, sizeof qp->detail,
+                 "%s must be an integer in %lld..%lld (got '%.40s')", name, lo,
+                 hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int api_reply_query(struct http_resp *rs, const struct query_problem *qp)
+{
+    return http_reply_problem(rs, 400, NULL, qp->detail,
+                              json_pack("{s:s, s:I, s:I}", "parameter", qp->param,
+                                        "min", (json_int_t)qp->min, "max",
+                                        (json_int_t)qp->max));
+}
+
+int api_query_uint(struct http_req *rq, struct http_resp *rs, const char *name,
+                   long long lo, long long hi, long long dflt, long long *out)
+{
+    struct query_problem qp;
+
+    if (api_query_int(rq, name, lo, hi, dflt, out, &qp) < 0) {
+        api_reply_query(rs, &qp);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * A cached document (NULL: none) sent as it is when the token may see it:
+ * 1 with *rc set. 0 when the request goes the usual way; for another
+ * owner's job that ends in the 404 any unknown id gets. Frees cached.
+ */
+int api_reply_cached(struct http_resp *rs, const struct token *t, char *cached,
+                        size_t len, const char *owner, int *rc)
+{
+    int mine = cached && (t->admin || strcmp(owner, t->name) == 0);
+
+    if (mine)
+        *rc = http_reply_text(rs, 200, "application/json", cached, len);
+    free(cached);
+    return mine;
+}
+
+/* Loads the job of the {id} parameter the caller may see, or replies 404. */
+int api_load_job(struct http_req *rq, struct http_resp *rs,
+                 const struct token *t, struct store_job *job)
+{
+    struct store_err e = {0};
+
+    if (jobs_get(rq->app, http_param(rq, "id"), api_owner_of(t), job, &e) < 0) {
+        api_reply_store(rs, &e, "no such job");
+        return -1;
+    }
+    return 0;
+}
+

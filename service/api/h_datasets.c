@@ -1,0 +1,237 @@
+/*
+ * The datasets routes over the catalog (service/core/catalog.h): the list,
+ * one dataset's stats, and uploads streamed into the data directory.
+ */
+#define _GNU_SOURCE
+#include "api.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+
+/* A disk that is full (or a file size limit) is the server's state, not
+   the request's fault: 503, try later. Anything else is a 500. */
+static int reply_io(struct http_resp *rs, int err, const char *what)
+{
+    char detail[300];
+
+    snprintf(detail, sizeof detail, "%s: %s", what, strerror(err));
+    if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+        http_reply_header(rs, "Retry-After", "60");
+        return http_reply_problem(rs, 503, NULL, detail, NULL);
+    }
+    return http_reply_problem(rs, 500, NULL, detail, NULL);
+}
+
+/* A JSON string of s even if it is not UTF-8 (other bytes become '?'). */
+static json_t *text_json(const char *s)
+{
+    json_t *j = json_string(s);
+    char *copy;
+
+    if (j || !s)
+        return j;
+    if (!(copy = strdup(s)))
+        return NULL;
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j;
+}
+
+static json_t *item_json(const struct catalog_item *it)
+{
+    const struct store_dataset *ds = &it->ds;
+    json_t *labels;
+
+    if (it->error && ds->bytes < 0)     /* the file could not be read */
+        return json_pack("{s:s, s:o}", "name", ds->name, "error", text_json(it->error));
+    if (it->error)
+        return json_pack("{s:s, s:I, s:s, s:o}", "name", ds->name, "bytes",
+                         (json_int_t)ds->bytes, "sha256", ds->sha256, "error",
+                         text_json(it->error));
+    labels = ds->labels ? json_loads(ds->labels, 0, NULL) : NULL;
+    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o}", "name",
+                     ds->name, "rows", (json_int_t)ds->rows, "d",
+                     (json_int_t)ds->d, "nnz", (json_int_t)ds->nnz, "labels",
+                     labels ? labels : json_null(), "bytes",
+                     (json_int_t)ds->bytes, "sha256", ds->sha256,
+                     "uploaded_at",
+                     ds->uploaded_at > 0 ? json_integer(ds->uploaded_at)
+                                         : json_null());
+}
+
+int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct catalog_item *items;
+    struct store_err e = {0};
+    size_t n;
+    int store_failed, rc;
+    json_t *list;
+
+    (void)who;
+    if (catalog_list(rq->app, &items, &n, &store_failed, &e) < 0)
+        return store_failed ? api_reply_store(rs, &e, "no datasets")
+                            : reply_io(rs, errno, "the data directory cannot be read");
+    list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, item_json(&items[i]));
+    catalog_items_free(items, n);
+    rc = http_reply_json(rs, 200, json_pack("{s:o}", "datasets", list));
+    return rc;
+}
+
+int h_dataset_get(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    const char *name = http_param(rq, "name");
+    struct catalog_item it;
+    struct store_err e = {0};
+    char detail[300];
+    const char *why;
+    int store_failed, rc;
+
+    (void)who;
+    if ((why = catalog_name_check(name))) {
+        snprintf(detail, sizeof detail, "no dataset '%.60s': %s", name, why);
+        return http_reply_problem(rs, 404, NULL, detail, NULL);
+    }
+    if (catalog_get(rq->app, name, &it, &store_failed, &e) < 0) {
+        if (store_failed)
+            return api_reply_store(rs, &e, "no such dataset");
+        if (errno == ENOENT) {
+            snprintf(detail, sizeof detail, "no dataset '%s' in the data "
+                     "directory (GET /v1/datasets lists them)", name);
+            return http_reply_problem(rs, 404, NULL, detail, NULL);
+        }
+        return reply_io(rs, errno, "the dataset cannot be read");
+    }
+    rc = http_reply_json(rs, 200, item_json(&it));
+    catalog_item_clear(&it);
+    return rc;
+}
+
+/* ---- POST /v1/datasets?name=NAME: uploads -------------------------------- */
+
+static int reply_conflict(struct http_resp *rs, const char *name, int not_regular)
+{
+    char detail[300];
+
+    if (not_regular)
+        snprintf(detail, sizeof detail, "'%s' exists in the data directory "
+                 "and is not a regular file", name);
+    else
+        snprintf(detail, sizeof detail, "dataset '%s' exists; upload with "
+                 "replace=true to replace it", name);
+    return http_reply_problem(rs, 409, NULL, detail,
+                              json_pack("{s:s}", "dataset", name));
+}
+
+/* What an upload that failed gets. */
+static int reply_failure(struct http_resp *rs, const char *name,
+                         const struct catalog_failure *f)
+{
+    switch (f->kind) {
+    case CATALOG_EEXISTS:
+        return reply_conflict(rs, name, 0);
+    case CATALOG_ENOTREG:
+        return reply_conflict(rs, name, 1);
+    case CATALOG_EINVALID:
+        return api_reply_invalid(rs, "Invalid dataset", f->detail, NULL,
+                                 json_pack("{s:s}", "dataset", name));
+    case CATALOG_EBUSY:
+        return http_reply_problem(rs, 503, NULL, f->detail, NULL);
+    case CATALOG_ENOMEM:
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    default:
+        return reply_io(rs, f->err_no, f->what);
+    }
+}
+
+/* The body's sink: the catalog's upload, and its name for the reply. */
+struct upload_sink {
+    struct catalog_upload *up;
+    char name[CATALOG_NAME_MAX + 1];
+};
+
+static int upload_write(void *ctx, const char *data, size_t len)
+{
+    struct upload_sink *s = ctx;
+
+    return catalog_upload_write(s->up, data, len);
+}
+
+static void upload_abort(void *ctx)
+{
+    struct upload_sink *s = ctx;
+
+    catalog_upload_abort(s->up);
+    free(s);
+}
+
+static int upload_end(void *ctx, struct http_req *rq, struct http_resp *rs)
+{
+    struct upload_sink *s = ctx;
+    struct catalog_failure f;
+    struct catalog_item it;
+    char location[200];
+    int replaced, rc;
+
+    (void)rq;
+    if (catalog_upload_finish(s->up, &it, &replaced, &f) < 0) {
+        rc = reply_failure(rs, s->name, &f);
+    } else {
+        snprintf(location, sizeof location, "/v1/datasets/%s", s->name);
+        http_reply_header(rs, "Location", location);
+        rc = http_reply_json(rs, replaced ? 200 : 201, item_json(&it));
+        catalog_item_clear(&it);
+    }
+    free(s);
+    return rc;
+}
+
+static const struct http_body_ops upload_ops = {upload_write, upload_end, upload_abort};
+
+static int reject_name(struct http_resp *rs, const char *name, const char *why)
+{
+    char detail[400];
+
+    snprintf(detail, sizeof detail, "name: %s (got \"%.60s\")", why, name);
+    return api_reply_invalid(rs, NULL, detail, NULL,
+                             json_pack("{s:s, s:s}", "parameter", "name", "rule",
+                                       "1..128 bytes of [A-Za-z0-9._-], not starting "
+                                       "with '.'"));
+}
+
+int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    const char *name = http_query(rq, "name");
+    const char *replace = http_query(rq, "replace");
+    struct catalog_failure f;
+    struct upload_sink *s;
+    const char *why;
+
+    (void)who;
+    if (!name)
+        return reject_name(rs, "", "the query parameter is required "
+                                   "(POST /v1/datasets?name=NAME)");
+    if ((why = catalog_name_check(name)))
+        return reject_name(rs, name, why);
+    if (replace && strcmp(replace, "true") != 0 && strcmp(replace, "false") != 0)
+        return api_reply_invalid(rs, NULL, "replace must be true or false", NULL,
+                                 json_pack("{s:s}", "parameter", "replace"));
+    if (!(s = calloc(1, sizeof *s)))
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    if (!(s->up = catalog_upload_begin(a, name, replace && strcmp(replace, "true") == 0,
+                                       &f))) {
+        free(s);
+        return reply_failure(rs, name, &f);
+    }
+    return http_body_stream(rs, catalog_upload_limit(a), "max_upload", &upload_ops, s);
+}

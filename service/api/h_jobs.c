@@ -1,0 +1,306 @@
+/* The jobs routes: submit, list, get, cancel, delete. */
+#define _GNU_SOURCE
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "describe.h"
+#include "jobspec.h"
+#include "pagecache.h"
+
+#define LIST_DEFAULT 50
+#define LIST_MAX 500
+
+static json_t *parsed_or_null(const char *text)
+{
+    json_t *v = text ? json_loads(text, 0, NULL) : NULL;
+    return v ? v : json_null();
+}
+
+static json_t *ms_or_null(int64_t ms)
+{
+    return ms > 0 ? json_integer(ms) : json_null();
+}
+
+/* A job's fields but its stored documents (spec, problem, params). */
+static json_t *job_json_base(const struct store_job *j)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "state", json_string(store_job_state_name(j->state)));
+    json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
+    json_object_set_new(o, "owner", json_string(j->owner));
+    json_object_set_new(o, "name", json_string(j->name ? j->name : ""));
+    json_object_set_new(o, "labels", parsed_or_null(j->labels));
+    json_object_set_new(o, "algorithm", json_string(j->algorithm));
+    json_object_set_new(o, "compressor", json_string(j->compressor));
+    json_object_set_new(o, "dataset", json_string(j->dataset));
+    json_object_set_new(o, "backend", json_string(j->backend));
+    json_object_set_new(o, "workers", json_integer(j->workers));
+    json_object_set_new(o, "created_at", ms_or_null(j->created_at));
+    json_object_set_new(o, "started_at", ms_or_null(j->started_at));
+    json_object_set_new(o, "finished_at", ms_or_null(j->finished_at));
+    json_object_set_new(o, "progress",
+                        json_pack("{s:o, s:o, s:o, s:o}", "round",
+                                  j->round >= 0 ? json_integer(j->round) : json_null(),
+                                  "rel_gap", describe_real(j->rel_gap), "bits_up",
+                                  describe_real(j->bits_up), "updated_at",
+                                  ms_or_null(j->updated_at)));
+    return o;
+}
+
+static json_t *job_json(const struct store_job *j)
+{
+    json_t *o = job_json_base(j);
+
+    json_object_set_new(o, "spec", parsed_or_null(j->spec));
+    json_object_set_new(o, "problem", parsed_or_null(j->problem));
+    json_object_set_new(o, "params", parsed_or_null(j->params));
+    return o;
+}
+
+/* The service wrote these documents with json_dumps; NULL is null. */
+static const char *stored_doc(const char *text)
+{
+    return text && text[0] == '{' ? text : "null";
+}
+
+/*
+ * GET /v1/jobs/{id}: the fields formatted, then the stored documents
+ * (spec, problem, params and the latest row) joined in as they are, so
+ * that their numbers are not parsed and formatted again on every poll.
+ */
+static int reply_job(struct http_resp *rs, struct pagecache *pages,
+                     const struct store_job *j, const char *latest, uint64_t gen)
+{
+    json_t *o = job_json_base(j);
+    char *head = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    const char *part[] = {",\"spec\":", stored_doc(j->spec), ",\"problem\":",
+                          stored_doc(j->problem), ",\"params\":", stored_doc(j->params),
+                          ",\"latest\":", latest ? latest : "null", "}"};
+    size_t len, cap, n = sizeof part / sizeof part[0];
+    char *text;
+    int rc;
+
+    json_decref(o);
+    if (!head || (len = strlen(head)) < 2)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    len--;                      /* the closing brace goes to the end */
+    cap = len + 1;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(part[i]);
+    if (!(text = realloc(head, cap))) {
+        free(head);
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(part[i]);
+        memcpy(text + len, part[i], l);
+        len += l;
+    }
+    jobcache_put(pages, j->id, gen, j->owner, text, len);
+    rc = http_reply_text(rs, 200, "application/json", text, len);
+    free(text);
+    return rc;
+}
+
+json_t *api_job_json(const struct store_job *j)
+{
+    return job_json(j);
+}
+
+int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    struct jobspec spec;
+    struct jobspec_errors errs = {0};
+    struct spec_problem sp;
+    struct store_job job = {0};
+    struct store_err e = {0};
+    char detail[400], location[64];
+    long long queued = 0;
+    enum jobs_outcome outcome;
+    int rc;
+
+    rc = jobspec_parse(rq->body, rq->body_len, &spec, &errs);
+    if (rc == EC_EPARSE || rc == EC_ENOMEM) {
+        jobspec_errors_format(&errs, detail, sizeof detail);
+        return http_reply_problem(rs, rc == EC_ENOMEM ? 500 : 400, NULL, detail, NULL);
+    }
+    if (rc < 0) {
+        json_t *list = json_array();
+        for (unsigned i = 0; i < errs.count; i++)
+            json_array_append_new(list, json_pack("{s:s, s:s}", "field", errs.item[i].field,
+                                                  "detail", errs.item[i].detail));
+        jobspec_errors_format(&errs, detail, sizeof detail);
+        return api_reply_invalid(rs, "Invalid job", detail, list, NULL);
+    }
+    if (jobs_check_spec(a, &spec, &sp) < 0)
+        return api_reply_spec_problem(rs, "Invalid job", &sp);
+
+    outcome = jobs_submit(a, &spec, who->name, http_header(rq, "Idempotency-Key"), &job,
+                          &queued, &e);
+    switch (outcome) {
+    case JOBS_NO_MEMORY:
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    case JOBS_QUEUE_FULL:
+        snprintf(detail, sizeof detail,
+                 "max_queued_per_token: at most %u queued jobs per token (you have %lld)",
+                 a->cfg.max_queued_per_token, queued);
+        http_reply_header(rs, "Retry-After", "10");
+        return http_reply_problem(rs, 429, NULL, detail,
+                                  json_pack("{s:s, s:I}", "limit", "max_queued_per_token",
+                                            "value", (json_int_t)a->cfg.max_queued_per_token));
+    case JOBS_KEY_REUSED:
+        return api_reply_invalid(rs, NULL,
+                                 "Idempotency-Key was already used with a different "
+                                 "request body",
+                                 NULL, json_pack("{s:s}", "field", "Idempotency-Key"));
+    case JOBS_STORE_FAILED:
+        return api_reply_store(rs, &e, "job not created");
+    case JOBS_CREATED:
+    case JOBS_REPLAYED:
+        break;
+    }
+    snprintf(location, sizeof location, "/v1/jobs/%s", job.id);
+    http_reply_header(rs, "Location", location);
+    rc = http_reply_json(rs, outcome == JOBS_REPLAYED ? 200 : 201, job_json(&job));
+    store_job_clear(&job);
+    return rc;
+}
+
+int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t)
+{
+    struct app *a = rq->app;
+    struct store_job_filter f = {0};
+    struct store_job *jobs = NULL;
+    struct store_err e = {0};
+    char next[STORE_CURSOR_SIZE] = "", key[80] = "";
+    const char *state = http_query(rq, "state"), *label = http_query(rq, "label");
+    long long limit;
+    size_t n = 0;
+    struct store *st;
+    int rc;
+
+    if (api_query_uint(rq, rs, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit) < 0)
+        return 0;
+    f.owner = api_owner_of(t);
+    f.state = -1;
+    if (state) {
+        enum store_job_state s;
+        if (store_job_state_from_name(state, &s) < 0)
+            return http_reply_problem(rs, 400, NULL,
+                                      "state must be one of queued, running, succeeded, "
+                                      "failed, cancelled, interrupted",
+                                      json_pack("{s:s}", "parameter", "state"));
+        f.state = (int)s;
+    }
+    f.algorithm = http_query(rq, "algorithm");
+    f.dataset = http_query(rq, "dataset");
+    if (label) {
+        const char *eq = strchr(label, '=');
+        size_t kl = eq ? (size_t)(eq - label) : strlen(label);
+        if (kl == 0 || kl >= sizeof key)
+            return http_reply_problem(rs, 400, NULL, "label must be KEY or KEY=VALUE",
+                                      json_pack("{s:s}", "parameter", "label"));
+        memcpy(key, label, kl);
+        key[kl] = '\0';
+        f.label_key = key;
+        f.label_value = eq ? eq + 1 : NULL;
+    }
+    st = app_reader(a);
+    rc = store_job_list(st, &f, http_query(rq, "cursor"), (size_t)limit, &jobs, &n, next, &e);
+    app_reader_done(a, st);
+    if (rc == STORE_EINVAL)
+        return http_reply_problem(rs, 400, NULL, "cursor is not one this server issued",
+                                  json_pack("{s:s}", "parameter", "cursor"));
+    if (rc < 0)
+        return api_reply_store(rs, &e, "no jobs");
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, job_json(&jobs[i]));
+    store_jobs_free(jobs, n);
+    return http_reply_json(rs, 200, json_pack("{s:o, s:o}", "jobs", list, "next_cursor",
+                                              next[0] ? json_string(next) : json_null()));
+}
+
+int h_job_get(struct http_req *rq, struct http_resp *rs, const struct token *t)
+{
+    struct app *a = rq->app;
+    struct store_job job = {0};
+    struct store_err e = {0};
+    ec_metric last;
+    char *latest = NULL, *cached, owner[64];
+    struct store *st;
+    int rc, found;
+    size_t len;
+    /* Read before the store: a commit after it retires what we render. */
+    uint64_t gen = store_generation();
+
+    cached = jobcache_get(a->pages, http_param(rq, "id"), gen, owner, sizeof owner, &len);
+    if (api_reply_cached(rs, t, cached, len, owner, &rc))
+        return rc;
+    if (api_load_job(rq, rs, t, &job) < 0)
+        return 0;
+    st = app_reader(a);
+    found = store_metrics_last_doc(st, job.id, &last, &latest, &e) == 1;
+    app_reader_done(a, st);
+    if (found && !latest) {
+        /* A row stored without its document: formatted from its numbers. */
+        json_t *o = describe_metric(&last);
+        latest = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+    }
+    rc = reply_job(rs, a->pages, &job, latest, gen);
+    free(latest);
+    store_job_clear(&job);
+    return rc;
+}
+
+static int reply_cancel_requested(struct http_resp *rs, const struct store_job *job)
+{
+    json_t *o = job_json(job);
+
+    json_object_set_new(o, "cancel_requested", json_true());
+    return http_reply_json(rs, 202, o);
+}
+
+int h_job_cancel(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct store_job job = {0};
+    struct store_err e = {0};
+    char reason[160];
+    int rc;
+
+    switch (jobs_cancel(rq->app, http_param(rq, "id"), api_owner_of(who), who->name,
+                        &job, &e)) {
+    case JOBS_CANCEL_REQUESTED:
+        rc = reply_cancel_requested(rs, &job);
+        break;
+    case JOBS_CANCELLED:
+        rc = http_reply_json(rs, 200, job_json(&job));
+        break;
+    case JOBS_ALREADY_ENDED:
+        snprintf(reason, sizeof reason, "job %s already ended (%s)", job.id,
+                 store_job_state_name(job.state));
+        rc = http_reply_problem(rs, 409, NULL, reason, NULL);
+        break;
+    default:
+        rc = api_reply_store(rs, &e, "no such job");
+        break;
+    }
+    store_job_clear(&job);
+    return rc;
+}
+
+int h_job_delete(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct store_err e = {0};
+
+    if (jobs_delete(rq->app, http_param(rq, "id"), api_owner_of(who), &e) < 0)
+        return api_reply_store(rs, &e, "no such job");
+    return http_reply_text(rs, 204, "text/plain", "", 0);
+}

@@ -1,0 +1,82 @@
+/* Health, readiness, the API contract and the Prometheus exposition. */
+#define _GNU_SOURCE
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pagecache.h"
+
+extern const char openapi_yaml[];
+extern const size_t openapi_yaml_len;
+
+int h_livez(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    (void)rq;
+    (void)who;
+    return http_reply_json(rs, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+int h_readyz(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    struct store *st = app_reader(a);
+    struct store_err e = {0};
+    int db_ok = store_ping(st, &e) == 0;
+    int exe_ok = access(a->cfg.exe, X_OK) == 0;
+
+    (void)who;
+    app_reader_done(a, st);
+    if (!db_ok || !exe_ok) {
+        http_reply_header(rs, "Retry-After", "5");
+        return http_reply_problem(rs, 503, NULL,
+                                  !db_ok ? e.msg : "the coordinator binary is not executable",
+                                  json_pack("{s:b, s:b}", "database", db_ok, "spawn", exe_ok));
+    }
+    return http_reply_json(rs, 200, json_pack("{s:s, s:b, s:b}", "status", "ready",
+                                              "database", 1, "spawn", 1));
+}
+
+int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    (void)rq;
+    (void)who;
+    return http_reply_text(rs, 200, "application/yaml", openapi_yaml, openapi_yaml_len);
+}
+
+int h_prometheus(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    char *http_text = http_metrics_text(a->http);
+    struct store *st = app_reader(a);
+    struct store_counts c = {0};
+    struct store_err e = {0};
+    char *out = NULL;
+    unsigned long long hits, misses;
+    int rc;
+
+    (void)who;
+    store_counts(st, NULL, &c, &e);
+    app_reader_done(a, st);
+    pagecache_counts(a->pages, &hits, &misses);
+    if (asprintf(&out,
+                 "# HELP ecopt_metric_page_cache Metric pages served from the cache, or not.\n"
+                 "# TYPE ecopt_metric_page_cache counter\n"
+                 "ecopt_metric_page_cache{result=\"hit\"} %llu\n"
+                 "ecopt_metric_page_cache{result=\"miss\"} %llu\n"
+                 "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n"
+                 "ecopt_jobs{state=\"queued\"} %lld\necopt_jobs{state=\"running\"} %lld\n"
+                 "# HELP ecopt_running_workers Workers of running jobs.\n"
+                 "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n%s",
+                 hits, misses, (long long)c.queued, (long long)c.running,
+                 (long long)c.running_workers, http_text ? http_text : "") < 0)
+        out = NULL;
+    free(http_text);
+    if (!out)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    rc = http_reply_text(rs, 200, "text/plain; version=0.0.4", out, strlen(out));
+    free(out);
+    return rc;
+}

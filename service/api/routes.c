@@ -1,0 +1,101 @@
+/*
+ * The route table, the service's whole surface (the test checks it against
+ * api/openapi.yaml), and the one dispatcher every route goes through: it
+ * finds the route, authenticates when the route needs a token, and calls
+ * the route's handler with who is asking.
+ */
+#define _GNU_SOURCE
+#include "api.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+const struct api_route api_routes[] = {
+    {"GET", "/livez", h_livez, 0, API_PUBLIC},
+    {"GET", "/readyz", h_readyz, 0, API_PUBLIC},
+    {"GET", "/metrics", h_prometheus, 0, API_PUBLIC},
+    {"GET", "/openapi.yaml", h_openapi, 0, API_PUBLIC},
+    {"GET", "/", h_ui_index, 0, API_PUBLIC},
+    {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC},
+    {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY, API_TOKEN},
+    {"GET", "/v1/jobs", h_jobs_list, 0, API_TOKEN},
+    {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN},
+    {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN},
+    {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0, API_TOKEN},
+    {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0, API_TOKEN},
+    {"GET", "/v1/jobs/{id}/events", h_job_events, 0, API_TOKEN},
+    {"GET", "/v1/jobs/{id}/plot.svg", h_job_plot, 0, API_TOKEN},
+    {"POST", "/v1/experiments", h_experiments_create, HTTP_JSON_BODY, API_TOKEN},
+    {"GET", "/v1/experiments/{id}", h_experiment_get, 0, API_TOKEN},
+    {"GET", "/v1/experiments/{id}/plot.svg", h_experiment_plot, 0, API_TOKEN},
+    {"GET", "/v1/datasets", h_datasets_list, 0, API_TOKEN},
+    {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN},
+    {"GET", "/v1/datasets/{name}", h_dataset_get, 0, API_TOKEN},
+};
+const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
+
+/* Who is asking: the token, or NULL with a 401 (or 429, for an address
+ * that failed too often) already replied. */
+static const struct token *authenticate(struct http_req *rq, struct http_resp *rs)
+{
+    struct app *a = rq->app;
+    const struct token *t;
+    double wait = auth_blocked(&a->auth, rq->client);
+    char detail[160], retry[32];
+
+    if (wait > 0) {
+        /* Refused before any comparison, so guessing gains nothing. */
+        snprintf(retry, sizeof retry, "%.0f", wait + 1);
+        snprintf(detail, sizeof detail,
+                 "too many failed authentications from %s: at most %d per %.0f s",
+                 rq->client, AUTH_FAIL_MAX, AUTH_FAIL_WINDOW);
+        http_reply_header(rs, "Retry-After", retry);
+        http_reply_problem(rs, 429, NULL, detail,
+                           json_pack("{s:s, s:i}", "limit", "failed_auth_per_minute",
+                                     "value", AUTH_FAIL_MAX));
+        return NULL;
+    }
+    t = auth_check(&a->auth, rq->token);
+    if (!t) {
+        auth_failed(&a->auth, rq->client);
+        http_reply_header(rs, "WWW-Authenticate", "Bearer");
+        http_reply_problem(rs, 401, NULL,
+                           rq->token ? "the bearer token is not known"
+                                     : "an Authorization: Bearer token is required",
+                           NULL);
+    }
+    return t;
+}
+
+/* The route the server matched: its method and pattern are the table's. */
+static const struct api_route *route_of(const struct http_req *rq)
+{
+    for (size_t i = 0; i < api_nroutes; i++)
+        if (strcmp(api_routes[i].pattern, rq->route) == 0 &&
+            strcasecmp(api_routes[i].method, rq->method) == 0)
+            return &api_routes[i];
+    return NULL;
+}
+
+static int dispatch(struct http_req *rq, struct http_resp *rs)
+{
+    const struct api_route *r = route_of(rq);
+    const struct token *who = NULL;
+
+    if (!r)
+        return http_reply_problem(rs, 500, NULL, "no handler for this route", NULL);
+    if (r->auth == API_TOKEN && !(who = authenticate(rq, rs)))
+        return 0;
+    return r->handler(rq, rs, who);
+}
+
+void api_http_routes(struct http_route *out)
+{
+    for (size_t i = 0; i < api_nroutes; i++) {
+        out[i].method = api_routes[i].method;
+        out[i].pattern = api_routes[i].pattern;
+        out[i].handler = dispatch;
+        out[i].flags = api_routes[i].flags;
+    }
+}

@@ -1,0 +1,130 @@
+/*
+ * The catalog: the LibSVM files directly inside the data directory, with
+ * their stats (rows, d, nnz, labels, size, SHA-256), and uploads written
+ * to a temporary file there, validated by the engine's reader and renamed
+ * into place atomically. Every file is reached through a descriptor of the
+ * directory (openat, O_NOFOLLOW) and a name checked by catalog_name_check,
+ * so nothing it does reaches outside the data directory. It knows nothing
+ * of HTTP: the datasets routes (service/api) encode what it returns.
+ */
+#ifndef ECOPT_CATALOG_H
+#define ECOPT_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "store.h"
+
+struct app;
+
+#define CATALOG_NAME_MAX 128
+/* The upload limit when the configuration gives none (max_upload). */
+#define CATALOG_MAX_UPLOAD_DEFAULT ((size_t)256 << 20)
+/* Uploads in progress are ".upload-" and 12 letters; never a valid name. */
+#define CATALOG_TEMP_PREFIX ".upload-"
+
+/*
+ * What each file was while it stays the same file, so that a listing does
+ * not hash the whole directory every time. Each server (struct app) has
+ * its own.
+ */
+struct catalog;
+struct catalog *catalog_new(void);          /* NULL when out of memory */
+void catalog_free(struct catalog *c);       /* NULL is a no-op */
+
+/*
+ * NULL when name may name a dataset: 1..128 bytes of [A-Za-z0-9._-], not
+ * starting with '.' (so never "." or "..", never a temporary file, never a
+ * path). Otherwise the rule it breaks, as a sentence.
+ */
+const char *catalog_name_check(const char *name);
+
+/*
+ * Removes the temporary files of uploads that were cut short by the
+ * service stopping (a crash, SIGKILL). Call it at start, before serving,
+ * when no upload can be in progress. Returns how many it removed, or -1
+ * with errno when the directory cannot be read.
+ */
+int catalog_cleanup(const char *data_dir);
+
+/* A dataset as listed: its stats, or the reader's refusal in error. */
+struct catalog_item {
+    struct store_dataset ds;    /* name, sha256 and bytes always */
+    char *error;                /* the reader's message; NULL: ds has stats */
+};
+void catalog_item_clear(struct catalog_item *it);
+void catalog_items_free(struct catalog_item *items, size_t n);
+
+/*
+ * Every regular file with a valid name, by name, into *items (n of them;
+ * the caller frees them with catalog_items_free). A file that cannot be
+ * read at all is listed with that as its error. 0, or -1 with errno when
+ * the directory cannot be read (ENOMEM too), or with *store_failed set and
+ * e filled when the store could not be read.
+ */
+int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
+                 int *store_failed, struct store_err *e);
+
+/*
+ * One dataset: 0 with *it filled (the caller clears it), or -1 with errno
+ * (ENOENT: no such dataset), or with *store_failed set and e filled.
+ */
+int catalog_get(struct app *a, const char *name, struct catalog_item *it,
+                int *store_failed, struct store_err *e);
+
+/*
+ * A dataset as a job needs it: its rows, dimension and SHA-256, and the
+ * stat of the file those belong to, so that a later reader can tell
+ * whether it reads the same file. -1 with a sentence in err when there is
+ * no such dataset or the reader refuses it.
+ */
+struct catalog_file {
+    int64_t rows, d;
+    char sha256[65];
+    struct stat st;
+};
+
+int catalog_file(struct app *a, const char *name, struct catalog_file *out,
+                 char *err, size_t errlen);
+
+/*
+ * Uploads. catalog_upload_begin checks what can be checked before a byte
+ * of the body (the name, whether it exists, the directory) and creates the
+ * temporary file; catalog_upload_write takes the body piece by piece;
+ * catalog_upload_finish validates the file, renames it into place and
+ * stores its stats; catalog_upload_abort drops it. finish and abort free
+ * the upload.
+ */
+enum catalog_fail {
+    CATALOG_OK = 0,
+    CATALOG_EIO,            /* err_no says what; ENOSPC, EDQUOT, EFBIG: full */
+    CATALOG_ENOMEM,
+    CATALOG_EEXISTS,        /* the name is taken and replace was not asked */
+    CATALOG_ENOTREG,        /* the name is taken by something not a file */
+    CATALOG_EINVALID,       /* the reader refused the file: detail says why */
+    CATALOG_EBUSY           /* the reader ran out of memory: try later */
+};
+
+struct catalog_failure {
+    enum catalog_fail kind;
+    int err_no;
+    const char *what;           /* static: what could not be done */
+    char detail[sizeof ((struct store_err *)0)->msg + CATALOG_NAME_MAX];
+};
+
+struct catalog_upload;
+
+struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
+                                            int replace,
+                                            struct catalog_failure *f);
+int catalog_upload_write(struct catalog_upload *up, const char *data,
+                         size_t len);
+/* 0 with *it filled and *replaced set when it took an existing name. */
+int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
+                          int *replaced, struct catalog_failure *f);
+void catalog_upload_abort(struct catalog_upload *up);
+/* The upload limit: --max-upload, ECOPT_MAX_UPLOAD. */
+size_t catalog_upload_limit(const struct app *a);
+
+#endif

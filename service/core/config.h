@@ -1,0 +1,47 @@
+/*
+ * The service's configuration: defaults, then the environment (ECOPT_*),
+ * then the command line. Everything else reads it, nothing else parses it.
+ */
+#ifndef ECOPT_CONFIG_H
+#define ECOPT_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config {
+    char host[64];
+    unsigned port;
+    char db[PATH_MAX];
+    char data_dir[PATH_MAX];
+    char tokens_file[PATH_MAX];
+    int auth_off;                 /* only when asked for explicitly */
+    char exe[PATH_MAX];           /* the ecopt binary coordinators run */
+    char state_dir[PATH_MAX];     /* job specs and coordinator logs */
+    unsigned max_running;         /* jobs running at once */
+    unsigned max_total_workers;   /* workers of all running jobs */
+    unsigned max_workers_per_job;
+    unsigned max_running_per_token; /* 0 before config_load: max_running */
+    unsigned max_queued_per_token;
+    uint64_t max_rounds;          /* per job */
+    double max_seconds;           /* per job */
+    size_t max_body;
+    size_t max_upload;            /* bytes of one dataset upload */
+    unsigned threads;
+    int access_log_off;
+    unsigned conn_timeout;        /* idle seconds before MHD drops a client */
+    unsigned max_connections;     /* open HTTP connections at once */
+    char worker_user[64];         /* jobs run as this user; "" as the service */
+    uint32_t worker_uid_first;    /* --worker-uids: each running job gets its */
+    uint32_t worker_uid_count;    /* own uid of these; 0 count: not in use */
+    unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
+    int worker_cpu_set;           /* given, not the --max-seconds default */
+    unsigned worker_mem_limit;    /* MB of address space per worker; 0 none */
+};
+
+/* Defaults, then the environment (ECOPT_*), then argv; a sentence naming
+ * the flag or variable and what it accepts on error. */
+int config_load(struct config *cfg, int argc, char **argv, char *err,
+                size_t errlen);
+
+#endif

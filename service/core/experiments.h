@@ -1,0 +1,58 @@
+/*
+ * Experiments: several algorithm/compressor variants of one problem (same
+ * data, split, seed and target), created together as jobs and compared by
+ * the rounds, bits and seconds each took to the target.
+ */
+#ifndef ECOPT_EXPERIMENTS_H
+#define ECOPT_EXPERIMENTS_H
+
+#include <jansson.h>
+
+#include "app.h"
+#include "jobs.h"
+#include "store.h"
+
+#define EXPERIMENTS_MAX_VARIANTS 32
+
+enum experiments_outcome {
+    EXPERIMENTS_CREATED,
+    EXPERIMENTS_INVALID,        /* sp names the field and what is wrong */
+    EXPERIMENTS_STORE_FAILED,   /* e says why */
+    EXPERIMENTS_NO_MEMORY
+};
+
+/*
+ * {"name": ..., "base": JOBSPEC, "variants": [{...}]}: each variant's keys
+ * replace the base's; every resulting spec must pass exactly what a job's
+ * submission checks, and problems name the variant ("variants[2].k").
+ * On EXPERIMENTS_CREATED *x is the experiment (the caller clears it).
+ */
+enum experiments_outcome experiments_create(struct app *a, const char *owner,
+                                            json_t *doc, struct store_experiment *x,
+                                            struct spec_problem *sp,
+                                            struct store_err *e);
+
+/* One job of an experiment and how far it got. */
+struct experiment_row {
+    struct store_job *job;      /* points into the view's jobs */
+    json_t *spec;               /* the job's spec, parsed (or NULL) */
+    double target;
+    int have;                   /* last is its latest row */
+    ec_metric last;
+    int reached;                /* its latest row is at or below target */
+};
+
+struct experiment_view {
+    struct store_experiment x;
+    struct store_job *jobs;
+    struct experiment_row *rows;
+    size_t n;
+};
+
+/* The experiment id that owner (NULL: anyone's) may see: 0, or a STORE_*
+   code with e filled. The caller clears the view, also on failure. */
+int experiments_view(struct app *a, const char *id, const char *owner,
+                     struct experiment_view *v, struct store_err *e);
+void experiment_view_clear(struct experiment_view *v);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * Jobs: the server's checks of a spec, submission within the queue quota
+ * and with idempotency keys, cancel and delete (see jobs.h).
+ */
+#define _GNU_SOURCE
+#include "jobs.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "pagecache.h"
+#include "scheduler.h"
+
+int spec_problem_set(struct spec_problem *sp, const char *field, const char *limit,
+                     double value, const char *fmt, ...)
+{
+    va_list ap;
+
+    snprintf(sp->field, sizeof sp->field, "%s", field);
+    va_start(ap, fmt);
+    vsnprintf(sp->detail, sizeof sp->detail, fmt, ap);
+    va_end(ap);
+    sp->limit = limit;
+    sp->value = value;
+    return -1;
+}
+
+int jobs_row_new(const struct jobspec *spec, const char *owner, struct store_job_new *in,
+                 char **spec_text, char **labels_text)
+{
+    json_t *canon = jobspec_to_json(spec), *labels;
+
+    *spec_text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    labels = canon ? json_object_get(canon, "labels") : NULL;
+    *labels_text = json_is_object(labels)
+                       ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
+                       : strdup("{}");
+    json_decref(canon);
+    if (!*spec_text || !*labels_text)
+        return -1;
+    memset(in, 0, sizeof *in);
+    in->owner = owner;
+    in->spec = *spec_text;
+    in->name = spec->name;
+    in->labels = *labels_text;
+    in->algorithm = ec_algo_name(spec->job.algorithm);
+    in->compressor = ec_comp_name(spec->job.compressor.type);
+    in->dataset = spec->job.dataset;
+    in->backend = jobspec_backend_name(spec->backend);
+    in->workers = spec->job.workers;
+    return 0;
+}
+
+int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp)
+{
+    const ec_job *job = &spec->job;
+    const struct config *cfg = &a->cfg;
+    struct catalog_file df;
+    const char *rule;
+    int64_t rows, d;
+
+    memset(sp, 0, sizeof *sp);
+    if (spec->backend == JOBSPEC_BACKEND_MPI)
+        return spec_problem_set(sp, "backend", NULL, 0,
+                            "mpi is not available through the service yet; "
+                            "use process or inproc");
+    if ((rule = catalog_name_check(job->dataset)))
+        return spec_problem_set(sp, "dataset", NULL, 0, "%s", rule);
+    if (catalog_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
+        snprintf(sp->field, sizeof sp->field, "dataset");
+        return -1;
+    }
+    rows = df.rows;
+    d = df.d;
+    /* What depends on the data, checked now rather than when the job
+     * starts: the ranges the engine would refuse. */
+    if (job->workers > rows)
+        return spec_problem_set(sp, "workers", NULL, 0,
+                            "must be in 1..%lld (the rows of %.100s; got %u)",
+                            (long long)rows, job->dataset, job->workers);
+    if ((job->compressor.type == EC_COMP_TOPK || job->compressor.type == EC_COMP_RANDK) &&
+        isnan(job->k_frac) && (int64_t)job->compressor.k > d)
+        return spec_problem_set(sp, "compressor.k", NULL, 0,
+                            "must be in 1..%lld (the dimension d of %.100s; got %u)",
+                            (long long)d, job->dataset, job->compressor.k);
+    if ((int64_t)job->batch > rows / job->workers)
+        return spec_problem_set(sp, "batch", NULL, 0,
+                            "must be in 1..%lld (the smallest shard's rows; got %u)",
+                            (long long)(rows / job->workers), job->batch);
+    /* The server's own limits. */
+    if (job->workers > cfg->max_workers_per_job)
+        return spec_problem_set(sp, "workers", "max_workers_per_job", cfg->max_workers_per_job,
+                            "at most %u workers per job on this server (got %u)",
+                            cfg->max_workers_per_job, job->workers);
+    if (job->max_rounds > cfg->max_rounds)
+        return spec_problem_set(sp, "max_rounds", "max_rounds", (double)cfg->max_rounds,
+                            "at most %llu rounds per job on this server (got %llu)",
+                            (unsigned long long)cfg->max_rounds,
+                            (unsigned long long)job->max_rounds);
+    if (job->max_seconds > cfg->max_seconds)
+        return spec_problem_set(sp, "max_seconds", "max_seconds", cfg->max_seconds,
+                            "at most %.0f seconds per job on this server (got %g)",
+                            cfg->max_seconds, job->max_seconds);
+    return 0;
+}
+
+enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
+                              const char *idempotency_key, struct store_job *job,
+                              long long *queued, struct store_err *e)
+{
+    struct store_job_new in = {0};
+    struct store_counts c = {0};
+    char *spec_text = NULL, *labels_text = NULL;
+    enum jobs_outcome out;
+    int rc, replay = 0;
+
+    if (jobs_row_new(spec, owner, &in, &spec_text, &labels_text) < 0) {
+        out = JOBS_NO_MEMORY;
+        goto done;
+    }
+    in.idempotency_key = idempotency_key;
+    in.request_hash = idempotency_key ? spec_text : NULL;
+
+    pthread_mutex_lock(&a->wlock);
+    rc = store_counts(a->writer, owner, &c, e);
+    /* A replay creates nothing, and a conflicting key is refused below;
+     * every new key counts against the limit like no key at all. */
+    if (rc == 0 && idempotency_key)
+        replay = store_job_idem_known(a->writer, &in, e) != 0;
+    if (rc == 0 && !replay && c.owner_queued >= a->cfg.max_queued_per_token) {
+        pthread_mutex_unlock(&a->wlock);
+        *queued = (long long)c.owner_queued;
+        out = JOBS_QUEUE_FULL;
+        goto done;
+    }
+    if (rc == 0)
+        rc = store_job_create(a->writer, &in, job, e);
+    pthread_mutex_unlock(&a->wlock);
+    if (rc == STORE_ECONFLICT) {
+        out = JOBS_KEY_REUSED;
+    } else if (rc < 0) {
+        out = JOBS_STORE_FAILED;
+    } else {
+        sched_wake(a->sched);
+        out = rc == STORE_EXISTING ? JOBS_REPLAYED : JOBS_CREATED;
+    }
+done:
+    free(spec_text);
+    free(labels_text);
+    return out;
+}
+
+int jobs_get(struct app *a, const char *id, const char *owner, struct store_job *job,
+             struct store_err *e)
+{
+    struct store *st = app_reader(a);
+    int rc = store_job_get(st, id, owner, job, e);
+
+    app_reader_done(a, st);
+    return rc;
+}
+
+enum jobs_cancel_outcome jobs_cancel(struct app *a, const char *id, const char *owner,
+                                     const char *who, struct store_job *job,
+                                     struct store_err *e)
+{
+    char reason[160];
+    int rc;
+
+    if (jobs_get(a, id, owner, job, e) < 0)
+        return JOBS_CANCEL_FAILED;
+    if (store_job_state_is_final(job->state))
+        return JOBS_ALREADY_ENDED;
+    if (sched_cancel(a->sched, job->id) == 0)
+        return JOBS_CANCEL_REQUESTED;
+    /* Not running here: still queued, so it ends now. */
+    snprintf(reason, sizeof reason, "cancelled by %s before it started", who);
+    pthread_mutex_lock(&a->wlock);
+    rc = store_job_finish(a->writer, job->id, STORE_JOB_CANCELLED, reason, e);
+    if (rc == 0) {
+        store_job_clear(job);
+        rc = store_job_get(a->writer, id, NULL, job, e);
+    }
+    pthread_mutex_unlock(&a->wlock);
+    if (rc < 0 && e->code == STORE_ESTATE && sched_cancel(a->sched, job->id) == 0)
+        return JOBS_CANCEL_REQUESTED;   /* it started between our two looks */
+    return rc < 0 ? JOBS_CANCEL_FAILED : JOBS_CANCELLED;
+}
+
+int jobs_delete(struct app *a, const char *id, const char *owner, struct store_err *e)
+{
+    char path[PATH_MAX + 64];
+    int rc;
+
+    pthread_mutex_lock(&a->wlock);
+    rc = store_job_delete(a->writer, id, owner, e);
+    pthread_mutex_unlock(&a->wlock);
+    if (rc < 0)
+        return rc;
+    pagecache_forget(a->pages, id);
+    snprintf(path, sizeof path, "%s/%s.json", a->cfg.state_dir, id);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s.log", a->cfg.state_dir, id);
+    unlink(path);
+    return 0;
+}

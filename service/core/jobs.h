@@ -1,0 +1,81 @@
+/*
+ * Jobs as the application sees them: what the server's own rules refuse
+ * in a parsed spec, a new job's row, submitting (with the queue quota and
+ * idempotency keys), cancelling and deleting. The jobs routes (service/api)
+ * decode requests into these calls and encode what they return.
+ */
+#ifndef ECOPT_JOBS_H
+#define ECOPT_JOBS_H
+
+#include "app.h"
+#include "jobspec.h"
+#include "store.h"
+
+/*
+ * What a spec breaks: the field, a sentence, and for a server limit its
+ * name and value. Every refusal of a spec, by any route, is one of these.
+ */
+struct spec_problem {
+    char field[96];
+    char detail[320];
+    const char *limit;
+    double value;
+};
+
+/* Fills sp and returns -1, for the caller to return. */
+int spec_problem_set(struct spec_problem *sp, const char *field, const char *limit,
+                     double value, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The server's rules beyond the spec's own: the dataset exists and fits
+   the spec, and the server's limits. 0, or -1 with sp filled. */
+int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp);
+
+/*
+ * A new job's row from a parsed spec: its canonical text and labels are
+ * malloc'd into *spec_text and *labels_text (the caller frees both, also
+ * on failure), which in points into. -1 when out of memory.
+ */
+int jobs_row_new(const struct jobspec *spec, const char *owner, struct store_job_new *in,
+                 char **spec_text, char **labels_text);
+
+enum jobs_outcome {
+    JOBS_CREATED,           /* a new job */
+    JOBS_REPLAYED,          /* the job an earlier request with this key made */
+    JOBS_QUEUE_FULL,        /* the owner has max_queued_per_token queued */
+    JOBS_KEY_REUSED,        /* the key was used with another body */
+    JOBS_STORE_FAILED,      /* e says why */
+    JOBS_NO_MEMORY
+};
+
+/*
+ * Submits a checked spec for owner, with an Idempotency-Key or NULL. On
+ * JOBS_CREATED and JOBS_REPLAYED *job is the job (the caller clears it);
+ * on JOBS_QUEUE_FULL *queued is how many the owner has queued.
+ */
+enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
+                              const char *idempotency_key, struct store_job *job,
+                              long long *queued, struct store_err *e);
+
+enum jobs_cancel_outcome {
+    JOBS_CANCEL_REQUESTED,  /* running: its coordinator was told to stop */
+    JOBS_CANCELLED,         /* queued: it ended now */
+    JOBS_ALREADY_ENDED,     /* *job says how */
+    JOBS_CANCEL_FAILED      /* e says why (STORE_ENOTFOUND: no such job) */
+};
+
+/* Cancels the job id that owner (NULL: anyone's) may see, for the token
+   named who. *job is the job afterwards (the caller clears it). */
+enum jobs_cancel_outcome jobs_cancel(struct app *a, const char *id, const char *owner,
+                                     const char *who, struct store_job *job,
+                                     struct store_err *e);
+
+/* Deletes an ended job that owner (NULL: anyone's) may see, with its rows,
+   cached pages, spec and log files. 0, or a STORE_* code with e filled. */
+int jobs_delete(struct app *a, const char *id, const char *owner, struct store_err *e);
+
+/* The job id that owner (NULL: anyone's) may see, from a reader. */
+int jobs_get(struct app *a, const char *id, const char *owner, struct store_job *job,
+             struct store_err *e);
+
+#endif
