@@ -1,6 +1,6 @@
 /*
- * The application's lifetime and its shared parts: the database
- * connections (one writer, a pool of readers), the caches, the hooks.
+ * The application's lifetime: the tokens, the database connections (one
+ * writer, a pool of readers) and the caches, made and freed in order.
  */
 #define _GNU_SOURCE
 #include "app.h"
@@ -11,37 +11,6 @@
 
 #include "catalog.h"
 #include "pagecache.h"
-
-struct store *app_reader(struct app *a)
-{
-    struct store *st = NULL;
-
-    pthread_mutex_lock(&a->rlock);
-    for (;;) {
-        for (size_t i = 0; i < a->nreaders; i++) {
-            if (!a->reader_busy[i]) {
-                a->reader_busy[i] = 1;
-                st = a->readers[i];
-                break;
-            }
-        }
-        if (st)
-            break;
-        pthread_cond_wait(&a->rcond, &a->rlock);
-    }
-    pthread_mutex_unlock(&a->rlock);
-    return st;
-}
-
-void app_reader_done(struct app *a, struct store *st)
-{
-    pthread_mutex_lock(&a->rlock);
-    for (size_t i = 0; i < a->nreaders; i++)
-        if (a->readers[i] == st)
-            a->reader_busy[i] = 0;
-    pthread_cond_signal(&a->rcond);
-    pthread_mutex_unlock(&a->rlock);
-}
 
 int app_open(struct app *a, int *recovered, char *err, size_t errlen)
 {
@@ -100,16 +69,4 @@ void app_close(struct app *a)
     a->pages = NULL;
     a->catalog = NULL;
     auth_free(&a->auth);
-}
-
-void app_job_changed(struct app *a, const char *job_id)
-{
-    if (a->hooks.job_changed)
-        a->hooks.job_changed(a->hooks.ctx, job_id);
-}
-
-void app_tick(struct app *a)
-{
-    if (a->hooks.tick)
-        a->hooks.tick(a->hooks.ctx);
 }
