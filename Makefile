@@ -19,7 +19,7 @@ XCFLAGS  := -std=c11 -Wall -Wextra -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
 SAN      ?=
 CC_ALL    = $(CC) $(XCFLAGS) $(CFLAGS) $(SAN)
 LDLIBS_ENGINE := -lz -lm
-LDLIBS_APP    := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lpthread $(LDLIBS_ENGINE)
+LDLIBS_APP    := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lnettle -lpthread $(LDLIBS_ENGINE)
 CHECK_LIBS    := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 ENGINE_SRC := $(sort $(wildcard engine/src/*.c))

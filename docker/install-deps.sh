@@ -7,7 +7,7 @@ set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
-      libcurl4-openssl-dev"
+      libcurl4-openssl-dev nettle-dev"
 [ $# -gt 0 ] && PKGS="$*"
 
 missing=""

@@ -1,129 +1,30 @@
-/* SHA-256 as FIPS 180-4 describes it, one 64-byte block at a time. */
+/* ecopt's SHA-256 calls, on nettle's implementation. */
 #include "sha256.h"
-
-#include <string.h>
-
-static const uint32_t K[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-    0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-    0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-    0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-    0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t ror(uint32_t x, unsigned n)
-{
-    return x >> n | x << (32 - n);
-}
-
-static uint32_t load_be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-           (uint32_t)p[3];
-}
-
-static void store_be32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static void compress(uint32_t st[8], const unsigned char *block)
-{
-    uint32_t w[64], a, b, c, d, e, f, g, h;
-
-    for (int i = 0; i < 16; i++)
-        w[i] = load_be32(block + 4 * i);
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ w[i - 15] >> 3;
-        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ w[i - 2] >> 10;
-
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    a = st[0], b = st[1], c = st[2], d = st[3];
-    e = st[4], f = st[5], g = st[6], h = st[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) +
-                      ((e & f) ^ (~e & g)) + K[i] + w[i];
-        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) +
-                      ((a & b) ^ (a & c) ^ (b & c));
-
-        h = g, g = f, f = e, e = d + t1;
-        d = c, c = b, b = a, a = t1 + t2;
-    }
-    st[0] += a, st[1] += b, st[2] += c, st[3] += d;
-    st[4] += e, st[5] += f, st[6] += g, st[7] += h;
-}
 
 void sha256_init(struct sha256 *h)
 {
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
-                                   0xa54ff53a, 0x510e527f, 0x9b05688c,
-                                   0x1f83d9ab, 0x5be0cd19};
-
-    memcpy(h->state, iv, sizeof iv);
-    h->length = 0;
-    h->fill = 0;
+    nettle_sha256_init(&h->ctx);
 }
 
 void sha256_update(struct sha256 *h, const void *data, size_t len)
 {
-    const unsigned char *p = data;
-
-    h->length += len;
-    if (h->fill) {
-        size_t k = 64 - h->fill < len ? 64 - h->fill : len;
-
-        memcpy(h->block + h->fill, p, k);
-        h->fill += k, p += k, len -= k;
-        if (h->fill < 64)
-            return;
-        compress(h->state, h->block);
-        h->fill = 0;
-    }
-    for (; len >= 64; p += 64, len -= 64)
-        compress(h->state, p);
-    memcpy(h->block, p, len);
-    h->fill = len;
+    nettle_sha256_update(&h->ctx, len, data);
 }
 
 void sha256_final(struct sha256 *h, unsigned char out[SHA256_DIGEST_SIZE])
 {
-    uint64_t bits = h->length * 8;
-
-    /* A 1 bit, zeros up to 56 mod 64, then the length in bits. */
-    h->block[h->fill++] = 0x80;
-    if (h->fill > 56) {
-        memset(h->block + h->fill, 0, 64 - h->fill);
-        compress(h->state, h->block);
-        h->fill = 0;
-    }
-    memset(h->block + h->fill, 0, 56 - h->fill);
-    store_be32(h->block + 56, (uint32_t)(bits >> 32));
-    store_be32(h->block + 60, (uint32_t)bits);
-    compress(h->state, h->block);
-    for (int i = 0; i < 8; i++)
-        store_be32(out + 4 * i, h->state[i]);
-    memset(h, 0, sizeof *h);
+    nettle_sha256_digest(&h->ctx, SHA256_DIGEST_SIZE, out);
 }
 
 void sha256_final_hex(struct sha256 *h, char out[SHA256_HEX_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
+    static const char digits[] = "0123456789abcdef";
     unsigned char d[SHA256_DIGEST_SIZE];
 
     sha256_final(h, d);
     for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        out[2 * i] = hex[d[i] >> 4];
-        out[2 * i + 1] = hex[d[i] & 15];
+        out[2 * i] = digits[d[i] >> 4];
+        out[2 * i + 1] = digits[d[i] & 15];
     }
-    out[64] = '\0';
+    out[2 * SHA256_DIGEST_SIZE] = '\0';
 }
