@@ -63,7 +63,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC_ALL) -c $< -o $@
 
-$(BUILD)/gen/migrations.c: tools/embed-migrations.sh $(MIGRATIONS)
+$(BUILD)/gen/migrations.c: tools/embed-migrations.sh tools/embed-bytes.sh $(MIGRATIONS)
 	@mkdir -p $(dir $@)
 	sh tools/embed-migrations.sh $@ $(MIGRATIONS)
 
@@ -71,12 +71,20 @@ $(BUILD)/gen/migrations.o: $(BUILD)/gen/migrations.c service/lib/store_migration
 	$(CC_ALL) -c $< -o $@
 
 # The API contract, served at /openapi.yaml.
-$(BUILD)/gen/openapi.c: tools/embed-text.sh api/openapi.yaml
+$(BUILD)/gen/openapi.c: tools/embed-bytes.sh api/openapi.yaml
 	@mkdir -p $(dir $@)
-	sh tools/embed-text.sh openapi_yaml api/openapi.yaml $@
+	sh tools/embed-bytes.sh openapi_yaml api/openapi.yaml $@
 
 $(BUILD)/gen/openapi.o: $(BUILD)/gen/openapi.c
 	$(CC_ALL) -c $< -o $@
+
+# test_embed's fixture of awkward bytes, embedded by the same tool.
+$(BUILD)/gen/tests/embed_fixture.inc: tools/embed-bytes.sh tests/fixtures/embed.bin
+	@mkdir -p $(dir $@)
+	sh tools/embed-bytes.sh embed_fixture tests/fixtures/embed.bin $@
+
+$(BUILD)/tests/test_embed: $(BUILD)/gen/tests/embed_fixture.inc
+$(BUILD)/tests/test_embed: XCFLAGS += -I$(BUILD)/gen/tests
 
 $(ENGINE_LIB): $(ENGINE_OBJ)
 	@rm -f $@

@@ -31,13 +31,13 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC_ALL) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_DIR)/obj/gen/migrations.c: tools/embed-migrations.sh $(MIGRATIONS)
+$(FUZZ_DIR)/obj/gen/migrations.c: tools/embed-migrations.sh tools/embed-bytes.sh $(MIGRATIONS)
 	@mkdir -p $(dir $@)
 	sh tools/embed-migrations.sh $@ $(MIGRATIONS)
 
-$(FUZZ_DIR)/obj/gen/openapi.c: tools/embed-text.sh api/openapi.yaml
+$(FUZZ_DIR)/obj/gen/openapi.c: tools/embed-bytes.sh api/openapi.yaml
 	@mkdir -p $(dir $@)
-	sh tools/embed-text.sh openapi_yaml api/openapi.yaml $@
+	sh tools/embed-bytes.sh openapi_yaml api/openapi.yaml $@
 
 $(FUZZ_DIR)/obj/gen/%.o: $(FUZZ_DIR)/obj/gen/%.c
 	$(FUZZ_CC_ALL) -c $< -o $@

@@ -4,7 +4,8 @@
 #                         message when node or chromium is missing, unless
 #                         ECOPT_REQUIRE_BROWSER=1
 #
-# web/* become $(BUILD)/gen/web/ecopt_web_assets.inc, which service/api/ui.c
+# web/* become $(BUILD)/gen/web/ecopt_web_assets.inc (each file as bytes,
+# tools/embed-bytes.sh, and a table of them), which service/api/ui.c
 # includes; so the files live in service/api/ui.o itself and every program that
 # links the service (ecopt, ecopt-mpi, the tests, the benches) has them
 # with no change to any link line.
@@ -12,11 +13,11 @@
 UI_WEB := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
 UI_INC := $(BUILD)/gen/web/ecopt_web_assets.inc
 
-$(UI_INC): tools/embed-text.sh mk/ui.mk $(UI_WEB)
+$(UI_INC): tools/embed-bytes.sh mk/ui.mk $(UI_WEB)
 	@mkdir -p $(dir $@)
 	@set -e; rm -f $@.tmp; i=0; \
 	for f in $(UI_WEB); do \
-	    sh tools/embed-text.sh ui_web_$$i $$f $@.$$i.c; \
+	    sh tools/embed-bytes.sh ui_web_$$i $$f $@.$$i.c; \
 	    cat $@.$$i.c >> $@.tmp; rm -f $@.$$i.c; i=$$((i + 1)); \
 	done; \
 	echo "static const struct ui_asset ui_assets[] = {" >> $@.tmp; \
