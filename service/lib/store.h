@@ -1,7 +1,8 @@
 /*
  * The service's storage: jobs, their metric rows, experiments, datasets and
  * the P* cache in one SQLite file, behind a typed API. No SQL leaves
- * store.c; the schema is migrations/NNNN_slug.sql, embedded at build time.
+ * service/lib/store/ (its statements are one table, in store_int.h); the
+ * schema is migrations/NNNN_slug.sql, embedded at build time.
  */
 #ifndef ECOPT_STORE_H
 #define ECOPT_STORE_H

@@ -1,0 +1,307 @@
+/*
+ * Private to service/lib/store/: the statement table, the connection, and
+ * the helpers the module's files share (prefixed store__, or inline).
+ * store.h is the contract; nothing outside this folder includes this.
+ *
+ * The storage layer over SQLite: connection setup and migrations, the one
+ * table of statements every connection prepares once, and the typed calls
+ * the service makes. Nothing else in the program speaks SQL.
+ */
+#ifndef ECOPT_STORE_INT_H
+#define ECOPT_STORE_INT_H
+
+#include "store.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "describe.h"
+#include "store_migrations.h"
+
+/* How long a connection waits for another's lock before STORE_EBUSY. */
+#define BUSY_TIMEOUT_MS 5000
+
+/* A fresh random id colliding is a 2^-64 event; a few retries cover it. */
+#define ID_ATTEMPTS 4
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+
+/* ---- The statements -------------------------------------------------- */
+
+/* The columns job_from_row reads, in order. */
+#define JOB_COLUMNS                                                         \
+    "j.seq, j.id, j.owner, j.state, j.reason, j.spec, j.name, j.labels, "  \
+    "j.algorithm, j.compressor, j.dataset, j.backend, j.workers, "         \
+    "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
+    "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
+    "j.experiment_id"
+
+enum job_column {
+    JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
+    JC_LABELS, JC_ALGORITHM, JC_COMPRESSOR, JC_DATASET, JC_BACKEND,
+    JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
+    JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
+    JC_IDEM_KEY, JC_EXPERIMENT_ID
+};
+
+/* The columns metric_from_row reads, in ec_metric's order, each with a
+   comma after it (DESCRIBE_METRIC_FIELDS), and a parameter for each. */
+#define METRIC_COLUMN_(name, kind, csv) #name ", "
+#define METRIC_PARAM_(name, kind, csv) "?, "
+#define METRIC_COLUMNS_ DESCRIBE_METRIC_FIELDS(METRIC_COLUMN_)
+#define METRIC_PARAMS_ DESCRIBE_METRIC_FIELDS(METRIC_PARAM_)
+
+/* The filters of the job list, shared by its two access paths. */
+#define JOB_LIST_FILTERS                                                    \
+    " AND j.seq < ?1"                                                      \
+    " AND (?3 IS NULL OR j.state = ?3)"                                    \
+    " AND (?4 IS NULL OR j.algorithm = ?4)"                                \
+    " AND (?5 IS NULL OR j.dataset = ?5)"                                  \
+    " AND (?6 IS NULL OR EXISTS (SELECT 1 FROM job_labels l"               \
+    "      WHERE l.job_seq = j.seq AND l.key = ?6"                         \
+    "        AND (?7 IS NULL OR l.value = ?7)))"                           \
+    " ORDER BY j.seq DESC LIMIT ?8"
+
+/*
+ * Every statement the store runs, prepared once per connection at open
+ * and reset after each use. Only the connection's setup (pragmas and
+ * migrations) runs before them, since these name tables that the
+ * migrations create.
+ */
+#define STORE_STATEMENTS(X)                                                 \
+    X(SQL_BEGIN, "BEGIN IMMEDIATE")                                        \
+    X(SQL_COMMIT, "COMMIT")                                                \
+    X(SQL_ROLLBACK, "ROLLBACK")                                            \
+    X(SQL_PING, "SELECT count(*) FROM sqlite_master")                      \
+    X(SQL_JOB_SEQ, "SELECT seq FROM jobs WHERE id = ?1")                   \
+    X(SQL_JOB_GET, "SELECT " JOB_COLUMNS " FROM jobs j"                    \
+                   " WHERE j.id = ?1 AND (?2 IS NULL OR j.owner = ?2)")    \
+    X(SQL_JOB_GET_SEQ, "SELECT " JOB_COLUMNS " FROM jobs j"                \
+                       " WHERE j.seq = ?1")                                \
+    X(SQL_JOB_STATE, "SELECT state FROM jobs"                              \
+                     " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)")      \
+    X(SQL_JOB_IDEM, "SELECT seq, idem_hash FROM jobs"                      \
+                    " WHERE owner = ?1 AND idem_key = ?2")                 \
+    X(SQL_JOB_INSERT,                                                      \
+      "INSERT INTO jobs (id, owner, spec, name, labels, algorithm,"        \
+      " compressor, dataset, backend, workers, created_at, idem_key,"      \
+      " idem_hash, experiment_id)"                                         \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"   \
+      " ?14)")                                                             \
+    X(SQL_LABELS_INSERT, "INSERT INTO job_labels (job_seq, key, value)"    \
+                         " SELECT ?1, key, value FROM json_each(?2)")      \
+    /* Two paths: a token's own list walks the (owner, seq) index. The    \
+       admin's names ?2 (always NULL) so that both bind alike. */          \
+    X(SQL_JOB_LIST, "SELECT " JOB_COLUMNS " FROM jobs j"                   \
+                    " WHERE ?2 IS NULL" JOB_LIST_FILTERS)                  \
+    X(SQL_JOB_LIST_OWNER, "SELECT " JOB_COLUMNS " FROM jobs j"             \
+                          " WHERE j.owner = ?2" JOB_LIST_FILTERS)          \
+    X(SQL_JOB_SET_RUNNING,                                                 \
+      "UPDATE jobs SET state = 'running', pid = ?2,"                       \
+      " started_at = coalesce(started_at, ?3),"                            \
+      " problem = coalesce(?4, problem), params = coalesce(?5, params)"    \
+      " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
+    X(SQL_JOB_PROGRESS,                                                    \
+      "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
+      " updated_at = ?5 WHERE id = ?1 AND state = 'running'")              \
+    X(SQL_JOB_FINISH,                                                      \
+      "UPDATE jobs SET state = ?2, reason = ?3, finished_at = ?4"          \
+      " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
+    X(SQL_JOB_DELETE,                                                      \
+      "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
+      " AND state NOT IN ('queued', 'running')")                           \
+    X(SQL_JOBS_QUEUED, "SELECT " JOB_COLUMNS " FROM jobs j"                \
+                       " WHERE j.state = 'queued' ORDER BY j.seq LIMIT ?1")\
+    X(SQL_COUNTS,                                                          \
+      "SELECT"                                                             \
+      " coalesce(sum(state = 'running'), 0),"                              \
+      " coalesce(sum(CASE WHEN state = 'running' THEN workers END), 0),"   \
+      " coalesce(sum(state = 'queued'), 0),"                               \
+      " coalesce(sum(state = 'running' AND owner = ?1), 0),"               \
+      " coalesce(sum(state = 'queued' AND owner = ?1), 0)"                 \
+      " FROM jobs WHERE state IN ('queued', 'running')")                   \
+    X(SQL_RECOVER,                                                         \
+      "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
+      " finished_at = ?2 WHERE state = 'running'")                         \
+    X(SQL_METRIC_INSERT,                                                   \
+      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"   \
+      " VALUES (?1, " METRIC_PARAMS_ "?)")                                 \
+    X(SQL_METRIC_INSERT_DOC,                                               \
+      "INSERT OR REPLACE INTO metrics (job_seq, round, doc)"               \
+      " VALUES (?1, ?2, ?3)")                                              \
+    X(SQL_METRIC_PROGRESS,                                                 \
+      "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
+      " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
+    X(SQL_METRIC_PAGE, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
+                       " WHERE job_seq = ?1 AND round > ?2"                \
+                       " ORDER BY round LIMIT ?3")                         \
+    X(SQL_METRIC_COUNT, "SELECT count(*) FROM metrics"                     \
+                        " WHERE job_seq = ?1 AND round > ?2")              \
+    X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
+                       " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
+    X(SQL_PSTAR_GET,                                                       \
+      "SELECT p_star, method, bound, computed_at FROM pstar"               \
+      " WHERE dataset_sha256 = ?1 AND loss = ?2 AND lambda1 = ?3"          \
+      " AND lambda2 = ?4")                                                 \
+    X(SQL_PSTAR_LIST,                                                      \
+      "SELECT lambda1, lambda2, p_star, method, bound, computed_at"        \
+      " FROM pstar WHERE dataset_sha256 = ?1 AND loss = ?2"                \
+      " ORDER BY computed_at DESC LIMIT ?3")                               \
+    X(SQL_PSTAR_PUT,                                                       \
+      "INSERT OR REPLACE INTO pstar (dataset_sha256, loss, lambda1,"       \
+      " lambda2, p_star, method, bound, computed_at)"                      \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                          \
+    X(SQL_EXP_INSERT,                                                      \
+      "INSERT INTO experiments (id, owner, name, spec, created_at)"        \
+      " VALUES (?1, ?2, ?3, ?4, ?5)")                                      \
+    X(SQL_EXP_GET,                                                         \
+      "SELECT id, owner, name, spec, created_at FROM experiments"          \
+      " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)")                     \
+    X(SQL_EXP_JOBS, "SELECT " JOB_COLUMNS " FROM jobs j"                   \
+                    " WHERE j.experiment_id = ?1 ORDER BY j.seq")          \
+    X(SQL_DATASET_PUT,                                                     \
+      "INSERT OR REPLACE INTO datasets (name, sha256, rows, d, nnz,"       \
+      " labels, bytes, uploaded_at)"                                       \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                          \
+    X(SQL_DATASET_GET,                                                     \
+      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at"      \
+      " FROM datasets WHERE name = ?1")                                    \
+    X(SQL_DATASET_LIST,                                                    \
+      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at"      \
+      " FROM datasets ORDER BY name")                                      \
+    X(SQL_DATASET_DELETE, "DELETE FROM datasets WHERE name = ?1")
+
+enum statement_id {
+#define STORE_STMT_ENUM(id, sql) id,
+    STORE_STATEMENTS(STORE_STMT_ENUM)
+#undef STORE_STMT_ENUM
+    SQL_COUNT
+};
+
+
+struct store {
+    sqlite3 *db;
+    uint64_t rng;                /* splitmix64 state for ids */
+    sqlite3_stmt *stmt[SQL_COUNT];
+};
+
+/* ---- Helpers the files share ---------------------------------------- */
+
+/* open.c */
+int store__set_err(struct store_err *err, int code, int sqlite_code,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int store__code_of_sqlite(int rc);
+int store__sql_fail(sqlite3 *db, struct store_err *err, int rc,
+                    const char *what);
+int store__tx_begin(struct store *st, const char *what, struct store_err *err);
+int store__tx_end(struct store *st, int rc, const char *what,
+                  struct store_err *err);
+int64_t store__now_ms(void);
+void store__new_id(struct store *st, char prefix, char id[STORE_ID_LEN + 1]);
+int store__is_sha256(const char *s);
+
+/* jobs.c */
+int store__job_seq(struct store *st, const char *id, int64_t *seq,
+                   struct store_err *err);
+
+/* ---- Using a statement ----------------------------------------------- */
+
+/*
+ * One use of a prepared statement. A bind that fails records its code and
+ * later binds and the step do nothing, so a call checks once, at the step.
+ */
+struct use {
+    sqlite3_stmt *s;
+    int rc;
+};
+
+static inline struct use use(struct store *st, enum statement_id id)
+{
+    return (struct use){st->stmt[id], SQLITE_OK};
+}
+
+static inline void bind_text(struct use *u, int i, const char *v)
+{
+    /* SQLITE_STATIC: every caller's string outlives the reset. */
+    if (u->rc == SQLITE_OK)
+        u->rc = v ? sqlite3_bind_text(u->s, i, v, -1, SQLITE_STATIC)
+                  : sqlite3_bind_null(u->s, i);
+}
+
+static inline void bind_int(struct use *u, int i, int64_t v)
+{
+    if (u->rc == SQLITE_OK)
+        u->rc = sqlite3_bind_int64(u->s, i, v);
+}
+
+/* NaN and the infinities are stored as NULL: JSON has no word for them. */
+static inline void bind_real(struct use *u, int i, double v)
+{
+    if (u->rc == SQLITE_OK)
+        u->rc = isfinite(v) ? sqlite3_bind_double(u->s, i, v)
+                            : sqlite3_bind_null(u->s, i);
+}
+
+static inline int step(struct use *u)
+{
+    return u->rc != SQLITE_OK ? u->rc : sqlite3_step(u->s);
+}
+
+static inline void done(struct use *u)
+{
+    sqlite3_reset(u->s);
+    sqlite3_clear_bindings(u->s);
+}
+
+/* Runs a statement that returns no rows: 0 or < 0 with err filled. */
+static inline int exec_use(struct store *st, struct use *u, const char *what,
+                           struct store_err *err)
+{
+    int rc = step(u);
+
+    rc = rc == SQLITE_DONE ? 0 : store__sql_fail(st->db, err, rc, what);
+    done(u);
+    return rc;
+}
+
+static inline double col_real(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL
+               ? NAN : sqlite3_column_double(s, i);
+}
+
+/* A copy of a text column, NULL for SQL NULL; sets *nomem on failure. */
+static inline char *col_dup(sqlite3_stmt *s, int i, int *nomem)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    char *copy;
+
+    if (!t) {
+        if (sqlite3_column_type(s, i) != SQLITE_NULL)
+            *nomem = 1;
+        return NULL;
+    }
+    if (!(copy = strdup((const char *)t)))
+        *nomem = 1;
+    return copy;
+}
+
+static inline void col_copy(sqlite3_stmt *s, int i, char *buf, size_t size)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+
+    snprintf(buf, size, "%s", t ? (const char *)t : "");
+}
+
+#endif
