@@ -343,6 +343,50 @@ START_TEST(test_reader_connection)
 }
 END_TEST
 
+/* Each database's writers count their commits in the generation given to
+   them, not in another's, nor in the process's own. */
+START_TEST(test_generation_per_store)
+{
+    struct store_gen ga = STORE_GEN_INIT, gb;
+    struct store_dataset ds = {.name = "g", .rows = 1, .d = 1, .nnz = 1,
+                               .labels = "[-1,1]", .bytes = 1};
+    struct store_err err = {0};
+    char pa[160], pb[160];
+    struct store *a, *b;
+    uint64_t g0;
+
+    memset(ds.sha256, 'a', 64);
+    store_gen_init(&gb);
+    ck_assert_uint_eq(store_gen_read(&ga), 1);
+    ck_assert_uint_eq(store_gen_read(&gb), 1);
+    snprintf(pa, sizeof pa, "%s/gen-a.db", dir);
+    snprintf(pb, sizeof pb, "%s/gen-b.db", dir);
+    a = open_ok(pa);
+    b = open_ok(pb);
+    store_set_generation(a, &ga);
+    store_set_generation(b, &gb);
+    g0 = store_generation();
+
+    expect_rc(store_dataset_put(a, &ds, &err), 0, &err, "put in a");
+    ck_assert_uint_gt(store_gen_read(&ga), 1);
+    ck_assert_uint_eq(store_gen_read(&gb), 1);
+    ck_assert_uint_eq(store_generation(), g0);
+
+    expect_rc(store_dataset_put(b, &ds, &err), 0, &err, "put in b");
+    ck_assert_uint_gt(store_gen_read(&gb), 1);
+
+    /* Given none again, a counts in the process's own. */
+    uint64_t a1 = store_gen_read(&ga), b1 = store_gen_read(&gb);
+    store_set_generation(a, NULL);
+    expect_rc(store_dataset_delete(a, "g", &err), 0, &err, "delete in a");
+    ck_assert_uint_gt(store_generation(), g0);
+    ck_assert_uint_eq(store_gen_read(&ga), a1);
+    ck_assert_uint_eq(store_gen_read(&gb), b1);
+    store_close(a);
+    store_close(b);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
     char path[160];
@@ -1754,6 +1798,7 @@ static Suite *store_suite(void)
     tcase_add_test(schema, test_newer_schema_refused);
     tcase_add_test(schema, test_reader_connection);
     tcase_add_test(schema, test_open_errors);
+    tcase_add_test(schema, test_generation_per_store);
     tcase_add_test(schema, test_error_table);
     tcase_add_test(schema, test_write_failure_and_recovery);
 

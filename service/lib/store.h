@@ -7,6 +7,7 @@
 #ifndef ECOPT_STORE_H
 #define ECOPT_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,13 +78,30 @@ struct store_err {
 struct store;
 
 struct store *store_open(const char *path, struct store_err *err);
-/*
- * A number that grows after every commit of any writer of this process
- * (never before the commit is visible). What was read from the store
- * under generation g still holds while store_generation() == g.
- */
-uint64_t store_generation(void);
 struct store *store_open_reader(const char *path, struct store_err *err);
+/*
+ * A generation: a number that grows after every commit of the writers it
+ * is given to (never before the commit is visible). What was read from
+ * their database under generation g still holds while the counter reads
+ * g. The caller owns it (e.g. one per database, beside its connections),
+ * initializes it with STORE_GEN_INIT or store_gen_init (it starts at 1),
+ * and keeps it alive as long as a store it was given to.
+ */
+struct store_gen {
+    _Atomic uint64_t value;     /* read it with store_gen_read */
+};
+#define STORE_GEN_INIT {1}
+void store_gen_init(struct store_gen *gen);
+uint64_t store_gen_read(const struct store_gen *gen);
+/*
+ * Counts st's commits in gen from now on; NULL counts them in the
+ * process's own generation again, which every store counts in until it
+ * is given one. Call it before st is shared with another thread. On a
+ * reader it has no effect: readers do not commit.
+ */
+void store_set_generation(struct store *st, struct store_gen *gen);
+/* The process's own generation: the commits of the stores given none. */
+uint64_t store_generation(void);
 void store_close(struct store *st); /* NULL is a no-op */
 
 /* The schema version the program carries (the newest migration). */

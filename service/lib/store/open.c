@@ -306,12 +306,27 @@ static int migrate(sqlite3 *db, const char *path, struct store_err *err)
  * it returns, which a killed process cannot undo; only an OS crash or a
  * power cut may take the last commits back, never the file's integrity.
  */
-/* Bumped after every commit of a writer; see store_generation(). */
-static _Atomic uint64_t generation = 1;
+/* The generation of the writers given none; see store_set_generation(). */
+static struct store_gen process_gen = STORE_GEN_INIT;
+
+void store_gen_init(struct store_gen *gen)
+{
+    atomic_init(&gen->value, 1);
+}
+
+uint64_t store_gen_read(const struct store_gen *gen)
+{
+    return atomic_load(&gen->value);
+}
+
+void store_set_generation(struct store *st, struct store_gen *gen)
+{
+    st->gen = gen ? gen : &process_gen;
+}
 
 uint64_t store_generation(void)
 {
-    return atomic_load(&generation);
+    return store_gen_read(&process_gen);
 }
 
 /*
@@ -321,8 +336,9 @@ uint64_t store_generation(void)
  */
 static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
 {
-    (void)arg;
-    atomic_fetch_add(&generation, 1);
+    struct store *st = arg;
+
+    atomic_fetch_add(&st->gen->value, 1);
     if (pages >= 1000)
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK;
@@ -350,7 +366,7 @@ static int configure(struct store *st, const char *path, int reader,
         return store__set_err(err, STORE_EIO, 0,
                               "database %s cannot use WAL (journal mode stays "
                               "\"%s\"): put it on a local file system", path, mode);
-    sqlite3_wal_hook(st->db, on_wal_commit, NULL);
+    sqlite3_wal_hook(st->db, on_wal_commit, st);
     return 0;
 }
 
@@ -391,6 +407,7 @@ static struct store *open_common(const char *path, int reader,
         goto fail;
     }
     rng_seed(st);
+    st->gen = &process_gen;
     rc = sqlite3_open_v2(path, &st->db, flags, NULL);
     if (rc != SQLITE_OK) {
         char what[512];

@@ -193,6 +193,7 @@ enum statement_id {
 struct store {
     sqlite3 *db;
     uint64_t rng;                /* splitmix64 state for ids */
+    struct store_gen *gen;       /* bumped after each commit (a writer's) */
     sqlite3_stmt *stmt[SQL_COUNT];
 };
 
