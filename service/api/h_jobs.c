@@ -238,7 +238,7 @@ int h_job_get(struct http_req *rq, struct http_resp *rs, const struct token *t)
     int rc, found;
     size_t len;
     /* Read before the store: a commit after it retires what we render. */
-    uint64_t gen = store_generation();
+    uint64_t gen = store_gen_read(&a->gen);
 
     cached = jobcache_get(a->pages, http_param(rq, "id"), gen, owner, sizeof owner, &len);
     if (api_reply_cached(rs, t, cached, len, owner, &rc))

@@ -28,10 +28,12 @@ int app_open(struct app *a, int *recovered, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    store_gen_init(&a->gen);
     if (!(a->writer = store_open(a->cfg.db, &e))) {
         snprintf(err, errlen, "%s", e.msg);
         return -1;
     }
+    store_set_generation(a->writer, &a->gen);
     *recovered = store_recover(a->writer, "the service stopped while the job ran", &e);
     if (*recovered < 0) {
         snprintf(err, errlen, "%s", e.msg);

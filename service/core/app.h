@@ -42,6 +42,7 @@ struct app {
     size_t nreaders;
     pthread_mutex_t rlock;
     pthread_cond_t rcond;
+    struct store_gen gen;         /* counts the writer's commits */
     struct sched *sched;
     struct catalog *catalog;      /* what each data file was */
     struct pagecache *pages;      /* pages and job documents as sent */

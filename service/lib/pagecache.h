@@ -37,7 +37,7 @@ void pagecache_counts(struct pagecache *pc, unsigned long long *hits, unsigned l
 
 /*
  * Job documents (GET /v1/jobs/{id}) as sent, each with the store
- * generation it was read under (store_generation()) and its owner: valid
+ * generation it was read under (store_gen_read) and its owner: valid
  * only while the generation has not moved, so any commit (progress, a
  * state change, a delete) retires them all at once. The caller still
  * checks the owner against the token.
