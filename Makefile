@@ -55,7 +55,7 @@ endif
 ECOPT_DATA_DIR ?= $(abspath ../shared/datasets)
 export ECOPT_DATA_DIR
 
-.PHONY: all check run bench deps clean asan-check engine-linkcheck tests install
+.PHONY: all check run bench deps clean asan-check engine-linkcheck layercheck tests install
 PREFIX ?= /usr/local
 all: $(BUILD)/ecopt $(MPI_BIN)
 
@@ -108,6 +108,15 @@ engine-linkcheck: $(BUILD)/engine-linkcheck
 	@if nm -u $(ENGINE_LIB) | grep -E ' (json_|sqlite3_|MHD_|curl_)'; then \
 	    echo "engine depends on a service library" >&2; exit 1; fi
 	$(BUILD)/engine-linkcheck
+
+# The floors only look down (tools/layercheck.sh): no file includes a
+# header of a higher floor; the objects of format/, service/ and cli/ call
+# each other in no circle and never upward (read from nm); no file of
+# service/ or cli/ is over 1500 lines. tools/layercheck-test.sh first
+# checks the checker itself on small trees that break each rule.
+layercheck: $(SERVICE_OBJ) $(CLI_OBJ)
+	@sh tools/layercheck-test.sh
+	@sh tools/layercheck.sh $(BUILD) $(SERVICE_OBJ) $(CLI_OBJ)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/serverutil.h $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
