@@ -133,7 +133,7 @@ deps:
 
 # Each suite is its own program; all run even if one fails, then the totals.
 check: deps
-	@$(MAKE) --no-print-directory tests engine-linkcheck
+	@$(MAKE) --no-print-directory tests engine-linkcheck layercheck
 	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
 
 asan-check: deps
