@@ -1,6 +1,6 @@
 /*
  * The dashboard's files, served from memory. mk/ui.mk turns the files of
- * web/ into ecopt_web_assets.inc (each file a string, and a table of them)
+ * web/ into ecopt_web_assets.inc (each file its bytes, and a table of them)
  * and puts its directory on this file's include path; a build without it
  * (say the fuzzers') still compiles, and answers / with a 404 that says so.
  */
