@@ -166,7 +166,7 @@ static void report(struct run_ctx *ctx, json_t *rec)
 static void report_failure(struct run_ctx *ctx, const char *reason)
 {
     report(ctx, json_pack("{s:s, s:s, s:s, s:s}", "type", "final", "status",
-                          "failed", "stop", "failed", "reason", reason));
+                          "failed", "stop", "start_failed", "reason", reason));
 }
 
 static const char *status_of(ec_stop stop)

@@ -91,6 +91,12 @@ int api_reply_cached(struct http_resp *rs, const struct token *t, char *cached,
 int api_load_job(struct http_req *rq, struct http_resp *rs, const struct token *t,
                  struct store_job *job);
 
+/* The jobs=ID,ID,... query of the compare routes, 1..API_COMPARE_MAX
+   ids; -1 with a 400 replied. */
+#define API_COMPARE_MAX 32
+int api_job_ids(struct http_req *rq, struct http_resp *rs,
+                char ids[API_COMPARE_MAX][STORE_ID_LEN + 1], size_t *n);
+
 /* A job as the API shows it (with its stored documents). New reference. */
 json_t *api_job_json(const struct store_job *j);
 
@@ -125,6 +131,9 @@ int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *wh
 int h_experiments_create(struct http_req *rq, struct http_resp *rs,
                          const struct token *who);
 int h_experiment_get(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_experiments_list(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_compare_plot(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_dataset_get(struct http_req *rq, struct http_resp *rs, const struct token *who);

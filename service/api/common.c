@@ -134,3 +134,37 @@ int api_load_job(struct http_req *rq, struct http_resp *rs,
     return 0;
 }
 
+
+int api_job_ids(struct http_req *rq, struct http_resp *rs,
+                char ids[API_COMPARE_MAX][STORE_ID_LEN + 1], size_t *n)
+{
+    const char *q = http_query(rq, "jobs");
+    const char *p = q;
+
+    *n = 0;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (*n == API_COMPARE_MAX)
+            return http_reply_problem(rs, 400, NULL,
+                                      "jobs: at most 32 job ids may be compared",
+                                      json_pack("{s:s, s:i}", "parameter", "jobs", "max",
+                                                API_COMPARE_MAX)), -1;
+        if (len == 0 || len > STORE_ID_LEN)
+            return http_reply_problem(rs, 400, NULL,
+                                      "jobs: a comma-separated list of job ids "
+                                      "(GET /v1/jobs lists them)",
+                                      json_pack("{s:s}", "parameter", "jobs")), -1;
+        memcpy(ids[*n], p, len);
+        ids[*n][len] = '\0';
+        (*n)++;
+        p = end ? end + 1 : NULL;
+    }
+    if (*n < 1)
+        return http_reply_problem(rs, 400, NULL,
+                                  "jobs is required: the ids of 1..32 jobs, "
+                                  "comma-separated",
+                                  json_pack("{s:s}", "parameter", "jobs")), -1;
+    return 0;
+}

@@ -9,23 +9,17 @@
 #include "describe.h"
 #include "experiments.h"
 
-/* The experiment and its comparison table, with status. */
-static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
-                            const char *owner, int status)
+/* The comparison table and the jobs of a view, into *table and *list. */
+static void view_json(const struct experiment_view *v, json_t **table_out,
+                      json_t **list_out)
 {
-    struct experiment_view v;
-    struct store_err e = {0};
-    json_t *table, *list, *spec;
-    int rc;
+    const struct experiment_view vv = *v;
+    json_t *table, *list;
 
-    if (experiments_view(a, id, owner, &v, &e) < 0) {
-        experiment_view_clear(&v);
-        return api_reply_store(rs, &e, "no such experiment");
-    }
     table = json_array();
     list = json_array();
-    for (size_t i = 0; i < v.n; i++) {
-        const struct experiment_row *r = &v.rows[i];
+    for (size_t i = 0; i < vv.n; i++) {
+        const struct experiment_row *r = &vv.rows[i];
         const struct store_job *job = r->job;
         json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:b}", "job", job->id, "algorithm",
                                 job->algorithm, "compressor", job->compressor, "state",
@@ -48,6 +42,24 @@ static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
         json_array_append_new(table, row);
         json_array_append_new(list, api_job_json(job));
     }
+    *table_out = table;
+    *list_out = list;
+}
+
+/* The experiment and its comparison table, with status. */
+static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
+                            const char *owner, int status)
+{
+    struct experiment_view v;
+    struct store_err e = {0};
+    json_t *table, *list, *spec;
+    int rc;
+
+    if (experiments_view(a, id, owner, &v, &e) < 0) {
+        experiment_view_clear(&v);
+        return api_reply_store(rs, &e, "no such experiment");
+    }
+    view_json(&v, &table, &list);
     spec = json_loads(v.x.spec, 0, NULL);
     rc = http_reply_json(rs, status,
                          json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o}", "id", v.x.id,
@@ -96,4 +108,66 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
 int h_experiment_get(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
     return reply_experiment(rs, rq->app, http_param(rq, "id"), api_owner_of(who), 200);
+}
+
+#define EXPERIMENTS_LIST_DEFAULT 50
+#define EXPERIMENTS_LIST_MAX 500
+
+int h_experiments_list(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    struct store_experiment *xs = NULL;
+    struct store_err e = {0};
+    char next[STORE_CURSOR_SIZE];
+    long long limit;
+    size_t n = 0;
+    struct store *st;
+    json_t *list;
+    int rc;
+
+    if (api_query_uint(rq, rs, "limit", 1, EXPERIMENTS_LIST_MAX, EXPERIMENTS_LIST_DEFAULT,
+                       &limit) < 0)
+        return 0;
+    st = app_reader(a);
+    rc = store_experiment_list(st, api_owner_of(who), http_query(rq, "cursor"),
+                               (size_t)limit, &xs, &n, next, &e);
+    app_reader_done(a, st);
+    if (rc == STORE_EINVAL)
+        return http_reply_problem(rs, 400, NULL, "cursor is not one this server issued",
+                                  json_pack("{s:s}", "parameter", "cursor"));
+    if (rc < 0)
+        return api_reply_store(rs, &e, "no experiments");
+    list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", xs[i].id,
+                                              "owner", xs[i].owner, "name",
+                                              xs[i].name ? xs[i].name : "", "created_at",
+                                              (json_int_t)xs[i].created_at, "jobs",
+                                              (json_int_t)xs[i].jobs));
+    store_experiments_free(xs, n);
+    return http_reply_json(rs, 200, json_pack("{s:o, s:o}", "experiments", list,
+                                              "next_cursor",
+                                              next[0] ? json_string(next) : json_null()));
+}
+
+int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1];
+    struct experiment_view v;
+    struct store_err e = {0};
+    json_t *table, *list;
+    size_t n;
+    int rc;
+
+    if (api_job_ids(rq, rs, ids, &n) < 0)
+        return 0;
+    if (experiments_view_jobs(rq->app, (const char (*)[STORE_ID_LEN + 1])ids, n,
+                              api_owner_of(who), &v, &e) < 0) {
+        experiment_view_clear(&v);
+        return api_reply_store(rs, &e, "no such job");
+    }
+    view_json(&v, &table, &list);
+    rc = http_reply_json(rs, 200, json_pack("{s:o, s:o}", "comparison", table, "jobs", list));
+    experiment_view_clear(&v);
+    return rc;
 }

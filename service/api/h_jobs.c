@@ -10,6 +10,24 @@
 #include "jobspec.h"
 #include "pagecache.h"
 
+/* Every stop_reason a job can end with (migrations/0005, scheduler.c). */
+static const char *const stop_reasons[] = {
+    "target_reached", "max_rounds",   "max_seconds",      "diverged",
+    "cancelled",      "worker_failed", "start_failed",    "coordinator_died",
+    "interrupted",    "failed",
+};
+#define STOP_REASONS_TEXT                                                   \
+    "target_reached, max_rounds, max_seconds, diverged, cancelled, "        \
+    "worker_failed, start_failed, coordinator_died, interrupted, failed"
+
+static int stop_reason_known(const char *v)
+{
+    for (size_t i = 0; i < sizeof stop_reasons / sizeof stop_reasons[0]; i++)
+        if (strcmp(v, stop_reasons[i]) == 0)
+            return 1;
+    return 0;
+}
+
 #define LIST_DEFAULT 50
 #define LIST_MAX 500
 
@@ -32,6 +50,8 @@ static json_t *job_json_base(const struct store_job *j)
     json_object_set_new(o, "id", json_string(j->id));
     json_object_set_new(o, "state", json_string(store_job_state_name(j->state)));
     json_object_set_new(o, "reason", j->reason ? json_string(j->reason) : json_null());
+    json_object_set_new(o, "stop_reason",
+                        j->stop_reason ? json_string(j->stop_reason) : json_null());
     json_object_set_new(o, "owner", json_string(j->owner));
     json_object_set_new(o, "name", json_string(j->name ? j->name : ""));
     json_object_set_new(o, "labels", parsed_or_null(j->labels));
@@ -198,6 +218,11 @@ int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t
                                       json_pack("{s:s}", "parameter", "state"));
         f.state = (int)s;
     }
+    f.stop_reason = http_query(rq, "stop_reason");
+    if (f.stop_reason && !stop_reason_known(f.stop_reason))
+        return http_reply_problem(rs, 400, NULL,
+                                  "stop_reason must be one of " STOP_REASONS_TEXT,
+                                  json_pack("{s:s}", "parameter", "stop_reason"));
     f.algorithm = http_query(rq, "algorithm");
     f.dataset = http_query(rq, "dataset");
     if (label) {

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "api.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,76 @@ void metrics_cursor_fit(struct metrics_cursor *c, int64_t count)
         c->limit = c->max_points;
 }
 
+/*
+ * A CSV download without a limit: every row after `after`, streamed a page
+ * at a time (the next page is read when the last one has gone out), so a
+ * job of any length downloads whole in memory of one page.
+ */
+#define CSV_STREAM_PAGE 2000
+
+struct csv_stream {
+    struct app *app;
+    char id[STORE_ID_LEN + 1];
+    long long after;
+    size_t every;
+    int header_sent;
+    ec_metric rows[CSV_STREAM_PAGE];
+};
+
+static int csv_produce(void *arg, struct http_stream *st)
+{
+    struct csv_stream *c = arg;
+    struct store_metrics_page page = {0};
+    struct store_err e = {0};
+    struct store *db = app_reader(c->app);
+    char line[512];
+    int rc;
+
+    rc = store_metrics_query(db, c->id, c->after, CSV_STREAM_PAGE, c->every, c->rows,
+                             &page, &e);
+    app_reader_done(c->app, db);
+    if (!c->header_sent) {
+        http_stream_write(st, describe_csv_header, strlen(describe_csv_header));
+        http_stream_write(st, "\n", 1);
+        c->header_sent = 1;
+    }
+    if (rc < 0)
+        return HTTP_STREAM_END;         /* deleted meanwhile: what was sent is all */
+    for (size_t i = 0; i < page.count; i++) {
+        int n = describe_csv_row(&c->rows[i], line, sizeof line - 1);
+
+        if (n > 0) {
+            line[n] = '\n';
+            http_stream_write(st, line, (size_t)n + 1);
+        }
+    }
+    c->after = page.next_after;
+    if (!page.more)
+        return HTTP_STREAM_END;
+    http_stream_wake(st);               /* the next page once this one is out */
+    return HTTP_STREAM_MORE;
+}
+
+static int reply_csv_stream(struct app *a, struct http_resp *rs, const char *id,
+                            long long after, size_t every)
+{
+    struct csv_stream *c = calloc(1, sizeof *c);
+    struct http_stream *st;
+
+    if (!c)
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    c->app = a;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->after = after < -1 ? -1 : after;
+    c->every = every;
+    if (!(st = http_reply_stream(rs, 200, "text/csv", 0, csv_produce, free, c))) {
+        free(c);
+        return 0;                       /* replied 500; on_close will not run */
+    }
+    http_stream_release(st);
+    return 0;
+}
+
 /* A long-poll's page, once its rows are there. */
 struct longpoll_page {
     struct app *app;
@@ -233,7 +304,10 @@ int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token 
         store_job_clear(&job);
         return rc;
     }
-    rc = reply_metrics(a, rs, job.id, c.after, (size_t)c.limit,
+    if (wants_csv(rq) && c.max_points == 0 && !http_query(rq, "limit"))
+        rc = reply_csv_stream(a, rs, job.id, c.after, (size_t)c.every);
+    else
+        rc = reply_metrics(a, rs, job.id, c.after, (size_t)c.limit,
                            (size_t)c.every, wants_csv(rq), finished, job.owner);
     store_job_clear(&job);
     return rc;
@@ -242,12 +316,29 @@ int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token 
 int h_job_events(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
+    const char *last_id;
     struct store_job job = {0};
     long long after;
     int rc;
 
     if (api_query_uint(rq, rs, "after", -1, INT64_MAX, -1, &after) < 0)
         return 0;
+    /* A reconnecting EventSource names the last event it got: resume
+     * after it (event ids are rounds). */
+    if ((last_id = http_header(rq, "Last-Event-ID"))) {
+        char *end;
+        long long v;
+
+        errno = 0;
+        v = strtoll(last_id, &end, 10);
+        if (errno || end == last_id || *end || v < -1)
+            return http_reply_problem(rs, 400, NULL,
+                                      "Last-Event-ID must be the id of an event this "
+                                      "stream sent (a round number)",
+                                      json_pack("{s:s}", "header", "Last-Event-ID"));
+        if (v > after)
+            after = v;
+    }
     if (api_load_job(rq, rs, t, &job) < 0)
         return 0;
     rc = watch_events(a->watch, rs, job.id, after);

@@ -244,15 +244,60 @@ int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
     return rc;
 }
 
+/* One curve per job, in an SVG titled after name (or the first job). */
+static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name,
+                           const struct store_job *jobs, size_t n, enum plot_x xaxis,
+                           size_t max_points)
+{
+    struct store_err e = {0};
+    struct curve *curves = NULL;
+    plot_series *series = NULL;
+    char (*labels)[200] = NULL, title[300];
+    struct store *st;
+    int rc = 0;
+
+    if (n > 0) {
+        curves = calloc(n, sizeof *curves);
+        series = calloc(n, sizeof *series);
+        labels = calloc(n, sizeof *labels);
+        if (!curves || !series || !labels) {
+            e.code = rc = STORE_ENOMEM;
+            snprintf(e.msg, sizeof e.msg, "out of memory");
+        }
+    }
+    st = app_reader(a);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = curve_load(st, jobs[i].id, xaxis, PLOTS_EXPERIMENT_ROWS, &curves[i], &e);
+        job_label(&jobs[i], labels[i], sizeof labels[i]);
+        series[i] = (plot_series){labels[i], curves[i].x, curves[i].y, curves[i].n};
+    }
+    app_reader_done(a, st);
+    if (rc < 0) {
+        rc = api_reply_store(rs, &e, "no such job");
+    } else {
+        if (n > 0)
+            problem_title(name, &jobs[0], title, sizeof title);
+        else
+            snprintf(title, sizeof title, "%s", name && *name ? name : "no jobs");
+        plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
+                        .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
+                        .ylog = 1, .max_points = max_points};
+        rc = reply_svg(rs, &sp, series, n);
+    }
+    for (size_t i = 0; curves && i < n; i++)
+        curve_free(&curves[i]);
+    free(curves);
+    free(series);
+    free(labels);
+    return rc;
+}
+
 int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
     struct store_experiment x = {0};
     struct store_job *jobs = NULL;
     struct store_err e = {0};
-    struct curve *curves = NULL;
-    plot_series *series = NULL;
-    char (*labels)[200] = NULL, title[300];
     struct store *st;
     enum plot_x xaxis;
     size_t max_points, n = 0;
@@ -264,40 +309,39 @@ int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct to
     rc = store_experiment_get(st, http_param(rq, "id"), api_owner_of(t), &x, &e);
     if (rc == 0)
         rc = store_experiment_list_jobs(st, x.id, api_owner_of(t), &jobs, &n, &e);
-    if (rc == 0 && n > 0) {
-        curves = calloc(n, sizeof *curves);
-        series = calloc(n, sizeof *series);
-        labels = calloc(n, sizeof *labels);
-        if (!curves || !series || !labels) {
-            e.code = rc = STORE_ENOMEM;
-            snprintf(e.msg, sizeof e.msg, "out of memory");
-        }
-    }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = curve_load(st, jobs[i].id, xaxis, PLOTS_EXPERIMENT_ROWS, &curves[i], &e);
-        job_label(&jobs[i], labels[i], sizeof labels[i]);
-        series[i] = (plot_series){labels[i], curves[i].x, curves[i].y, curves[i].n};
-    }
     app_reader_done(a, st);
-    if (rc < 0) {
+    if (rc < 0)
         rc = api_reply_store(rs, &e, "no such experiment");
-    } else {
-        if (n > 0) {
-            problem_title(x.name, &jobs[0], title, sizeof title);
-        } else {
-            snprintf(title, sizeof title, "%s", x.name && *x.name ? x.name : x.id);
-        }
-        plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
-                        .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
-                        .ylog = 1, .max_points = max_points};
-        rc = reply_svg(rs, &sp, series, n);
-    }
-    for (size_t i = 0; curves && i < n; i++)
-        curve_free(&curves[i]);
-    free(curves);
-    free(series);
-    free(labels);
+    else
+        rc = reply_jobs_plot(rs, a, x.name, jobs, n, xaxis, max_points);
     store_jobs_free(jobs, n);
     store_experiment_clear(&x);
+    return rc;
+}
+
+int h_compare_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
+{
+    struct app *a = rq->app;
+    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1];
+    struct store_job jobs[API_COMPARE_MAX];
+    struct store_err e = {0};
+    struct store *st;
+    enum plot_x xaxis;
+    size_t max_points, n, got = 0;
+    int rc = 0;
+
+    if (plot_query(rq, rs, &xaxis, &max_points) < 0 || api_job_ids(rq, rs, ids, &n) < 0)
+        return 0;
+    memset(jobs, 0, sizeof jobs);
+    st = app_reader(a);
+    for (; rc == 0 && got < n; got++)
+        rc = store_job_get(st, ids[got], api_owner_of(t), &jobs[got], &e);
+    app_reader_done(a, st);
+    if (rc < 0)
+        rc = api_reply_store(rs, &e, "no such job");
+    else
+        rc = reply_jobs_plot(rs, a, "", jobs, n, xaxis, max_points);
+    for (size_t i = 0; i < got; i++)
+        store_job_clear(&jobs[i]);
     return rc;
 }

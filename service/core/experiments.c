@@ -144,6 +144,26 @@ void experiment_view_clear(struct experiment_view *v)
  * it took (its last row, since a job stops at its target), else its final
  * relative gap.
  */
+/* The rows of v's jobs, read through st. 0 or a STORE_* code. */
+static int view_rows(struct store *st, struct experiment_view *v, struct store_err *e)
+{
+    if (v->n && !(v->rows = calloc(v->n, sizeof *v->rows))) {
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        return STORE_ENOMEM;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        struct experiment_row *r = &v->rows[i];
+
+        r->job = &v->jobs[i];
+        r->have = store_metrics_last(st, r->job->id, &r->last, e) == 1;
+        r->spec = json_loads(r->job->spec, 0, NULL);
+        r->target = json_number_value(json_object_get(r->spec, "target"));
+        r->reached = r->have && isfinite(r->last.rel_gap) && r->last.rel_gap <= r->target;
+    }
+    return 0;
+}
+
 int experiments_view(struct app *a, const char *id, const char *owner,
                      struct experiment_view *v, struct store_err *e)
 {
@@ -154,20 +174,30 @@ int experiments_view(struct app *a, const char *id, const char *owner,
     rc = store_experiment_get(st, id, owner, &v->x, e);
     if (rc == 0)
         rc = store_experiment_list_jobs(st, id, owner, &v->jobs, &v->n, e);
-    if (rc == 0 && v->n && !(v->rows = calloc(v->n, sizeof *v->rows))) {
+    if (rc == 0)
+        rc = view_rows(st, v, e);
+    app_reader_done(a, st);
+    return rc;
+}
+
+int experiments_view_jobs(struct app *a, const char (*ids)[STORE_ID_LEN + 1], size_t n,
+                          const char *owner, struct experiment_view *v,
+                          struct store_err *e)
+{
+    struct store *st;
+    int rc = 0;
+
+    memset(v, 0, sizeof *v);
+    if (!(v->jobs = calloc(n ? n : 1, sizeof *v->jobs))) {
         e->code = STORE_ENOMEM;
         snprintf(e->msg, sizeof e->msg, "out of memory");
-        rc = STORE_ENOMEM;
+        return STORE_ENOMEM;
     }
-    for (size_t i = 0; rc == 0 && i < v->n; i++) {
-        struct experiment_row *r = &v->rows[i];
-
-        r->job = &v->jobs[i];
-        r->have = store_metrics_last(st, r->job->id, &r->last, e) == 1;
-        r->spec = json_loads(r->job->spec, 0, NULL);
-        r->target = json_number_value(json_object_get(r->spec, "target"));
-        r->reached = r->have && isfinite(r->last.rel_gap) && r->last.rel_gap <= r->target;
-    }
+    st = app_reader(a);
+    for (size_t i = 0; rc == 0 && i < n; i++, v->n++)
+        rc = store_job_get(st, ids[i], owner, &v->jobs[i], e);
+    if (rc == 0)
+        rc = view_rows(st, v, e);
     app_reader_done(a, st);
     return rc;
 }

@@ -53,6 +53,11 @@ struct experiment_view {
    code with e filled. The caller clears the view, also on failure. */
 int experiments_view(struct app *a, const char *id, const char *owner,
                      struct experiment_view *v, struct store_err *e);
+/* The same comparison for any jobs that owner (NULL: anyone's) may see,
+   in the order given; STORE_ENOTFOUND when one of them is not. */
+int experiments_view_jobs(struct app *a, const char (*ids)[STORE_ID_LEN + 1], size_t n,
+                          const char *owner, struct experiment_view *v,
+                          struct store_err *e);
 void experiment_view_clear(struct experiment_view *v);
 
 #endif

@@ -62,6 +62,7 @@ struct running {
     int requeued;                  /* started, but the store still says
                                       queued: its end is not recorded */
     enum store_job_state final_state;
+    const char *final_stop;        /* static: its stop_reason */
     char reason[512];
     ec_metric *batch;              /* rows not yet in the store */
     char **docs;                   /* and their documents (NULL: none) */
@@ -72,6 +73,7 @@ struct running {
     double read_last;              /* when it was last read */
     int reaped;                    /* the coordinator is gone; end_* say */
     enum store_job_state end_state;  /* how, until it is recorded */
+    const char *end_stop;          /* static: why, as a word */
     char end_reason[600];
     struct app *app;
     char owner[64];                /* token names are under 64 bytes */
@@ -351,6 +353,25 @@ static int take_metric(void *ctx, const char *line, size_t len)
     return 1;
 }
 
+/*
+ * The stop_reason of a final record's "stop" (ec_stop_name, or
+ * "start_failed" from a coordinator that could not start the job).
+ */
+static const char *stop_reason_of(const char *stop)
+{
+    static const char *const map[][2] = {
+        {"target", "target_reached"}, {"max_rounds", "max_rounds"},
+        {"max_seconds", "max_seconds"}, {"diverged", "diverged"},
+        {"cancelled", "cancelled"},     {"failed", "worker_failed"},
+        {"start_failed", "start_failed"},
+    };
+
+    for (size_t i = 0; stop && i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(stop, map[i][0]) == 0)
+            return map[i][1];
+    return "failed";
+}
+
 /* One report record of a running job. */
 static void on_record(void *ctx, json_t *rec)
 {
@@ -385,8 +406,10 @@ static void on_record(void *ctx, json_t *rec)
     } else if (strcmp(type, "final") == 0) {
         const char *status = json_string_value(json_object_get(rec, "status"));
         const char *reason = json_string_value(json_object_get(rec, "reason"));
+        const char *stop = json_string_value(json_object_get(rec, "stop"));
 
         r->have_final = 1;
+        r->final_stop = stop_reason_of(stop);
         r->final_state = status && strcmp(status, "succeeded") == 0 ? STORE_JOB_SUCCEEDED
                          : status && strcmp(status, "cancelled") == 0 ? STORE_JOB_CANCELLED
                                                                       : STORE_JOB_FAILED;
@@ -409,12 +432,15 @@ static void reap(struct sched *s, struct running *r)
     unlink(hint);               /* the P* hint, if there was one */
     if (r->have_final) {
         state = r->final_state;
+        r->end_stop = r->final_stop;
         snprintf(reason, rlen, "%s", r->reason);
     } else if (r->cancel_requested) {
         state = STORE_JOB_CANCELLED;
+        r->end_stop = "cancelled";
         snprintf(reason, rlen, "cancelled");
     } else {
         state = STORE_JOB_FAILED;
+        r->end_stop = "coordinator_died";
         if (WIFSIGNALED(st))
             snprintf(reason, rlen,
                      "coordinator died (signal %d) without a final report",
@@ -426,10 +452,12 @@ static void reap(struct sched *s, struct running *r)
     }
     if (s->stopping && !r->have_final) {
         state = STORE_JOB_INTERRUPTED;
+        r->end_stop = "interrupted";
         snprintf(reason, rlen, "the service stopped while the job ran");
     } else if (s->stopping && r->final_state == STORE_JOB_CANCELLED &&
                !r->cancel_requested) {
         state = STORE_JOB_INTERRUPTED;
+        r->end_stop = "interrupted";
         snprintf(reason, rlen, "the service stopped while the job ran");
     }
     r->end_state = state;
@@ -453,7 +481,8 @@ static int record_end(struct sched *s, struct running *r)
     if (flush_batch(r) < 0)
         return -1;
     wlock(s->app);
-    rc = store_job_finish(s->app->writer, r->id, r->end_state, r->end_reason, &e);
+    rc = store_job_end(s->app->writer, r->id, r->end_state, r->end_stop, r->end_reason,
+                       &e);
     wunlock(s->app);
     if (rc < 0 && transient(&e)) {
         write_failed(r, "the job's end is held", &e);
@@ -627,7 +656,8 @@ static void start_jobs(struct sched *s)
             char reason[300];
             snprintf(reason, sizeof reason, "could not start the coordinator: %s", err);
             wlock(a);
-            rc = store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED, reason, &e);
+            rc = store_job_end(a->writer, q[0].id, STORE_JOB_FAILED, "start_failed",
+                               reason, &e);
             wunlock(a);
             free(r);
             store_jobs_free(q, n);
@@ -662,8 +692,8 @@ static void start_jobs(struct sched *s)
             runner_free(r->rj);
             free(r);
             wlock(a);
-            store_job_finish(a->writer, q[0].id, STORE_JOB_FAILED,
-                             "out of memory tracking the coordinator", &e);
+            store_job_end(a->writer, q[0].id, STORE_JOB_FAILED, "start_failed",
+                          "out of memory tracking the coordinator", &e);
             wunlock(a);
             store_jobs_free(q, n);
             continue;
@@ -797,6 +827,7 @@ static void *sched_main(void *arg)
                     if (!r->have_final) {
                         r->have_final = 1;
                         r->final_state = STORE_JOB_FAILED;
+                        r->final_stop = "failed";
                         snprintf(r->reason, sizeof r->reason, "%s", err);
                     }
                 }

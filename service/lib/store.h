@@ -186,6 +186,7 @@ struct store_job {
     int64_t updated_at;    /* when the progress last moved, 0 before */
     char *idempotency_key; /* NULL when none */
     char experiment_id[STORE_ID_LEN + 1]; /* "" when none */
+    char *stop_reason;     /* why it ended, a word; NULL while not ended */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
@@ -221,6 +222,7 @@ struct store_job_filter {
     const char *dataset;
     const char *label_key;   /* jobs with this label ... */
     const char *label_value; /* ... with this value; NULL: any value */
+    const char *stop_reason; /* ended for this reason; NULL: any */
 };
 
 #define STORE_CURSOR_SIZE 24
@@ -262,6 +264,11 @@ int store_job_progress(struct store *st, const char *id, uint64_t round,
 int store_job_finish(struct store *st, const char *id,
                      enum store_job_state state, const char *reason,
                      struct store_err *err);
+/* The same with why it ended as a word (stop_reason of store_job; NULL:
+   what the state says: cancelled, interrupted, failed, or none). */
+int store_job_end(struct store *st, const char *id, enum store_job_state state,
+                  const char *stop_reason, const char *reason,
+                  struct store_err *err);
 
 /*
  * Deletes a finished job with its metrics and labels. STORE_ENOTFOUND as
@@ -415,6 +422,7 @@ struct store_experiment {
     char *name;
     char *spec;
     int64_t created_at;
+    int64_t jobs;          /* its jobs' count (store_experiment_list only) */
 };
 
 void store_experiment_clear(struct store_experiment *x);
@@ -435,6 +443,17 @@ int store_experiment_create(struct store *st,
 /* Ownership as for store_job_get. */
 int store_experiment_get(struct store *st, const char *id, const char *owner,
                          struct store_experiment *out, struct store_err *err);
+
+/*
+ * One page of experiments that owner (NULL: anyone's) may see, newest
+ * first, with cursors as for store_job_list. Free each with
+ * store_experiment_clear and the array with free, or all with
+ * store_experiments_free.
+ */
+int store_experiment_list(struct store *st, const char *owner, const char *cursor,
+                          size_t limit, struct store_experiment **out, size_t *n,
+                          char next_cursor[STORE_CURSOR_SIZE], struct store_err *err);
+void store_experiments_free(struct store_experiment *xs, size_t n);
 
 /* The experiment's jobs in creation order (store_jobs_free). */
 int store_experiment_list_jobs(struct store *st, const char *id,

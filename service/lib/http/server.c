@@ -155,8 +155,13 @@ static enum MHD_Result queue_reply(struct http_exchange *x)
                 st->next->prev = st;
             srv->streams = st;
             pthread_mutex_unlock(&srv->lock);
-            bad |= MHD_add_response_header(resp, "Cache-Control",
-                                           "no-cache") != MHD_YES;
+            /* A stream is never cached, unless the handler said how. */
+            int said = 0;
+            for (size_t i = 0; i < rs->nheaders; i++)
+                said |= strcasecmp(rs->headers[i].name, "Cache-Control") == 0;
+            if (!said)
+                bad |= MHD_add_response_header(resp, "Cache-Control",
+                                               "no-cache") != MHD_YES;
         }
     }
     if (!resp) {

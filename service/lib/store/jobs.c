@@ -49,6 +49,7 @@ void store_job_clear(struct store_job *job)
     free(job->problem);
     free(job->params);
     free(job->idempotency_key);
+    free(job->stop_reason);
     memset(job, 0, sizeof *job);
 }
 
@@ -102,6 +103,7 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     out->idempotency_key = col_dup(s, JC_IDEM_KEY, &nomem);
     col_copy(s, JC_EXPERIMENT_ID, out->experiment_id,
              sizeof out->experiment_id);
+    out->stop_reason = col_dup(s, JC_STOP_REASON, &nomem);
     if (nomem) {
         store_job_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read job: out of memory");
@@ -439,6 +441,7 @@ int store_job_list(struct store *st, const struct store_job_filter *filter,
     bind_text(&u, 6, f->label_key);
     bind_text(&u, 7, f->label_value);
     bind_int(&u, 8, (int64_t)limit + 1);
+    bind_text(&u, 9, f->stop_reason);
     rc = read_jobs(st, &u, limit, out, n, &more, &last_seq, "list jobs", err);
     if (rc >= 0 && more)
         snprintf(next_cursor, STORE_CURSOR_SIZE, "%" PRId64, last_seq);
@@ -488,9 +491,31 @@ int store_job_progress(struct store *st, const char *id, uint64_t round,
                                       "record progress of job", err);
 }
 
+/* What a state says of why, when nothing more is known. */
+static const char *stop_reason_of(enum store_job_state state)
+{
+    switch (state) {
+    case STORE_JOB_CANCELLED:
+        return "cancelled";
+    case STORE_JOB_INTERRUPTED:
+        return "interrupted";
+    case STORE_JOB_FAILED:
+        return "failed";
+    default:
+        return NULL;
+    }
+}
+
 int store_job_finish(struct store *st, const char *id,
                      enum store_job_state state, const char *reason,
                      struct store_err *err)
+{
+    return store_job_end(st, id, state, stop_reason_of(state), reason, err);
+}
+
+int store_job_end(struct store *st, const char *id, enum store_job_state state,
+                  const char *stop_reason, const char *reason,
+                  struct store_err *err)
 {
     struct use u = use(st, SQL_JOB_FINISH);
     int rc;
@@ -502,6 +527,7 @@ int store_job_finish(struct store *st, const char *id,
     bind_text(&u, 2, store_job_state_name(state));
     bind_text(&u, 3, reason);
     bind_int(&u, 4, store__now_ms());
+    bind_text(&u, 5, stop_reason ? stop_reason : stop_reason_of(state));
     if ((rc = exec_use(st, &u, "finish a job", err)) < 0)
         return rc;
     return sqlite3_changes(st->db) == 1
@@ -724,4 +750,70 @@ int store_experiment_list_jobs(struct store *st, const char *id,
     bind_text(&u, 1, id);
     return read_jobs(st, &u, SIZE_MAX, out, n, &more, NULL,
                      "list an experiment's jobs", err);
+}
+
+void store_experiments_free(struct store_experiment *xs, size_t n)
+{
+    if (!xs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        store_experiment_clear(&xs[i]);
+    free(xs);
+}
+
+int store_experiment_list(struct store *st, const char *owner, const char *cursor,
+                          size_t limit, struct store_experiment **out, size_t *n,
+                          char next_cursor[STORE_CURSOR_SIZE], struct store_err *err)
+{
+    struct store_experiment *xs;
+    int64_t before = INT64_MAX, last_seq = 0;
+    size_t count = 0;
+    struct use u;
+    int rc, nomem = 0;
+
+    *out = NULL;
+    *n = 0;
+    next_cursor[0] = '\0';
+    if (limit < 1 || limit > 10000)
+        return store__set_err(err, STORE_EINVAL, 0,
+                              "list experiments: limit must be in 1..10000");
+    if (cursor && *cursor && parse_cursor(cursor, &before) < 0)
+        return store__set_err(err, STORE_EINVAL, 0,
+                              "list experiments: \"%.32s\" is not a cursor this "
+                              "service gave", cursor);
+    if (!(xs = calloc(limit + 1, sizeof *xs)))
+        return store__set_err(err, STORE_ENOMEM, 0, "list experiments: out of memory");
+    u = use(st, SQL_EXP_LIST);
+    bind_text(&u, 1, owner);
+    bind_int(&u, 2, before);
+    bind_int(&u, 3, (int64_t)limit + 1);
+    while ((rc = step(&u)) == SQLITE_ROW) {
+        struct store_experiment *x = &xs[count];
+
+        if (count == limit) {
+            snprintf(next_cursor, STORE_CURSOR_SIZE, "%" PRId64, last_seq);
+            break;
+        }
+        last_seq = sqlite3_column_int64(u.s, 0);
+        col_copy(u.s, 1, x->id, sizeof x->id);
+        x->owner = col_dup(u.s, 2, &nomem);
+        x->name = col_dup(u.s, 3, &nomem);
+        x->spec = col_dup(u.s, 4, &nomem);
+        x->created_at = sqlite3_column_int64(u.s, 5);
+        x->jobs = sqlite3_column_int64(u.s, 6);
+        count++;
+    }
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        rc = nomem ? store__set_err(err, STORE_ENOMEM, 0, "list experiments: out of memory")
+                   : 0;
+    else
+        rc = store__sql_fail(st->db, err, rc, "list experiments");
+    done(&u);
+    if (rc < 0) {
+        store_experiments_free(xs, count);
+        return rc;
+    }
+    *out = xs;
+    *n = count;
+    return 0;
 }

@@ -45,14 +45,14 @@
     "j.algorithm, j.compressor, j.dataset, j.backend, j.workers, "         \
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
-    "j.experiment_id"
+    "j.experiment_id, j.stop_reason"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
     JC_LABELS, JC_ALGORITHM, JC_COMPRESSOR, JC_DATASET, JC_BACKEND,
     JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
-    JC_IDEM_KEY, JC_EXPERIMENT_ID
+    JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -71,6 +71,7 @@ enum job_column {
     " AND (?6 IS NULL OR EXISTS (SELECT 1 FROM job_labels l"               \
     "      WHERE l.job_seq = j.seq AND l.key = ?6"                         \
     "        AND (?7 IS NULL OR l.value = ?7)))"                           \
+    " AND (?9 IS NULL OR j.stop_reason = ?9)"                              \
     " ORDER BY j.seq DESC LIMIT ?8"
 
 /*
@@ -116,8 +117,8 @@ enum job_column {
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE id = ?1 AND state = 'running'")              \
     X(SQL_JOB_FINISH,                                                      \
-      "UPDATE jobs SET state = ?2, reason = ?3, finished_at = ?4"          \
-      " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
+      "UPDATE jobs SET state = ?2, reason = ?3, finished_at = ?4,"         \
+      " stop_reason = ?5 WHERE id = ?1 AND state IN ('queued', 'running')")\
     X(SQL_JOB_DELETE,                                                      \
       "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
       " AND state NOT IN ('queued', 'running')")                           \
@@ -133,7 +134,8 @@ enum job_column {
       " FROM jobs WHERE state IN ('queued', 'running')")                   \
     X(SQL_RECOVER,                                                         \
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
-      " finished_at = ?2 WHERE state = 'running'")                         \
+      " finished_at = ?2, stop_reason = 'interrupted'"                     \
+      " WHERE state = 'running'")                                          \
     X(SQL_METRIC_INSERT,                                                   \
       "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"   \
       " VALUES (?1, " METRIC_PARAMS_ "?)")                                 \
@@ -170,6 +172,11 @@ enum job_column {
       " WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)")                     \
     X(SQL_EXP_JOBS, "SELECT " JOB_COLUMNS " FROM jobs j"                   \
                     " WHERE j.experiment_id = ?1 ORDER BY j.seq")          \
+    X(SQL_EXP_LIST,                                                        \
+      "SELECT x.seq, x.id, x.owner, x.name, x.spec, x.created_at,"         \
+      " (SELECT count(*) FROM jobs j WHERE j.experiment_id = x.id)"        \
+      " FROM experiments x WHERE (?1 IS NULL OR x.owner = ?1)"             \
+      " AND x.seq < ?2 ORDER BY x.seq DESC LIMIT ?3")                      \
     X(SQL_DATASET_PUT,                                                     \
       "INSERT OR REPLACE INTO datasets (name, sha256, rows, d, nnz,"       \
       " labels, bytes, uploaded_at)"                                       \
