@@ -4,6 +4,21 @@
  */
 #include "http_int.h"
 
+/*
+ * libmicrohttpd's strictest reading of requests. 0.9.75 (Debian 12) has
+ * MHD_OPTION_STRICT_FOR_CLIENT, where 1 is its strictest level (-1 checks
+ * only for whitespace before a header's colon, which framing_refused
+ * checks at any level); 1.0 replaced it with
+ * MHD_OPTION_CLIENT_DISCIPLINE_LVL, strictest at 3.
+ */
+#if MHD_VERSION >= 0x01000000
+#define STRICTNESS_OPTION MHD_OPTION_CLIENT_DISCIPLINE_LVL
+#define STRICTNESS_LEVEL 3
+#else
+#define STRICTNESS_OPTION MHD_OPTION_STRICT_FOR_CLIENT
+#define STRICTNESS_LEVEL 1
+#endif
+
 static void client_address(struct MHD_Connection *conn, char *out,
                            size_t len)
 {
@@ -121,6 +136,21 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     if (!(x->uri = strdup(uri))) {
         free(x);
         return NULL;
+    }
+    /*
+     * The query is ours to parse (http_query_parse, whose limits are
+     * answered 400 naming them). Left to itself MHD would first split it
+     * into its per-connection pool, where a thousand parameters use the
+     * pool up and the connection is dropped with no answer at all. The
+     * URI given here points into MHD's read buffer, not yet split (so in
+     * 0.9.75 and 1.0): ending it just after the '?' leaves MHD nothing to
+     * parse, while x->uri keeps all of it.
+     */
+    {
+        char *q = strchr((char *)uri, '?');
+
+        if (q && q[1])
+            q[1] = '\0';
     }
     return x;
 }
@@ -270,6 +300,81 @@ static enum MHD_Result begin_stream(struct http_exchange *x)
     return early_reply(x);
 }
 
+/* What the request's headers say about how its body is framed. */
+struct framing {
+    unsigned content_length;        /* how many Content-Length headers */
+    unsigned transfer_encoding;     /* how many Transfer-Encoding headers */
+    const char *coding;             /* the (last) Transfer-Encoding */
+    const char *bad_name;           /* a header name that is not a token */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value)
+{
+    struct framing *f = cls;
+    size_t n = strlen(key);
+
+    (void)kind;
+    for (size_t i = 0; i < n && !f->bad_name; i++)
+        if (!http__is_token_char((unsigned char)key[i]))
+            f->bad_name = key;
+    if (!n && !f->bad_name)
+        f->bad_name = key;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        f->content_length++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encoding++;
+        f->coding = value ? value : "";
+    }
+    return MHD_YES;
+}
+
+/*
+ * A request whose body could be framed in two ways is how requests are
+ * smuggled past a proxy that frames it the other way (RFC 9112, 6.3 and
+ * 11.2): two Content-Length headers (MHD takes the first), Content-Length
+ * beside Transfer-Encoding (MHD takes the coding), a coding other than
+ * chunked (MHD would read to the end of the connection), a header name
+ * with a space before its colon (MHD keeps "Content-Length " as a name of
+ * its own). Each is answered 400 naming the header, before a byte of the
+ * body is read, and the connection is closed: what follows on it cannot
+ * be trusted to be a request. 1 when it answered.
+ */
+static int framing_refused(struct http_exchange *x)
+{
+    struct framing f = {0, 0, NULL, NULL};
+    struct http_resp *rs = &x->rs;
+    char shown[80];
+
+    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.bad_name) {
+        http__quote(shown, sizeof shown, f.bad_name, strlen(f.bad_name), 60);
+        http__problem(rs, 400, json_pack("{s:s}", "header", f.bad_name),
+                      "the header name \"%s\" is not a token (RFC 9110, 5.1): no "
+                      "space or other separator may come before its colon", shown);
+    } else if (f.content_length > 1) {
+        http__problem(rs, 400, json_pack("{s:s}", "header", "Content-Length"),
+                      "the request has %u Content-Length headers; one at most",
+                      f.content_length);
+    } else if (f.transfer_encoding && f.content_length) {
+        http__problem(rs, 400, json_pack("{s:s}", "header", "Transfer-Encoding"),
+                      "the request has both Content-Length and Transfer-Encoding; "
+                      "give one of them");
+    } else if (f.transfer_encoding > 1) {
+        http__problem(rs, 400, json_pack("{s:s}", "header", "Transfer-Encoding"),
+                      "the request has %u Transfer-Encoding headers; one at most",
+                      f.transfer_encoding);
+    } else if (f.transfer_encoding && strcasecmp(f.coding, "chunked") != 0) {
+        http__quote(shown, sizeof shown, f.coding, strlen(f.coding), 60);
+        http__problem(rs, 400, json_pack("{s:s}", "header", "Transfer-Encoding"),
+                      "the transfer coding \"%s\" is not known: only chunked is", shown);
+    } else {
+        return 0;
+    }
+    http_reply_header(rs, "Connection", "close");
+    return 1;
+}
+
 static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind,
                                         const char *key, const char *value)
 {
@@ -307,6 +412,8 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
     x->rq.request_id = x->request_id;
     x->rq.client = x->client;
     x->rq.token = x->token[0] ? x->token : NULL;
+    if (framing_refused(x))
+        return queue_reply(x);      /* the body is never read */
     if ((n = strlen(x->uri)) > URL_MAX) {
         http__problem(rs, 414, json_pack("{s:s,s:i}", "limit", "max_url", "value", URL_MAX),
                       "the URL is %zu bytes, more than the limit of %d bytes (max_url)",
@@ -669,7 +776,7 @@ static int open_listener(const char *host, unsigned port, int *ipv6,
                   host);
         return -1;
     }
-    if ((fd = socket(ss.ss_family, SOCK_STREAM, 0)) < 0) {
+    if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
         http__fmt(err, errlen, "cannot create a socket: %s", strerror(errno));
         return -1;
     }
@@ -678,7 +785,6 @@ static int open_listener(const char *host, unsigned port, int *ipv6,
      * wait for the client's delayed ACK (40 ms on Linux) before its body. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 512) < 0 ||
-        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
         http__fmt(err, errlen, "cannot listen on %s port %u: %s", host, port,
                   strerror(errno));
@@ -801,7 +907,10 @@ struct http_server *http_start(const struct http_config *cfg,
      * not as problem+json: 431 and 414 when the request line and headers
      * outgrow its per-connection pool (MHD_POOL; URL_MAX and HEADERS_MAX
      * answer long ones below that), 505 for an unknown HTTP version; a
-     * request line it cannot parse just closes the connection.
+     * request line it cannot parse just closes the connection. At its
+     * strictest (STRICTNESS_LEVEL) it also answers 400 to an HTTP/1.1
+     * request without Host and closes a connection whose request line has
+     * a space in the URL; framing_refused does the rest.
      */
     srv->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
@@ -814,6 +923,7 @@ struct http_server *http_start(const struct http_config *cfg,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_POOL,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        STRICTNESS_OPTION, STRICTNESS_LEVEL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
         MHD_OPTION_END);
     if (!srv->daemon) {
