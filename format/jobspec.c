@@ -751,8 +751,10 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
      * near DBL_MAX they overflow the constants: refused, not run. */
     read_number(c, "lambda1", member(doc, "lambda1"), LAMBDA_RANGE(0),
                 &job->lambda1);
+    /* lambda2 is the strong convexity mu every method and the P* solver
+     * rely on (kappa = L_f / mu): 0 is refused here, not in the job. */
     has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"),
-                              LAMBDA_RANGE(0), &job->lambda2) != 0;
+                              LAMBDA_RANGE(1), &job->lambda2) != 0;
     has_lambda2_rel = read_number(c, "lambda2_rel",
                                   member(doc, "lambda2_rel"), LAMBDA_RANGE(1),
                                   &job->lambda2_rel) != 0;
