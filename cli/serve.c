@@ -2,7 +2,8 @@
  * `ecopt serve`: the one place that wires the service together. It makes
  * the app (service/core), the watchers and the route table (service/api)
  * and the HTTP server (service/lib), connects the scheduler's hooks to the
- * watchers, serves until SIGTERM or SIGINT, and takes it all down in order.
+ * watchers, serves until SIGTERM or SIGINT (SIGHUP reloads the tokens), and
+ * takes it all down in order.
  */
 #define _GNU_SOURCE
 #include "cmd.h"
@@ -47,6 +48,12 @@ static const char serve_usage[] =
     "  --conn-timeout SEC          ECOPT_CONN_TIMEOUT, idle seconds before a\n"
     "                              client is dropped, default 30\n"
     "  --max-connections N         ECOPT_MAX_CONNECTIONS, default 1000\n"
+    "  --max-streams-per-token N   ECOPT_MAX_STREAMS_PER_TOKEN, event streams\n"
+    "                              and long-polls of one token, default 16\n"
+    "  --max-streams N             ECOPT_MAX_STREAMS, of all tokens, below\n"
+    "                              --max-connections; default half of it\n"
+    "  --metrics-public            ECOPT_METRICS_PUBLIC=on: /metrics without\n"
+    "                              a token (default: a token is needed)\n"
     "  --worker-user NAME          ECOPT_WORKER_USER, jobs run as this user;\n"
     "                              default nobody when run as root\n"
     "  --worker-uids FIRST-LAST    ECOPT_WORKER_UIDS, a uid of its own for\n"
@@ -59,7 +66,8 @@ static const char serve_usage[] =
     "  --quiet                     no access log\n"
     "\n"
     "SIGTERM or SIGINT: stop accepting, end running jobs (they become\n"
-    "interrupted), close the database.\n";
+    "interrupted), close the database. SIGHUP: read the tokens file again\n"
+    "(a bad file keeps the tokens loaded before, and the log says why).\n";
 
 /* In order: no request comes in, no job goes on, nothing waits. */
 static void serve_close(struct app *a)
@@ -97,6 +105,7 @@ int cmd_serve(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* A file size limit (RLIMIT_FSIZE) makes writes fail with EFBIG, which
@@ -143,8 +152,18 @@ int cmd_serve(int argc, char **argv)
         printf(", %d interrupted job%s recovered", recovered, recovered == 1 ? "" : "s");
     printf(")\n");
     fflush(stdout);
-    while (sigwait(&sigs, &sig) != 0)
-        ;
+    /* SIGHUP reloads the tokens (as nginx reloads its configuration on
+     * HUP): requests go on being served and jobs run meanwhile. */
+    for (;;) {
+        char msg[600];
+
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            break;
+        rc = app_reload_tokens(&a, msg, sizeof msg);
+        fprintf(stderr, "ecopt serve: SIGHUP: %s\n", msg);
+    }
     fprintf(stderr, "ecopt serve: signal %d: shutting down\n", sig);
     serve_close(&a);
     return 0;

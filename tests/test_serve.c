@@ -70,7 +70,7 @@ START_TEST(test_job_lifecycle)
         r2 = req(&s, "GET", path, ALICE, NULL, NULL);
         ck_assert_int_eq(r2.status, 200);
         ck_assert_str_eq(r1.body, r2.body);
-        m = req(&s, "GET", "/metrics", NULL, NULL, NULL);
+        m = req(&s, "GET", "/metrics", ALICE, NULL, NULL);
         ck_assert_msg(strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} ") &&
                           !strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} 0\n"),
                       "%s", m.body);
@@ -296,7 +296,8 @@ START_TEST(test_validation_and_routes)
         {"PUT", "/v1/jobs", NULL, ALICE, 405, "\"status\":405"},
         {"GET", "/livez", NULL, NULL, 200, "ok"},
         {"GET", "/readyz", NULL, NULL, 200, "ready"},
-        {"GET", "/metrics", NULL, NULL, 200, "ecopt_jobs{state=\"queued\"}"},
+        {"GET", "/metrics", NULL, ALICE, 200, "ecopt_jobs{state=\"queued\"}"},
+        {"GET", "/metrics", NULL, NULL, 401, "Authorization: Bearer"},
         {"GET", "/openapi.yaml", NULL, NULL, 200, "openapi: 3.0.3"},
     };
     struct server s;

@@ -26,13 +26,14 @@ typedef int (*api_handler_fn)(struct http_req *rq, struct http_resp *rs,
 
 #define API_PUBLIC 0
 #define API_TOKEN 1
+#define API_METRICS 2           /* a token, unless --metrics-public */
 
 struct api_route {
     const char *method;
     const char *pattern;
     api_handler_fn handler;
     unsigned flags;             /* HTTP_JSON_BODY, HTTP_STREAM_BODY */
-    int auth;                   /* API_TOKEN or API_PUBLIC */
+    int auth;                   /* API_TOKEN, API_PUBLIC or API_METRICS */
 };
 
 /* The route table: the service's whole surface (api/openapi.yaml). */

@@ -88,6 +88,12 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
     case EXPERIMENTS_INVALID:
         rc = api_reply_spec_problem(rs, "Invalid experiment", &sp);
         break;
+    case EXPERIMENTS_QUEUE_FULL:
+        http_reply_header(rs, "Retry-After", "10");
+        rc = http_reply_problem(rs, 429, NULL, sp.detail,
+                                json_pack("{s:s, s:I}", "limit", sp.limit, "value",
+                                          (json_int_t)sp.value));
+        break;
     case EXPERIMENTS_NO_MEMORY:
         rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
         break;

@@ -299,7 +299,7 @@ int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token 
         p->limit = (size_t)c.limit;
         p->every = (size_t)c.every;
         p->csv = wants_csv(rq);
-        rc = watch_longpoll(a->watch, rs, job.id, c.after, (unsigned)(c.wait * 1000),
+        rc = watch_longpoll(a->watch, rs, t->name, job.id, c.after, (unsigned)(c.wait * 1000),
                             longpoll_fill, p, free);
         store_job_clear(&job);
         return rc;
@@ -341,7 +341,7 @@ int h_job_events(struct http_req *rq, struct http_resp *rs, const struct token *
     }
     if (api_load_job(rq, rs, t, &job) < 0)
         return 0;
-    rc = watch_events(a->watch, rs, job.id, after);
+    rc = watch_events(a->watch, rs, t->name, job.id, after);
     store_job_clear(&job);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pagecache.h"
+#include "shares.h"
 
 extern const char openapi_yaml[];
 extern const size_t openapi_yaml_len;
@@ -69,9 +70,12 @@ int h_prometheus(struct http_req *rq, struct http_resp *rs, const struct token *
                  "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n"
                  "ecopt_jobs{state=\"queued\"} %lld\necopt_jobs{state=\"running\"} %lld\n"
                  "# HELP ecopt_running_workers Workers of running jobs.\n"
-                 "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n%s",
+                 "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n"
+                 "# HELP ecopt_streams_open Event streams and long-polls held open.\n"
+                 "# TYPE ecopt_streams_open gauge\necopt_streams_open %u\n%s",
                  hits, misses, (long long)c.queued, (long long)c.running,
-                 (long long)c.running_workers, http_text ? http_text : "") < 0)
+                 (long long)c.running_workers, shares_open(a->shares),
+                 http_text ? http_text : "") < 0)
         out = NULL;
     free(http_text);
     if (!out)

@@ -14,7 +14,7 @@
 const struct api_route api_routes[] = {
     {"GET", "/livez", h_livez, 0, API_PUBLIC},
     {"GET", "/readyz", h_readyz, 0, API_PUBLIC},
-    {"GET", "/metrics", h_prometheus, 0, API_PUBLIC},
+    {"GET", "/metrics", h_prometheus, 0, API_METRICS},
     {"GET", "/openapi.yaml", h_openapi, 0, API_PUBLIC},
     {"GET", "/", h_ui_index, 0, API_PUBLIC},
     {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC},
@@ -44,24 +44,38 @@ static const struct token *authenticate(struct http_req *rq, struct http_resp *r
 {
     struct app *a = rq->app;
     const struct token *t;
-    double wait = auth_blocked(&a->auth, rq->client);
-    char detail[160], retry[32];
+    enum auth_limit which;
+    double wait = auth_blocked(&a->auth, rq->client, &which);
+    char detail[200], retry[32];
 
     if (wait > 0) {
         /* Refused before any comparison, so guessing gains nothing. */
+        static const struct {
+            const char *limit, *from;
+            int max;
+        } budget[] = {
+            [AUTH_LIMIT_ADDRESS] = {"failed_auth_per_minute", "this address",
+                                    AUTH_FAIL_MAX},
+            [AUTH_LIMIT_NETWORK] = {"failed_auth_per_minute_per_network",
+                                    "this address's network", AUTH_FAIL_NET_MAX},
+            [AUTH_LIMIT_GLOBAL] = {"failed_auth_per_minute_in_all", "all clients",
+                                   AUTH_FAIL_GLOBAL_MAX},
+        };
         snprintf(retry, sizeof retry, "%.0f", wait + 1);
         snprintf(detail, sizeof detail,
-                 "too many failed authentications from %s: at most %d per %.0f s",
-                 rq->client, AUTH_FAIL_MAX, AUTH_FAIL_WINDOW);
+                 "too many failed authentications from %s (%s): at most %d per %.0f s",
+                 budget[which].from, rq->client, budget[which].max, AUTH_FAIL_WINDOW);
         http_reply_header(rs, "Retry-After", retry);
         http_reply_problem(rs, 429, NULL, detail,
-                           json_pack("{s:s, s:i}", "limit", "failed_auth_per_minute",
-                                     "value", AUTH_FAIL_MAX));
+                           json_pack("{s:s, s:i}", "limit", budget[which].limit,
+                                     "value", budget[which].max));
         return NULL;
     }
     t = auth_check(&a->auth, rq->token);
     if (!t) {
-        auth_failed(&a->auth, rq->client);
+        /* A wrong token is a guess; a missing one is not. */
+        if (rq->token)
+            auth_failed(&a->auth, rq->client);
         http_reply_header(rs, "WWW-Authenticate", "Bearer");
         http_reply_problem(rs, 401, NULL,
                            rq->token ? "the bearer token is not known"
@@ -88,7 +102,11 @@ static int dispatch(struct http_req *rq, struct http_resp *rs)
 
     if (!r)
         return http_reply_problem(rs, 500, NULL, "no handler for this route", NULL);
-    if (r->auth == API_TOKEN && !(who = authenticate(rq, rs)))
+    /* /metrics says how busy the server is and whose jobs run: behind the
+     * same tokens as the API, unless the operator made it public. */
+    if ((r->auth == API_TOKEN ||
+         (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public)) &&
+        !(who = authenticate(rq, rs)))
         return 0;
     return r->handler(rq, rs, who);
 }

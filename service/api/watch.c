@@ -11,6 +11,7 @@
 
 #include "describe.h"
 #include "ecopt/clock.h"
+#include "shares.h"
 
 #define EVENTS_PER_WAKE 2000     /* rows one produce call may queue */
 
@@ -20,6 +21,7 @@ struct waiter {
     struct watch *hub;
     char id[STORE_ID_LEN + 1];
     int stream;                  /* 0: a long-poll, 1: an SSE stream */
+    char owner[64];              /* whose share it is; "" none */
     /* long-poll */
     struct http_deferred *d;
     double deadline;
@@ -52,9 +54,49 @@ struct watch *watch_new(struct app *a)
     return h;
 }
 
+/*
+ * One of owner's shares for a new waiter, or the refusal replied (429 for
+ * the token's share, 503 for the server's) and -1.
+ */
+static int take_share(struct app *a, struct http_resp *rs, const char *owner)
+{
+    unsigned per = shares_per_token(a->shares), all = shares_total(a->shares);
+    char detail[200];
+
+    switch (shares_take(a->shares, owner)) {
+    case SHARES_TAKEN:
+        return 0;
+    case SHARES_TOKEN_FULL:
+        snprintf(detail, sizeof detail, "max_streams_per_token: at most %u event streams "
+                 "and long-polls at once per token; close one first", per);
+        http_reply_header(rs, "Retry-After", "5");
+        http_reply_problem(rs, 429, NULL, detail,
+                           json_pack("{s:s, s:i}", "limit", "max_streams_per_token",
+                                     "value", (int)per));
+        return -1;
+    default:
+        snprintf(detail, sizeof detail, "max_streams: the server holds %u event streams "
+                 "and long-polls at once, its most", all);
+        http_reply_header(rs, "Retry-After", "5");
+        http_reply_problem(rs, 503, NULL, detail,
+                           json_pack("{s:s, s:i}", "limit", "max_streams", "value",
+                                     (int)all));
+        return -1;
+    }
+}
+
+static void give_share(struct waiter *w)
+{
+    if (w->owner[0]) {
+        shares_give(w->app->shares, w->owner);
+        w->owner[0] = '\0';
+    }
+}
+
 /* A long-poll's waiter, done with. */
 static void waiter_free(struct waiter *w)
 {
+    give_share(w);
     if (w->free_arg)
         w->free_arg(w->arg);
     free(w);
@@ -226,8 +268,8 @@ void watch_free(struct watch *h)
     free(h);
 }
 
-int watch_longpoll(struct watch *h, struct http_resp *rs, const char *id,
-                   long long after, unsigned wait_ms, http_fill_fn fill,
+int watch_longpoll(struct watch *h, struct http_resp *rs, const char *owner,
+                   const char *id, long long after, unsigned wait_ms, http_fill_fn fill,
                    void *arg, void (*free_arg)(void *))
 {
     struct app *a = h->app;
@@ -239,6 +281,13 @@ int watch_longpoll(struct watch *h, struct http_resp *rs, const char *id,
             free_arg(arg);
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     }
+    if (take_share(a, rs, owner) < 0) {
+        if (free_arg)
+            free_arg(arg);
+        free(w);
+        return 0;
+    }
+    snprintf(w->owner, sizeof w->owner, "%s", owner);
     w->app = a;
     snprintf(w->id, sizeof w->id, "%s", id);
     w->after = after;
@@ -369,17 +418,23 @@ static void events_close(void *arg)
     unlink_waiter(h, w);
     w->closed = 1;
     pthread_mutex_unlock(&h->lock);
+    give_share(w);                /* the connection is free again */
     stream_unref(h, w);
 }
 
-int watch_events(struct watch *h, struct http_resp *rs, const char *id,
-                 long long after)
+int watch_events(struct watch *h, struct http_resp *rs, const char *owner,
+                 const char *id, long long after)
 {
     struct waiter *w = calloc(1, sizeof *w);
     struct http_stream *st;
 
     if (!w)
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    if (take_share(h->app, rs, owner) < 0) {
+        free(w);
+        return 0;
+    }
+    snprintf(w->owner, sizeof w->owner, "%s", owner);
     w->app = h->app;
     w->hub = h;
     w->stream = 1;
@@ -391,6 +446,7 @@ int watch_events(struct watch *h, struct http_resp *rs, const char *id,
     st = http_reply_stream(rs, 200, "text/event-stream", 15000, events_produce,
                            events_close, w);
     if (!st) {
+        give_share(w);
         free(w);
         return 0;                 /* replied 500; on_close will not run */
     }

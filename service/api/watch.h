@@ -22,18 +22,22 @@ void watch_job_changed(void *ctx, const char *job_id);
 void watch_tick(void *ctx);
 
 /*
+ * Both of these hold the request's connection, so each is one of owner's
+ * shares (shares.h) for as long as it lasts: over owner's share the reply
+ * is 429, over the server's 503, both naming the limit and its value.
+ *
  * Parks the request until the job has rows after `after` or has ended,
  * then fill(rs, arg) replies; after wait_ms the server answers 204. arg
  * is given to free_arg once it is no longer needed, whatever happens
  * (also when this fails). Replies itself on failure; returns 0.
  */
-int watch_longpoll(struct watch *w, struct http_resp *rs, const char *id,
-                   long long after, unsigned wait_ms, http_fill_fn fill,
+int watch_longpoll(struct watch *w, struct http_resp *rs, const char *owner,
+                   const char *id, long long after, unsigned wait_ms, http_fill_fn fill,
                    void *arg, void (*free_arg)(void *));
 
 /* An SSE stream of the job's rows after `after`, and its state changes,
    until it ends. Replies itself; returns 0. */
-int watch_events(struct watch *w, struct http_resp *rs, const char *id,
-                 long long after);
+int watch_events(struct watch *w, struct http_resp *rs, const char *owner,
+                 const char *id, long long after);
 
 #endif

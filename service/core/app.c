@@ -11,6 +11,7 @@
 
 #include "catalog.h"
 #include "pagecache.h"
+#include "shares.h"
 
 int app_open(struct app *a, int *recovered, char *err, size_t errlen)
 {
@@ -19,11 +20,14 @@ int app_open(struct app *a, int *recovered, char *err, size_t errlen)
     *recovered = 0;
     pthread_mutex_init(&a->wlock, NULL);
     pthread_mutex_init(&a->rlock, NULL);
-    pthread_mutex_init(&a->auth.fail_lock, NULL);
     pthread_cond_init(&a->rcond, NULL);
-    a->auth.off = a->cfg.auth_off;
-    if (!a->cfg.auth_off && auth_load(&a->auth, a->cfg.tokens_file, err, errlen) < 0)
+    auth_init(&a->auth, a->cfg.auth_off);
+    if (!a->cfg.auth_off && auth_load(&a->auth, a->cfg.tokens_file, NULL, err, errlen) < 0)
         return -2;
+    if (!(a->shares = shares_new(a->cfg.max_streams_per_token, a->cfg.max_streams))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     if (!(a->catalog = catalog_new()) || !(a->pages = pagecache_new())) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -71,4 +75,24 @@ void app_close(struct app *a)
     a->pages = NULL;
     a->catalog = NULL;
     auth_free(&a->auth);
+    shares_free(a->shares);
+    a->shares = NULL;
+}
+
+int app_reload_tokens(struct app *a, char *msg, size_t len)
+{
+    char err[480];
+    size_t n;
+
+    if (a->cfg.auth_off) {
+        snprintf(msg, len, "authentication is off: no tokens to reload");
+        return 0;
+    }
+    if (auth_load(&a->auth, a->cfg.tokens_file, &n, err, sizeof err) < 0) {
+        snprintf(msg, len, "%s; kept the tokens loaded before", err);
+        return -1;
+    }
+    snprintf(msg, len, "%zu token%s loaded from %s", n, n == 1 ? "" : "s",
+             a->cfg.tokens_file);
+    return 0;
 }

@@ -16,6 +16,7 @@
 #include "store.h"
 
 struct sched;
+struct shares;
 struct catalog;
 struct pagecache;
 struct http_server;
@@ -46,6 +47,7 @@ struct app {
     struct sched *sched;
     struct catalog *catalog;      /* what each data file was */
     struct pagecache *pages;      /* pages and job documents as sent */
+    struct shares *shares;        /* streams and long-polls, per token */
     struct app_hooks hooks;
     /* Set by the wiring for the floors above, which alone use them. */
     struct http_server *http;
@@ -61,6 +63,13 @@ struct app {
 int app_open(struct app *a, int *recovered, char *err, size_t errlen);
 /* Everything app_open made; the scheduler must have been stopped. */
 void app_close(struct app *a);
+
+/*
+ * Reads the tokens file again (SIGHUP), while requests are served and
+ * jobs run. 0 with what was loaded in msg; -1 when the file is bad, with
+ * why in msg: the tokens loaded before are kept.
+ */
+int app_reload_tokens(struct app *a, char *msg, size_t len);
 
 /* Borrow a reader connection; give it back. Never NULL once started. */
 struct store *app_reader(struct app *app);

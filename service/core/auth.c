@@ -1,26 +1,54 @@
-/* Bearer tokens: loaded from a file, compared in constant time. */
+/*
+ * Bearer tokens: loaded from a file into a table, compared in constant
+ * time, and replaced by a new table on reload (see auth.h).
+ */
+#define _GNU_SOURCE
 #include "auth.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "ecopt/clock.h"
+struct auth_table {
+    struct token *tokens;
+    size_t n;
+    struct auth_table *next;        /* in the retired list */
+};
 
-int auth_load(struct auth *a, const char *path, char *err, size_t errlen)
+void auth_init(struct auth *a, int off)
 {
+    memset(a, 0, sizeof *a);
+    a->off = off;
+    pthread_rwlock_init(&a->lock, NULL);
+    pthread_mutex_init(&a->fail_lock, NULL);
+}
+
+static void table_free(struct auth_table *t)
+{
+    if (!t)
+        return;
+    explicit_bzero(t->tokens, t->n * sizeof *t->tokens);
+    free(t->tokens);
+    free(t);
+}
+
+/* The file as a new table, or NULL with a sentence in err. */
+static struct auth_table *table_read(const char *path, char *err, size_t errlen)
+{
+    struct auth_table *tab = calloc(1, sizeof *tab);
     FILE *f;
     char line[512];
     unsigned lineno = 0;
 
-    free(a->tokens);
-    a->tokens = NULL;
-    a->n = 0;
-    if (!(f = fopen(path, "r"))) {
+    if (!tab) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!(f = fopen(path, "re"))) {
         snprintf(err, errlen, "tokens file %s: %s", path, strerror(errno));
-        return -1;
+        free(tab);
+        return NULL;
     }
     while (fgets(line, sizeof line, f)) {
         char *name, *secret, *role, *save = NULL, *nl;
@@ -39,98 +67,76 @@ int auth_load(struct auth *a, const char *path, char *err, size_t errlen)
             continue;
         secret = strtok_r(NULL, ": \t", &save);
         role = strtok_r(NULL, ": \t", &save);
-        if (!secret || strlen(name) >= sizeof a->tokens->name ||
-            strlen(secret) < 16 || strlen(secret) >= sizeof a->tokens->secret ||
+        if (!secret || strlen(name) >= sizeof tab->tokens->name ||
+            strlen(secret) < 16 || strlen(secret) >= sizeof tab->tokens->secret ||
             (role && strcmp(role, "admin") != 0)) {
             snprintf(err, errlen, "%s:%u: expected NAME:SECRET or NAME:SECRET:admin, "
                      "a name under 64 bytes and a secret of 16..127 bytes",
                      path, lineno);
             goto fail;
         }
-        if (!(t = realloc(a->tokens, (a->n + 1) * sizeof *t))) {
+        if (!(t = realloc(tab->tokens, (tab->n + 1) * sizeof *t))) {
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-        a->tokens = t;
-        t = &a->tokens[a->n++];
+        tab->tokens = t;
+        t = &tab->tokens[tab->n++];
         memset(t, 0, sizeof *t);
         memcpy(t->name, name, strlen(name));
         memcpy(t->secret, secret, strlen(secret));
         t->admin = role != NULL;
     }
+    explicit_bzero(line, sizeof line);
     fclose(f);
-    if (!a->n) {
+    if (!tab->n) {
         snprintf(err, errlen, "tokens file %s has no tokens", path);
-        auth_free(a);
-        return -1;
+        table_free(tab);
+        return NULL;
     }
-    return 0;
+    return tab;
 fail:
+    explicit_bzero(line, sizeof line);
     fclose(f);
-    auth_free(a);
-    return -1;
+    table_free(tab);
+    return NULL;
+}
+
+int auth_load(struct auth *a, const char *path, size_t *count, char *err, size_t errlen)
+{
+    struct auth_table *tab = table_read(path, err, errlen), *old;
+
+    if (!tab)
+        return -1;
+    if (count)
+        *count = tab->n;
+    /*
+     * The swap is the only write: checks in progress finish on the old
+     * table (they hold the read lock), later ones see the new. Once the
+     * write lock is ours no check reads the old secrets, so they are
+     * wiped; the names stay, for the requests that hold one.
+     */
+    pthread_rwlock_wrlock(&a->lock);
+    old = a->table;
+    a->table = tab;
+    if (old) {
+        for (size_t i = 0; i < old->n; i++)
+            explicit_bzero(old->tokens[i].secret, sizeof old->tokens[i].secret);
+        old->next = a->retired;
+        a->retired = old;
+    }
+    pthread_rwlock_unlock(&a->lock);
+    return 0;
 }
 
 void auth_free(struct auth *a)
 {
-    free(a->tokens);
-    a->tokens = NULL;
-    a->n = 0;
-}
-
-/* The slot of addr, or NULL; the caller holds fail_lock. */
-static struct auth_fail *find_slot(struct auth *a, const char *addr)
-{
-    for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++)
-        if (a->fails[i].count && strcmp(a->fails[i].addr, addr) == 0)
-            return &a->fails[i];
-    return NULL;
-}
-
-double auth_blocked(struct auth *a, const char *addr)
-{
-    double wait = 0, now = ec_clock();
-    struct auth_fail *f;
-
-    if (a->off || !addr)
-        return 0;
-    pthread_mutex_lock(&a->fail_lock);
-    if ((f = find_slot(a, addr)) && now - f->first < AUTH_FAIL_WINDOW &&
-        f->count >= AUTH_FAIL_MAX)
-        wait = AUTH_FAIL_WINDOW - (now - f->first);
-    pthread_mutex_unlock(&a->fail_lock);
-    return wait;
-}
-
-void auth_failed(struct auth *a, const char *addr)
-{
-    double now = ec_clock();
-    struct auth_fail *f;
-
-    if (!addr)
-        return;
-    pthread_mutex_lock(&a->fail_lock);
-    if (!(f = find_slot(a, addr))) {
-        /* A free slot, or the one whose window started longest ago. */
-        f = &a->fails[0];
-        for (size_t i = 0; i < AUTH_FAIL_SLOTS; i++) {
-            if (!a->fails[i].count) {
-                f = &a->fails[i];
-                break;
-            }
-            if (a->fails[i].first < f->first)
-                f = &a->fails[i];
-        }
-        snprintf(f->addr, sizeof f->addr, "%s", addr);
-        f->count = 0;
-        f->first = now;
+    table_free(a->table);
+    a->table = NULL;
+    while (a->retired) {
+        struct auth_table *t = a->retired;
+        a->retired = t->next;
+        table_free(t);
     }
-    if (now - f->first >= AUTH_FAIL_WINDOW) {
-        f->first = now;
-        f->count = 0;
-    }
-    f->count++;
-    pthread_mutex_unlock(&a->fail_lock);
 }
 
 /* Equal in time that depends only on the buffers' fixed size. */
@@ -146,18 +152,20 @@ static int equal_ct(const char *known, const char *presented)
     return diff == 0;
 }
 
-const struct token *auth_check(const struct auth *a, const char *presented)
+const struct token *auth_check(struct auth *a, const char *presented)
 {
     static const struct token anonymous = {"anonymous", "", 1};
     const struct token *found = NULL;
 
     if (a->off)
         return &anonymous;
-    if (!presented)
+    if (!presented || !*presented)
         return NULL;
+    pthread_rwlock_rdlock(&a->lock);
     /* Every token is compared, so the time says nothing about which. */
-    for (size_t i = 0; i < a->n; i++)
-        if (equal_ct(a->tokens[i].secret, presented))
-            found = &a->tokens[i];
+    for (size_t i = 0; a->table && i < a->table->n; i++)
+        if (equal_ct(a->table->tokens[i].secret, presented))
+            found = &a->table->tokens[i];
+    pthread_rwlock_unlock(&a->lock);
     return found;
 }

@@ -190,6 +190,26 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->max_connections = (unsigned)u;
         return 0;
+    case 'x':
+        if (parse_uint(v, 1, 100000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_streams_per_token = (unsigned)u;
+        return 0;
+    case 'X':
+        if (parse_uint(v, 1, 1000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_streams = (unsigned)u;
+        return 0;
+    case 'P':
+        if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0)
+            c->metrics_public = 1;
+        else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
+            c->metrics_public = 0;
+        else {
+            snprintf(err, errlen, "%s must be on or off (got '%s')", what, v);
+            return -1;
+        }
+        return 0;
     case 'u':
         if (!*v || strlen(v) >= sizeof c->worker_user) {
             snprintf(err, errlen, "%s must be a user name of 1..%zu bytes",
@@ -314,6 +334,8 @@ static const struct {
     {'s', "state-dir", "ECOPT_STATE_DIR"},
     {'o', "conn-timeout", "ECOPT_CONN_TIMEOUT"},
     {'n', "max-connections", "ECOPT_MAX_CONNECTIONS"},
+    {'x', "max-streams-per-token", "ECOPT_MAX_STREAMS_PER_TOKEN"},
+    {'X', "max-streams", "ECOPT_MAX_STREAMS"},
     {'u', "worker-user", "ECOPT_WORKER_USER"},
     {'i', "worker-uids", "ECOPT_WORKER_UIDS"},
     {'c', "worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT"},
@@ -324,7 +346,7 @@ static const struct {
 int config_load(struct config *c, int argc, char **argv, char *err,
                 size_t errlen)
 {
-    struct option opts[NSETTINGS + 2];
+    struct option opts[NSETTINGS + 3];
     char what[96];
     ssize_t len;
     int ch;
@@ -345,12 +367,18 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->threads = 4;
     c->conn_timeout = 30;
     c->max_connections = 1000;
+    c->max_streams_per_token = 16;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 
     for (size_t i = 0; i < NSETTINGS; i++) {
         const char *v = getenv(settings[i].env);
         if (v && *v && apply(c, settings[i].key, v, settings[i].env, err, errlen) < 0)
+            return -1;
+    }
+    {
+        const char *v = getenv("ECOPT_METRICS_PUBLIC");
+        if (v && *v && apply(c, 'P', v, "ECOPT_METRICS_PUBLIC", err, errlen) < 0)
             return -1;
     }
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -360,11 +388,16 @@ int config_load(struct config *c, int argc, char **argv, char *err,
         opts[i].val = settings[i].key;
     }
     opts[NSETTINGS] = (struct option){"quiet", no_argument, NULL, 'Q'};
-    opts[NSETTINGS + 1] = (struct option){NULL, 0, NULL, 0};
+    opts[NSETTINGS + 1] = (struct option){"metrics-public", no_argument, NULL, 'P'};
+    opts[NSETTINGS + 2] = (struct option){NULL, 0, NULL, 0};
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (ch == 'Q') {
             c->access_log_off = 1;
+            continue;
+        }
+        if (ch == 'P') {
+            c->metrics_public = 1;
             continue;
         }
         if (ch == '?') {
@@ -381,6 +414,24 @@ int config_load(struct config *c, int argc, char **argv, char *err,
         snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
         return -1;
     }
+    /*
+     * Streams and long-polls hold their connection for as long as they
+     * last; kept below the connection limit, they leave the rest for
+     * everything else, /livez and /readyz included. (MHD splits the limit
+     * evenly among its threads, and a thread whose share is full stops
+     * accepting while the others go on, so the room left is the server's
+     * whole, wherever the streams landed.)
+     */
+    if (!c->max_streams)
+        c->max_streams = c->max_connections / 2;
+    if (c->max_streams >= c->max_connections) {
+        snprintf(err, errlen, "--max-streams (ECOPT_MAX_STREAMS) %u must be below "
+                 "--max-connections %u, so that streams never take every connection",
+                 c->max_streams, c->max_connections);
+        return -1;
+    }
+    if (c->max_streams_per_token > c->max_streams)
+        c->max_streams_per_token = c->max_streams;
     if (!c->max_running_per_token || c->max_running_per_token > c->max_running)
         c->max_running_per_token = c->max_running;
     if (!c->auth_off && !c->tokens_file[0]) {

@@ -31,6 +31,10 @@ struct config {
     int access_log_off;
     unsigned conn_timeout;        /* idle seconds before MHD drops a client */
     unsigned max_connections;     /* open HTTP connections at once */
+    unsigned max_streams_per_token; /* SSE streams and long-polls of one token */
+    unsigned max_streams;         /* of all tokens; below max_connections (0
+                                     before config_load: half of them) */
+    int metrics_public;           /* /metrics without a token */
     char worker_user[64];         /* jobs run as this user; "" as the service */
     uint32_t worker_uid_first;    /* --worker-uids: each running job gets its */
     uint32_t worker_uid_count;    /* own uid of these; 0 count: not in use */

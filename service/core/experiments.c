@@ -113,8 +113,23 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
         xn.owner = owner;
         xn.name = json_string_value(name);
         xn.spec = xspec;
+        struct store_counts c = {0};
+
+        /* Its variants are queued jobs like any other: all of them count
+         * against the owner's queue quota, or none is made. */
         pthread_mutex_lock(&a->wlock);
-        if (store_experiment_create(a->writer, &xn, in, n, x, NULL, e) < 0)
+        if (store_counts(a->writer, owner, &c, e) < 0)
+            out = EXPERIMENTS_STORE_FAILED;
+        else if (c.owner_queued + n > a->cfg.max_queued_per_token) {
+            spec_problem_set(sp, "variants", "max_queued_per_token",
+                             a->cfg.max_queued_per_token,
+                             "max_queued_per_token: at most %u queued jobs per token; "
+                             "you have %lld and the experiment's %zu variants would "
+                             "make %lld", a->cfg.max_queued_per_token,
+                             (long long)c.owner_queued, n,
+                             (long long)c.owner_queued + (long long)n);
+            out = EXPERIMENTS_QUEUE_FULL;
+        } else if (store_experiment_create(a->writer, &xn, in, n, x, NULL, e) < 0)
             out = EXPERIMENTS_STORE_FAILED;
         pthread_mutex_unlock(&a->wlock);
         if (out == EXPERIMENTS_CREATED)

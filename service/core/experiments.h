@@ -17,6 +17,8 @@
 enum experiments_outcome {
     EXPERIMENTS_CREATED,
     EXPERIMENTS_INVALID,        /* sp names the field and what is wrong */
+    EXPERIMENTS_QUEUE_FULL,     /* its variants would take the owner past
+                                   max_queued_per_token: sp says so */
     EXPERIMENTS_STORE_FAILED,   /* e says why */
     EXPERIMENTS_NO_MEMORY
 };
