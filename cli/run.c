@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -574,6 +575,37 @@ static int exec_mpirun(int argc, char **argv, uint32_t workers,
     return rc;
 }
 
+/* Closes the descriptors lo..hi: close_range(2) where the kernel has it
+   (Linux 5.9), else one by one up to the open-file limit. */
+static void close_span(unsigned lo, unsigned hi)
+{
+    long max = sysconf(_SC_OPEN_MAX);
+
+    if (lo > hi)
+        return;
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, lo, hi, 0) == 0)
+        return;
+#endif
+    for (long fd = lo; fd <= (long)hi && fd < (max > 0 ? max : 65536); fd++)
+        close((int)fd);
+}
+
+/*
+ * A coordinator holds stdio and its report descriptor, nothing else: what
+ * the process that started it left open without close-on-exec is closed
+ * before anything else is done, so that no job can read or write it.
+ */
+static void close_inherited(int keep)
+{
+    if (keep >= 3) {
+        close_span(3, (unsigned)keep - 1);
+        close_span((unsigned)keep + 1, ~0u);
+    } else {
+        close_span(3, ~0u);
+    }
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -724,6 +756,9 @@ int cmd_run(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    /* An MPI rank keeps what mpirun's daemon gave it. */
+    if (!mpi_rank_mode)
+        close_inherited(ctx.report_fd);
     if (optind != argc - 1) {
         fprintf(stderr, "ecopt run: expected one job file\n%s", run_usage);
         return EXIT_USAGE;

@@ -496,7 +496,7 @@ static void free_names(char **names, size_t n)
 /* The valid names of the directory's entries, sorted. */
 static int list_names(int dirfd, char ***out, size_t *n)
 {
-    int fd = dup(dirfd);
+    int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);     /* dup() would drop it */
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
     struct dirent *de;
     char **names = NULL;

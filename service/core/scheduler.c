@@ -292,10 +292,21 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
     free(v);
     root = json_pack("{s:o, s:s, s:o}", "file", describe_file_identity(&df.st), "loss",
                      r->loss, "entries", entries);
-    if (root && json_dump_file(root, path, JSON_COMPACT) == 0)
-        rc = 1;
-    else
-        unlink(path);           /* a full disk: no half-written hint */
+    /* Close-on-exec, as every descriptor of the service: a coordinator
+     * started meanwhile must not inherit it. */
+    {
+        FILE *f = root ? fopen(path, "we") : NULL;
+        int ok = 0;
+
+        if (f) {
+            ok = json_dumpf(root, f, JSON_COMPACT) == 0;
+            ok = fclose(f) == 0 && ok;
+        }
+        if (ok)
+            rc = 1;
+        else
+            unlink(path);       /* a full disk: no half-written hint */
+    }
     json_decref(root);
     return rc;
 }
@@ -633,7 +644,7 @@ static void start_jobs(struct sched *s)
         err[0] = '\0';
         if (!r)
             snprintf(err, sizeof err, "out of memory");
-        else if (!(f = fopen(spec_path, "w"))) {
+        else if (!(f = fopen(spec_path, "we"))) {
             werr = errno;
             snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(werr));
         } else if (!write_close(f, q[0].spec)) {

@@ -143,6 +143,12 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
         posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    /* Every descriptor of the server is close-on-exec; this also closes
+     * what the server inherited without it, so the coordinator holds
+     * stdio and its report pipe alone (it closes the rest itself too). */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+#endif
     /* Its own process group, so one signal reaches every worker; default
      * signal handling and an empty mask, whatever the server set. */
     sigemptyset(&none);
