@@ -26,8 +26,11 @@ static const char *const tokens =
     "bob:bob-secret-0123456789abc\n"
     "root:root-secret-0123456789ab:admin\n";
 
-/* Starts ecopt serve on port 0 and reads the port it printed. */
-static inline void server_start(struct server *s, int reuse_dir)
+/* Starts ecopt serve on port 0 with the options of extra (NULL, or a
+ * NULL-terminated list) after the usual ones, and reads the port it
+ * printed. */
+static inline void server_start_with(struct server *s, int reuse_dir,
+                                     const char *const *extra)
 {
     const char *bin = getenv("ECOPT_BIN");
     int out[2];
@@ -49,13 +52,17 @@ static inline void server_start(struct server *s, int reuse_dir)
         char listen[] = "127.0.0.1:0";
         dup2(out[1], 1);
         close(out[0]);
+        close(out[1]);
         char log[128];
         snprintf(log, sizeof log, "%s/server.log", s->dir);
         freopen(log, "a", stderr);
         snprintf(tok, sizeof tok, "%s/tokens", s->dir);
-        execl(bin && *bin ? bin : "build/ecopt", "ecopt", "serve", "--listen", listen,
-              "--db", s->db, "--tokens-file", tok, "--max-rounds", "50000000",
-              "--quiet", (char *)NULL);
+        const char *argv[64] = {"ecopt", "serve", "--listen", listen, "--db", s->db,
+                                "--tokens-file", tok, "--max-rounds", "50000000",
+                                "--quiet"};
+        for (int i = 0, k = 11; extra && extra[i] && k < 63; i++)
+            argv[k++] = extra[i];
+        execv(bin && *bin ? bin : "build/ecopt", (char *const *)argv);
         _exit(127);
     }
     close(out[1]);
@@ -75,6 +82,11 @@ static inline void server_start(struct server *s, int reuse_dir)
     fclose(f);
     ck_assert_msg(sscanf(line, "ecopt: listening on http://127.0.0.1:%u", &s->port) == 1,
                   "server said: %s", line);
+}
+
+static inline void server_start(struct server *s, int reuse_dir)
+{
+    server_start_with(s, reuse_dir, NULL);
 }
 
 static inline void server_stop(struct server *s, int sig)

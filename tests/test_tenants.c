@@ -1,0 +1,853 @@
+/*
+ * A shared server that one tenant cannot hurt: two tenants (alice, bob)
+ * and an admin (root) against the real `ecopt serve` with auth on. Each
+ * test is an attack a hostile tenant could make and what the server now
+ * answers instead. Sections, each self-contained with its own adder:
+ * HTTP framing, connections and authentication (add_http_cases); the
+ * others' sections are added beside it in main.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "serverutil.h"
+#include "testutil.h"
+
+/* ---- HTTP framing, connections and authentication ---- */
+
+/* A job that runs until cancelled, cheaply: one process, few rows. */
+static const char http_endless_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"inproc\","
+    " \"max_rounds\": 40000000, \"target\": 0, \"eval_every\": 1000000}";
+/* The same with forked workers, for the descriptors they inherit. */
+static const char http_endless_process_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"process\","
+    " \"max_rounds\": 40000000, \"target\": 0, \"eval_every\": 1000000}";
+static const char http_small_job[] =
+    "{\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20}";
+
+static int http_connect(const struct server *s, const char *from)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    ck_assert_int_ge(fd, 0);
+    if (from) {
+        struct sockaddr_in b = {0};
+        b.sin_family = AF_INET;
+        ck_assert_int_eq(inet_pton(AF_INET, from, &b.sin_addr), 1);
+        ck_assert_msg(bind(fd, (struct sockaddr *)&b, sizeof b) == 0, "bind %s: %s", from,
+                      strerror(errno));
+    }
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)s->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
+                  strerror(errno));
+    return fd;
+}
+
+static void http_send(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ck_assert_msg(w > 0, "send: %s", strerror(errno));
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+/* What came back until the server closed the connection: 1, or 0 when it
+ * was still open at the deadline (out holds what came by then). */
+static int http_read_to_close(int fd, char *out, size_t cap, double timeout)
+{
+    double until = tu_now() + timeout;
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int ms = (int)((until - tu_now()) * 1000);
+        ssize_t r;
+
+        if (ms <= 0)
+            return 0;
+        if (poll(&p, 1, ms) <= 0)
+            continue;
+        r = recv(fd, out + n, cap - 1 - n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return 1;
+        n += (size_t)r;
+        out[n] = '\0';
+        if (n == cap - 1)
+            return 0;
+    }
+}
+
+/* Reads at least the status line of a reply; its status, or 0 at the
+ * deadline or a close. */
+static int http_read_status(int fd, double timeout)
+{
+    double until = tu_now() + timeout;
+    char buf[4096];
+    size_t n = 0;
+    int status = 0;
+
+    while (n < 12) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int ms = (int)((until - tu_now()) * 1000);
+        ssize_t r;
+
+        if (ms <= 0)
+            return 0;
+        if (poll(&p, 1, ms) <= 0)
+            continue;
+        r = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (r <= 0)
+            return 0;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    if (sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+        return 0;
+    return status;
+}
+
+static int http_count(const char *text, const char *needle)
+{
+    int n = 0;
+
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/*
+ * Smuggling: a request whose body can be framed two ways, followed by a
+ * second request hidden where one framing puts the body. The server must
+ * answer the first with one 400 and close, so that the second is never
+ * served; a thousand query parameters get an answer too, not a dropped
+ * connection.
+ */
+START_TEST(test_http_framing)
+{
+    static const struct {
+        const char *what, *request, *phrase;
+        int status;
+    } cases[] = {
+        {"two Content-Length",
+         "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Content-Length: 0\r\nContent-Length: 45\r\n\r\n"
+         "GET /livez HTTP/1.1\r\nHost: t\r\nX-Smuggled: 1\r\n\r\n",
+         "2 Content-Length headers", 400},
+        {"Content-Length and Transfer-Encoding",
+         "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+         "GET /livez HTTP/1.1\r\nHost: t\r\n\r\n",
+         "both Content-Length and Transfer-Encoding", 400},
+        {"an unknown transfer coding",
+         "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Transfer-Encoding: gzip\r\n\r\nabc",
+         "\\\"gzip\\\" is not known", 400},
+        {"chunked twice",
+         "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         "2 Transfer-Encoding headers", 400},
+        {"a space before the colon",
+         "POST /livez HTTP/1.1\r\nHost: t\r\nContent-Length : 34\r\n\r\n"
+         "GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n",
+         "is not a token", 400},
+        {"a thousand query parameters", NULL, "more than the limit of 32 parameters", 400},
+    };
+    struct server s;
+    char *big = malloc(16384), *out = malloc(65536);
+
+    {
+        size_t o = (size_t)sprintf(big, "GET /v1/jobs?");
+        for (int i = 0; i < 1000; i++)
+            o += (size_t)sprintf(big + o, "%sp%d=1", i ? "&" : "", i);
+        sprintf(big + o, " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n", ALICE);
+    }
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *request = cases[i].request ? cases[i].request : big;
+        int fd = http_connect(&s, NULL), closed, status = 0;
+
+        http_send(fd, request, strlen(request));
+        closed = http_read_to_close(fd, out, 65536, 10);
+        close(fd);
+        sscanf(out, "HTTP/1.1 %d", &status);
+        ck_assert_msg(status == cases[i].status, "%s: %d, not %d: %.300s", cases[i].what,
+                      status, cases[i].status, out);
+        ck_assert_msg(strstr(out, cases[i].phrase), "%s: %.600s", cases[i].what, out);
+        ck_assert_msg(strstr(out, "application/problem+json"), "%s: %.300s", cases[i].what,
+                      out);
+        ck_assert_msg(http_count(out, "HTTP/1.1 ") == 1,
+                      "%s: the hidden request was served too: %.900s", cases[i].what, out);
+        if (cases[i].request)
+            ck_assert_msg(closed, "%s: the connection was left open after the 400",
+                          cases[i].what);
+    }
+    /* A well-framed request on a kept-alive connection is still served. */
+    {
+        struct reply r = req(&s, "GET", "/v1/jobs?limit=5", ALICE, NULL, NULL);
+        ck_assert_int_eq(r.status, 200);
+        free(r.body);
+    }
+    free(big);
+    free(out);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* GET with curl from a given source address (NULL: the default). */
+static struct reply http_get_from(const struct server *s, const char *path,
+                                  const char *token, const char *from)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct reply r = {0};
+    char url[256], auth[256], iface[64];
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    if (from) {
+        snprintf(iface, sizeof iface, "host!%s", from);
+        curl_easy_setopt(c, CURLOPT_INTERFACE, iface);
+    }
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    }
+    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (!r.body)
+        r.body = calloc(1, 1);
+    return r;
+}
+
+/* Requests without a token are not guesses: many of them do not lock out
+ * the next valid token from the same address. */
+START_TEST(test_http_missing_token_is_not_a_failure)
+{
+    struct server s;
+    struct reply r;
+
+    server_start(&s, 0);
+    for (int i = 0; i < 30; i++) {
+        r = req(&s, "GET", "/v1/jobs", NULL, NULL, NULL);
+        ck_assert_int_eq(r.status, 401);
+        free(r.body);
+    }
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * Guessing tokens from ever new loopback addresses: an address is refused
+ * after 20 wrong tokens a minute, the addresses of one network share a
+ * budget, and however many addresses the guesses come from, the one
+ * blocked first stays blocked: rotating gains no guesses.
+ */
+START_TEST(test_http_rotating_addresses)
+{
+    struct server s;
+    struct reply r;
+    int guesses = 0, refused = 0;
+    char from[32];
+
+    server_start(&s, 0);
+    for (int i = 0; i < 21; i++) {
+        r = http_get_from(&s, "/v1/jobs", "guess-guess-guess-0123", "127.0.0.2");
+        ck_assert_int_eq(r.status, i < 20 ? 401 : 429);
+        free(r.body);
+    }
+    for (int i = 0; i < 400; i++) {
+        snprintf(from, sizeof from, "127.0.%d.%d", 1 + i / 200, 1 + i % 200);
+        r = http_get_from(&s, "/v1/jobs", "guess-guess-guess-0123", from);
+        ck_assert_msg(r.status == 401 || r.status == 429, "%s: %ld", from, r.status);
+        if (r.status == 401)
+            guesses++;
+        else
+            refused++;
+        free(r.body);
+    }
+    fprintf(stderr, "test_tenants: 400 rotated addresses: %d guesses checked, %d refused\n",
+            guesses, refused);
+    /* The loopback network's budget (100 a minute) less the first 20. */
+    ck_assert_int_le(guesses, 80);
+    r = http_get_from(&s, "/v1/jobs", "guess-guess-guess-0123", "127.0.0.2");
+    ck_assert_msg(r.status == 429, "the first address is unblocked: %ld", r.status);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* An experiment's variants are jobs in the queue: they count against the
+ * queue quota like jobs submitted one by one. */
+START_TEST(test_http_experiment_quota)
+{
+    static const char *const opts[] = {"--max-queued-per-token", "5", NULL};
+    struct server s;
+    struct reply r;
+    char body[2048];
+    json_t *doc;
+    size_t o;
+
+    server_start_with(&s, 0, opts);
+    o = (size_t)snprintf(body, sizeof body,
+                         "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, "
+                         "\"max_rounds\": 20}, \"variants\": [");
+    for (int i = 0; i < 6; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o, "%s{\"name\": \"v%d\"}",
+                              i ? ", " : "", i);
+    snprintf(body + o, sizeof body - o, "]}");
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 429, "6 variants under a quota of 5: %ld %.300s", r.status,
+                  r.body);
+    doc = json_of(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "limit")), "max_queued_per_token");
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "value")), 5);
+    ck_assert_msg(strstr(r.body, "6 variants"), "%.300s", r.body);
+    ck_assert_str_ne(r.retry_after, "");
+    json_decref(doc);
+    free(r.body);
+    /* Nothing of it was made. */
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20},"
+            " \"variants\": [{\"name\": \"a\"}, {\"name\": \"b\"}]}", NULL);
+    ck_assert_msg(r.status == 201, "%ld %.300s", r.status, r.body);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Opens an SSE stream of job id as token; its socket once the status line
+ * is in (*status set), or the socket of a refusal. */
+static int http_open_stream(const struct server *s, const char *token, const char *path,
+                            int *status)
+{
+    char text[512];
+    int fd = http_connect(s, NULL);
+
+    snprintf(text, sizeof text,
+             "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n", path, token);
+    http_send(fd, text, strlen(text));
+    *status = http_read_status(fd, 10);
+    return fd;
+}
+
+/* The value of a gauge line "name value" in the /metrics text, or -1. */
+static long long http_gauge(const struct server *s, const char *name)
+{
+    struct reply r = req(s, "GET", "/metrics", ROOT, NULL, NULL);
+    char key[128];
+    const char *p;
+    long long v = -1;
+
+    snprintf(key, sizeof key, "\n%s ", name);
+    if (r.status == 200 && (p = strstr(r.body, key)))
+        v = strtoll(p + strlen(key), NULL, 10);
+    free(r.body);
+    return v;
+}
+
+/* A job of alice's that stays queued behind an endless one. */
+static void http_queued_job(const struct server *s, char blocker[32], char queued[32])
+{
+    job_create(s, ALICE, http_endless_job, blocker);
+    json_decref(job_wait(s, ALICE, blocker, "running", 30));
+    job_create(s, ALICE, http_small_job, queued);
+}
+
+/*
+ * One token cannot hold more than its share of streams and long-polls
+ * (16 by default): the next is 429 naming the limit; another token is
+ * not held up by it.
+ */
+START_TEST(test_http_streams_per_token)
+{
+    static const char *const opts[] = {"--max-running", "1", NULL};
+    struct server s;
+    char blocker[32], queued[32], path[128];
+    int fds[40], n = 0, status;
+    json_t *doc;
+
+    server_start_with(&s, 0, opts);
+    http_queued_job(&s, blocker, queued);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", queued);
+    for (int i = 0; i < 16; i++) {
+        fds[n++] = http_open_stream(&s, ALICE, path, &status);
+        ck_assert_msg(status == 200, "stream %d: %d", i, status);
+    }
+    {
+        /* The 17th of alice's: 429 problem+json with the limit. */
+        struct reply r = req(&s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_msg(r.status == 429, "a 17th stream: %ld", r.status);
+        doc = json_of(&r);
+        ck_assert_str_eq(json_string_value(json_object_get(doc, "limit")),
+                         "max_streams_per_token");
+        ck_assert_int_eq(json_integer_value(json_object_get(doc, "value")), 16);
+        json_decref(doc);
+        free(r.body);
+        /* A long-poll is one of the same share. */
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?wait=30", queued);
+        r = req(&s, "GET", path, ALICE, NULL, NULL);
+        ck_assert_msg(r.status == 429, "a long-poll past the share: %ld", r.status);
+        free(r.body);
+    }
+    /* root (an admin, another token) still streams and long-polls. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", queued);
+    fds[n++] = http_open_stream(&s, ROOT, path, &status);
+    ck_assert_int_eq(status, 200);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?wait=30", queued);
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        fds[n] = http_connect(&s, NULL);
+        snprintf(text, sizeof text,
+                 "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n", path, ROOT);
+        http_send(fds[n++], text, strlen(text));
+    }
+    /* The server counts them (a gauge of /metrics): 16 + 1 + 3. */
+    for (double until = tu_now() + 10; http_gauge(&s, "ecopt_streams_open") != 20;)
+        ck_assert_msg(tu_now() < until, "ecopt_streams_open is %lld, not 20",
+                      http_gauge(&s, "ecopt_streams_open"));
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    job_cancel(&s, ALICE, blocker, 30);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * Every connection the server takes held by streams: streams and
+ * long-polls of all tokens together stay below the connection limit
+ * (half of it by default), so /livez and /readyz are still answered.
+ */
+START_TEST(test_http_livez_beside_streams)
+{
+    static const char *const opts[] = {"--max-running", "1", "--max-connections", "16",
+                                       NULL};
+    const char *tokens_[3] = {ALICE, BOB, ROOT};
+    struct server s;
+    char blocker[32], queued[32], path[128], text[4096];
+    int fds[32], n = 0, refused = 0, status, fd;
+
+    server_start_with(&s, 0, opts);
+    http_queued_job(&s, blocker, queued);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", queued);
+    /* Streams until the server refuses them with an answer, or until they
+     * hold all 16 connections (a connection libmicrohttpd closes at once,
+     * its thread's share being full, is tried again). */
+    for (int i = 0; i < 100 && n < 16 && refused < 3; i++) {
+        fd = http_open_stream(&s, tokens_[i % 3], path, &status);
+        if (status == 200) {
+            fds[n++] = fd;
+            continue;
+        }
+        close(fd);
+        if (status == 503 || status == 429)
+            refused++;
+    }
+    fprintf(stderr, "test_tenants: streams under 16 connections: %d open, then %d refused\n",
+            n, refused);
+    /* /livez and /readyz, with a deadline of 10 s each. */
+    for (int k = 0; k < 2; k++) {
+        const char *probe = k ? "/readyz" : "/livez";
+        snprintf(text, sizeof text, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                 probe);
+        fd = http_connect(&s, NULL);
+        http_send(fd, text, strlen(text));
+        status = 0;
+        http_read_to_close(fd, text, sizeof text, 10);
+        sscanf(text, "HTTP/1.1 %d", &status);
+        close(fd);
+        ck_assert_msg(status == 200, "%s with %d streams open: %d (%.100s)", probe, n, status,
+                      text);
+    }
+    ck_assert_int_le(n, 8);
+    ck_assert_int_ge(refused, 1);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    job_cancel(&s, ALICE, blocker, 30);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+static void http_write_tokens(const struct server *s, const char *text)
+{
+    char path[128], tmp[160];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/tokens", s->dir);
+    snprintf(tmp, sizeof tmp, "%s/tokens.new", s->dir);
+    f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+static int http_log_has(const struct server *s, const char *phrase)
+{
+    char path[128], text[65536];
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof path, "%s/server.log", s->dir);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return strstr(text, phrase) != NULL;
+}
+
+/*
+ * SIGHUP reloads the tokens file (as nginx reloads on HUP): new tokens
+ * work, removed ones stop, a running job goes on; a bad file keeps the
+ * tokens loaded before and the log says why. The server never dies of it.
+ */
+START_TEST(test_http_sighup_reloads_tokens)
+{
+    static const char *const opts[] = {"--max-running", "1", NULL};
+    struct server s;
+    char blocker[32];
+    struct reply r;
+    json_t *doc;
+
+    server_start_with(&s, 0, opts);
+    job_create(&s, ALICE, http_endless_job, blocker);
+    json_decref(job_wait(&s, ALICE, blocker, "running", 30));
+    http_write_tokens(&s, "alice:alice-secret-0123456789\n"
+                          "carol:carol-secret-0123456789\n"
+                          "root:root-secret-0123456789ab:admin\n");
+    ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
+    /* Wait for the reload: carol's token comes to work. */
+    for (double until = tu_now() + 10;;) {
+        r = req(&s, "GET", "/v1/jobs", "carol-secret-0123456789", NULL, NULL);
+        free(r.body);
+        if (r.status == 200)
+            break;
+        ck_assert_msg(r.status == 401, "carol before the reload: %ld", r.status);
+        ck_assert_msg(tu_now() < until, "carol's token did not come to work");
+        usleep(50000);
+    }
+    r = req(&s, "GET", "/v1/jobs", BOB, NULL, NULL);
+    ck_assert_msg(r.status == 401, "bob, removed: %ld", r.status);
+    free(r.body);
+    doc = job_get(&s, ALICE, blocker);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "running");
+    json_decref(doc);
+
+    /* A bad file: the tokens stay as they were, and the log says why. */
+    http_write_tokens(&s, "alice:short\n");
+    ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
+    for (double until = tu_now() + 10; !http_log_has(&s, "kept the tokens loaded before");)
+        ck_assert_msg(tu_now() < until, "no word of the bad tokens file in the log");
+    ck_assert(http_log_has(&s, "tokens:1: expected NAME:SECRET"));
+    r = req(&s, "GET", "/v1/jobs", "carol-secret-0123456789", NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    doc = job_get(&s, ALICE, blocker);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "running");
+    json_decref(doc);
+    job_cancel(&s, ALICE, blocker, 30);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* /metrics tells how busy the server is and who is running: a token is
+ * needed, unless --metrics-public says otherwise. */
+START_TEST(test_http_metrics_needs_a_token)
+{
+    static const char *const opts[] = {"--metrics-public", NULL};
+    struct server s;
+    struct reply r;
+
+    server_start(&s, 0);
+    r = req(&s, "GET", "/metrics", NULL, NULL, NULL);
+    ck_assert_msg(r.status == 401, "/metrics without a token: %ld", r.status);
+    ck_assert_str_eq(r.content_type, "application/problem+json");
+    free(r.body);
+    r = req(&s, "GET", "/metrics", BOB, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "ecopt_jobs{state=\"queued\"}"));
+    free(r.body);
+    server_stop(&s, SIGTERM);
+    server_start_with(&s, 0, opts);
+    r = req(&s, "GET", "/metrics", NULL, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* lambda2 must be positive: 0 is refused at submit, naming the field,
+ * rather than failing later in the job. */
+START_TEST(test_http_lambda2_positive)
+{
+    static const char *const bodies[] = {
+        "{\"dataset\": \"heart_scale\", \"lambda2\": 0}",
+        "{\"dataset\": \"heart_scale\", \"lambda2\": -1e-3}",
+        "{\"dataset\": \"heart_scale\", \"lambda2\": 0.0, \"lambda1\": 1e-3}",
+    };
+    struct server s;
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct reply r = req(&s, "POST", "/v1/jobs", ALICE, bodies[i], NULL);
+        ck_assert_msg(r.status == 422, "%s: %ld %.300s", bodies[i], r.status, r.body);
+        ck_assert_msg(strstr(r.body, "\"field\":\"lambda2\""), "%.300s", r.body);
+        ck_assert_msg(strstr(r.body, "(0, 1000000]"), "%.300s", r.body);
+        free(r.body);
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Processes whose parent is pid, up to max of them. */
+static int http_children(pid_t pid, pid_t *out, int max)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)) && n < max) {
+        char path[300], text[512], *p;
+        long ppid;
+        FILE *f;
+
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        p = fgets(text, sizeof text, f);
+        fclose(f);
+        if (!p || !(p = strrchr(text, ')')))
+            continue;
+        if (sscanf(p + 2, "%*c %ld", &ppid) == 1 && ppid == pid)
+            out[n++] = (pid_t)atol(de->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* How many descriptors of pid lead to the file at path. */
+static int http_fds_to(pid_t pid, const char *path)
+{
+    char dir[64], link[340], target[512];
+    DIR *d;
+    struct dirent *de;
+    int n = 0;
+
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    if (!(d = opendir(dir)))
+        return 0;
+    while ((de = readdir(d))) {
+        ssize_t l;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(link, sizeof link, "%s/%s", dir, de->d_name);
+        if ((l = readlink(link, target, sizeof target - 1)) <= 0)
+            continue;
+        target[l] = '\0';
+        n += strcmp(target, path) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether descriptor fd of pid lacks close-on-exec (0 when not open). */
+static int http_fd_inheritable(pid_t pid, int fd)
+{
+    char path[128], line[128];
+    unsigned long flags = 0;
+    int found = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)pid, fd);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "flags: %lo", &flags) == 1;
+    fclose(f);
+    return found && !(flags & O_CLOEXEC);
+}
+
+/* The descriptors of pid above 2 without close-on-exec, but for those the
+ * test process itself would hand down (skip[fd] set). */
+static int http_fds_without_cloexec(pid_t pid, const char *skip, char *which, size_t len)
+{
+    char dir[64];
+    DIR *d;
+    struct dirent *de;
+    int n = 0;
+
+    which[0] = '\0';
+    snprintf(dir, sizeof dir, "/proc/%d/fdinfo", (int)pid);
+    ck_assert_ptr_nonnull(d = opendir(dir));
+    while ((de = readdir(d))) {
+        int fd = atoi(de->d_name);
+
+        if (de->d_name[0] == '.' || fd <= 2 || (fd < 4096 && skip[fd]))
+            continue;
+        if (http_fd_inheritable(pid, fd)) {
+            char link[300], target[256] = "?";
+            ssize_t l;
+            snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, fd);
+            if ((l = readlink(link, target, sizeof target - 1)) > 0)
+                target[l] = '\0';
+            snprintf(which + strlen(which), len - strlen(which), " %d (%s)", fd, target);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/*
+ * Descriptors: whatever the service inherited or opened, a coordinator
+ * holds only stdio and its report pipe, and every descriptor the service
+ * itself opens is close-on-exec, while jobs run, streams stream and the
+ * data directory is listed.
+ */
+START_TEST(test_http_descriptors)
+{
+    static const char *const opts[] = {"--max-running", "1", NULL};
+    struct server s;
+    char marker[] = "/tmp/ecopt-inherited-XXXXXX", blocker[32], queued[32], path[128];
+    char which[1024];
+    pid_t kids[8];
+    int mfd, nkids = 0, sfd, status;
+    struct reply r;
+
+    static char inherited[4096];
+
+    ck_assert_int_ge(mfd = mkstemp(marker), 0);     /* not close-on-exec */
+    for (int fd = 3; fd < 4096; fd++)
+        inherited[fd] = (char)http_fd_inheritable(getpid(), fd);
+    server_start_with(&s, 0, opts);
+    http_queued_job(&s, blocker, queued);
+    snprintf(path, sizeof path, "/v1/jobs/%s/events", queued);
+    sfd = http_open_stream(&s, ALICE, path, &status);
+    ck_assert_int_eq(status, 200);
+    r = req(&s, "GET", "/v1/datasets", ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    for (double until = tu_now() + 10; (nkids = http_children(s.pid, kids, 8)) < 1;)
+        ck_assert_msg(tu_now() < until, "no coordinator under the server");
+    for (int i = 0; i < nkids; i++)
+        ck_assert_msg(http_fds_to(kids[i], marker) == 0,
+                      "coordinator %d holds the service's inherited descriptor", kids[i]);
+    ck_assert_msg(http_fds_without_cloexec(s.pid, inherited, which, sizeof which) == 0,
+                  "the service's own descriptors without close-on-exec:%s", which);
+    close(sfd);
+    job_cancel(&s, ALICE, blocker, 30);
+    server_stop(&s, SIGTERM);
+    close(mfd);
+    unlink(marker);
+}
+END_TEST
+
+/* `ecopt run`, started by anyone with descriptors open, closes all of them
+ * but stdio and its report descriptor before it does anything else. */
+START_TEST(test_http_run_closes_inherited)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char marker[] = "/tmp/ecopt-inherited-XXXXXX", spec[64];
+    int mfd, rep[2], st;
+    pid_t pid;
+    char buf[256];
+    ssize_t n;
+
+    ck_assert_int_ge(mfd = mkstemp(marker), 0);
+    tu_write_temp_str(http_endless_process_job, spec, sizeof spec);
+    ck_assert_int_eq(pipe(rep), 0);
+    pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        dup2(rep[1], 3);
+        close(rep[0]);
+        execl(bin && *bin ? bin : "build/ecopt", "ecopt", "run", spec, "--report-fd", "3",
+              "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    close(rep[1]);
+    n = read(rep[0], buf, sizeof buf);      /* its first record: it runs */
+    ck_assert_int_gt(n, 0);
+    ck_assert_msg(http_fds_to(pid, marker) == 0, "ecopt run kept an inherited descriptor");
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    close(rep[0]);
+    close(mfd);
+    unlink(marker);
+    unlink(spec);
+}
+END_TEST
+
+static void add_http_cases(Suite *s)
+{
+    TCase *tc = tcase_create("http");
+
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_http_framing);
+    tcase_add_test(tc, test_http_missing_token_is_not_a_failure);
+    tcase_add_test(tc, test_http_rotating_addresses);
+    tcase_add_test(tc, test_http_experiment_quota);
+    tcase_add_test(tc, test_http_streams_per_token);
+    tcase_add_test(tc, test_http_livez_beside_streams);
+    tcase_add_test(tc, test_http_sighup_reloads_tokens);
+    tcase_add_test(tc, test_http_metrics_needs_a_token);
+    tcase_add_test(tc, test_http_lambda2_positive);
+    tcase_add_test(tc, test_http_descriptors);
+    tcase_add_test(tc, test_http_run_closes_inherited);
+    suite_add_tcase(s, tc);
+}
+
+/* ---- main ---- */
+
+int main(void)
+{
+    Suite *s = suite_create("tenants");
+    int rc;
+
+    curl_global_init(CURL_GLOBAL_ALL);
+    add_http_cases(s);
+    /* The other sections' adders go here (add_data_cases, add_job_cases). */
+    rc = tu_run(s);
+    curl_global_cleanup();
+    return rc;
+}
