@@ -18,9 +18,15 @@ struct auth_table {
 
 void auth_init(struct auth *a, int off)
 {
+    pthread_rwlockattr_t attr;
+
     memset(a, 0, sizeof *a);
     a->off = off;
-    pthread_rwlock_init(&a->lock, NULL);
+    /* A reload waits for the checks in progress, not for every later one. */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&a->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&a->fail_lock, NULL);
 }
 
