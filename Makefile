@@ -143,10 +143,12 @@ asan-check: deps
 	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \
 	    sh tests/run-suites.sh $(TEST_SRC:tests/%.c=build-asan/tests/%)
 
-# The service on 127.0.0.1:8080 with an SQLite file here and the shared
-# datasets; authentication is off, explicitly, for this local quick start.
+# The service on 127.0.0.1:8080 (make run LISTEN=127.0.0.1:9000 moves it)
+# with an SQLite file here and the shared datasets; authentication is off,
+# explicitly, for this local quick start.
+LISTEN ?= $(or $(ECOPT_LISTEN),127.0.0.1:8080)
 run: deps all
-	./$(BUILD)/ecopt serve --listen 127.0.0.1:8080 --db ecopt.db \
+	./$(BUILD)/ecopt serve --listen $(LISTEN) --db ecopt.db \
 	    --data-dir $(ECOPT_DATA_DIR) --auth off
 
 # Each benchmark writes its table to bench/results/ as well as stdout.

@@ -180,7 +180,8 @@ static char *slurp_file(const char *path)
 
 static void print_json(json_t *doc)
 {
-    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    /* 17 significant digits: every double as it is, as the CSV has it. */
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     putchar('\n');
 }
 
@@ -320,43 +321,104 @@ static int cmd_submit(const struct client *c, int argc, char **argv)
     return EXIT_OK;
 }
 
+static const char list_usage[] =
+    "usage: ecopt list [--state S] [--algorithm A] [--dataset D] [--label K[=V]]\n"
+    "                  [--stop-reason R] [--limit N] [--json]\n"
+    "  --limit N   at most N jobs, newest first (1..100000, default 100)\n"
+    "  --json      the jobs as a JSON array, every field, instead of a table\n";
+
+#define LIST_PAGE_MAX 500
+#define LIST_LIMIT_MAX 100000
+
 static int cmd_list(const struct client *c, int argc, char **argv)
 {
-    char path[512] = "/v1/jobs?limit=100";
-    json_t *doc = NULL, *jobs;
-    int rc;
+    char filters[400] = "", path[640], cursor[64] = "";
+    json_t *all = json_array(), *doc = NULL;
+    long long limit = 100;
+    int as_json = 0, rc = EXIT_OK;
 
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--state") && strcmp(argv[i], "--algorithm") &&
-            strcmp(argv[i], "--dataset") && strcmp(argv[i], "--label")) {
-            fprintf(stderr, "usage: ecopt list [--state S] [--algorithm A] [--dataset D] "
-                    "[--label K=V]\n");
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(opt, "--help") == 0) {
+            fputs(list_usage, stdout);
+            json_decref(all);
+            return EXIT_OK;
+        }
+        if (strcmp(opt, "--json") == 0) {
+            as_json = 1;
+            continue;
+        }
+        if (!val || (strcmp(opt, "--state") && strcmp(opt, "--algorithm") &&
+                     strcmp(opt, "--dataset") && strcmp(opt, "--label") &&
+                     strcmp(opt, "--stop-reason") && strcmp(opt, "--limit"))) {
+            fputs(list_usage, stderr);
+            json_decref(all);
             return EXIT_USAGE;
         }
-        char *esc = curl_easy_escape(NULL, argv[i + 1], 0);
-        size_t l = strlen(path);
-        snprintf(path + l, sizeof path - l, "&%s=%s", argv[i] + 2, esc ? esc : "");
+        i++;
+        if (strcmp(opt, "--limit") == 0) {
+            char *end;
+            limit = strtoll(val, &end, 10);
+            if (*end || end == val || limit < 1 || limit > LIST_LIMIT_MAX) {
+                fprintf(stderr, "ecopt list: --limit must be an integer in 1..%d "
+                        "(got '%s')\n", LIST_LIMIT_MAX, val);
+                json_decref(all);
+                return EXIT_USAGE;
+            }
+            continue;
+        }
+        char *esc = curl_easy_escape(NULL, val, 0);
+        size_t l = strlen(filters);
+        snprintf(filters + l, sizeof filters - l, "&%s=%s",
+                 strcmp(opt, "--stop-reason") == 0 ? "stop_reason" : opt + 2,
+                 esc ? esc : "");
         curl_free(esc);
     }
-    if (argc % 2 == 0 || (argc > 1 && strcmp(argv[1], "--help") == 0)) {
-        fprintf(argc > 1 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-                "usage: ecopt list [--state S] [--algorithm A] [--dataset D] [--label K=V]\n");
-        return argc > 1 && strcmp(argv[1], "--help") == 0 ? EXIT_OK : EXIT_USAGE;
+    /* Pages of at most 500 (the server's cap), following next_cursor. */
+    while ((long long)json_array_size(all) < limit) {
+        long long want = limit - (long long)json_array_size(all);
+        json_t *jobs, *next;
+
+        snprintf(path, sizeof path, "/v1/jobs?limit=%lld%s%s%s",
+                 want < LIST_PAGE_MAX ? want : LIST_PAGE_MAX, filters,
+                 cursor[0] ? "&cursor=" : "", cursor);
+        if ((rc = call(c, "GET", path, NULL, &doc)) != EXIT_OK)
+            break;
+        jobs = json_object_get(doc, "jobs");
+        json_array_extend(all, jobs);
+        next = json_object_get(doc, "next_cursor");
+        if (!json_is_string(next) || json_array_size(jobs) == 0) {
+            json_decref(doc);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", json_string_value(next));
+        json_decref(doc);
     }
-    if ((rc = call(c, "GET", path, NULL, &doc)) != EXIT_OK)
+    if (rc != EXIT_OK) {
+        json_decref(all);
         return rc;
-    jobs = json_object_get(doc, "jobs");
-    printf("%-20s %-11s %-13s %-8s %-12s %10s %12s\n", "ID", "STATE", "ALGORITHM",
-           "COMPR", "DATASET", "ROUND", "REL GAP");
-    for (size_t i = 0; i < json_array_size(jobs); i++) {
-        json_t *j = json_array_get(jobs, i), *p = json_object_get(j, "progress");
-        json_t *round = json_object_get(p, "round"), *gap = json_object_get(p, "rel_gap");
-        printf("%-20s %-11s %-13s %-8s %-12s %10lld %12.3e\n", str(j, "id"), str(j, "state"),
-               str(j, "algorithm"), str(j, "compressor"), str(j, "dataset"),
-               json_is_integer(round) ? (long long)json_integer_value(round) : -1LL,
-               json_is_number(gap) ? json_number_value(gap) : NAN);
     }
-    json_decref(doc);
+    if (as_json) {
+        print_json(all);
+        json_decref(all);
+        return EXIT_OK;
+    }
+    printf("%-20s %-11s %-15s %-13s %-8s %-12s %10s %12s  %s\n", "ID", "STATE", "STOP",
+           "ALGORITHM", "COMPR", "DATASET", "ROUND", "REL GAP", "NAME");
+    for (size_t i = 0; i < json_array_size(all); i++) {
+        json_t *j = json_array_get(all, i), *p = json_object_get(j, "progress");
+        json_t *round = json_object_get(p, "round"), *gap = json_object_get(p, "rel_gap");
+        const char *name = json_string_value(json_object_get(j, "name"));
+
+        printf("%-20s %-11s %-15s %-13s %-8s %-12s %10lld %12.3e  %s\n", str(j, "id"),
+               str(j, "state"), str(j, "stop_reason"), str(j, "algorithm"),
+               str(j, "compressor"), str(j, "dataset"),
+               json_is_integer(round) ? (long long)json_integer_value(round) : -1LL,
+               json_is_number(gap) ? json_number_value(gap) : NAN,
+               name && *name ? name : "-");
+    }
+    json_decref(all);
     return EXIT_OK;
 }
 
@@ -760,7 +822,8 @@ static int cmd_datasets(const struct client *c, int argc, char **argv)
 static const char client_usage[] =
     "client commands (ECOPT_URL, default http://127.0.0.1:8080; ECOPT_TOKEN):\n"
     "  submit [JOB.json] [flags]   submit a job\n"
-    "  list [filters]              list jobs\n"
+    "  list [filters] [--limit N] [--json]\n"
+    "                              list jobs (ecopt list --help)\n"
     "  show JOB_ID                 a job as JSON\n"
     "  watch JOB_ID                follow a job to its end\n"
     "  metrics JOB_ID [--format table|csv|json]\n"

@@ -919,13 +919,19 @@ int jobspec_parse(const char *text, size_t len, struct jobspec *out,
 /* ---- The canonical form ---------------------------------------------- */
 
 /* json_object_set_new takes a NULL value as a failure, so one flag works. */
+/* A field that is not set (null) is left out: the JobSpec schema has no
+   nulls, and an absent field means its default. */
 static void put(json_t *obj, const char *key, json_t *value, int *ok)
 {
+    if (json_is_null(value)) {
+        json_decref(value);
+        return;
+    }
     if (json_object_set_new(obj, key, value) < 0)
         *ok = 0;
 }
 
-/* Unset doubles are NaN in ec_job and null in JSON: NaN is not JSON. */
+/* Unset doubles are NaN in ec_job, and then absent in JSON. */
 static json_t *real_or_null(double x)
 {
     return isnan(x) ? json_null() : json_real(x);

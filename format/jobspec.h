@@ -99,10 +99,11 @@ int jobspec_from_json(json_t *doc, struct jobspec *out,
                       struct jobspec_errors *errs);
 
 /*
- * The canonical form of a spec produced by the parser: every key, in a fixed
- * order, with null for what is unset (no name, lambda2 when lambda2_rel is
- * used, p and step_size left to the algorithm, ...), and compressor always
- * an object {type, k, k_frac, s}. Parsing it gives back an equal spec. New
+ * The canonical form of a spec produced by the parser: every key that is
+ * set, in a fixed order; what is unset is absent (no name, lambda2 when
+ * lambda2_rel is used, p and step_size left to the algorithm, ...), as the
+ * JobSpec schema has no nulls; compressor is always an object {type, and
+ * those of k, k_frac, s it has}. Parsing it gives back an equal spec. New
  * reference, or NULL when out of memory.
  */
 json_t *jobspec_to_json(const struct jobspec *spec);

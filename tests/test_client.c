@@ -51,6 +51,31 @@ START_TEST(test_submit_watch_metrics)
     o = client(&s, ALICE, "list");
     ck_assert_int_eq(o.status, 0);
     ck_assert_ptr_nonnull(strstr(o.text, id));
+    /* its stop reason, whichever of the two 400 rounds give */
+    ck_assert_msg(strstr(o.text, " max_rounds ") || strstr(o.text, " target_reached "), "%s",
+                  o.text);
+    /* JSON output: every field, reals to 17 digits; --limit pages. */
+    o = client(&s, ALICE, "list --limit 1 --json");
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    {
+        json_error_t je;
+        json_t *arr = json_loads(o.text, 0, &je), *gap;
+        char *again;
+
+        ck_assert_msg(json_is_array(arr), "%s: %s", je.text, o.text);
+        ck_assert_int_eq(json_array_size(arr), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(arr, 0), "id")), id);
+        gap = json_object_get(json_object_get(json_array_get(arr, 0), "progress"), "rel_gap");
+        ck_assert(json_is_real(gap));
+        /* printed with 17 digits, so it reads back as the same double */
+        again = json_dumps(gap, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+        ck_assert_ptr_nonnull(strstr(o.text, again));
+        free(again);
+        json_decref(arr);
+    }
+    o = client(&s, ALICE, "list --limit 0");
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_ptr_nonnull(strstr(o.text, "--limit must be an integer in 1..100000"));
     snprintf(args, sizeof args, "metrics %s --format csv", id);
     o = client(&s, ALICE, args);
     ck_assert_int_eq(o.status, 0);

@@ -333,12 +333,11 @@ START_TEST(test_canonical_form)
     ck_assert_str_eq(
         text,
         "{\"dataset\":\"a9a\",\"loss\":\"logistic\",\"lambda1\":0.0,"
-        "\"lambda2\":null,\"lambda2_rel\":0.0001,\"workers\":20,"
-        "\"algorithm\":\"eclk\",\"compressor\":{\"type\":\"none\","
-        "\"k\":null,\"k_frac\":null,\"s\":null},\"batch\":1,\"p\":null,"
-        "\"step_size\":null,\"step_multiplier\":1.0,\"max_rounds\":10000,"
+        "\"lambda2_rel\":0.0001,\"workers\":20,"
+        "\"algorithm\":\"eclk\",\"compressor\":{\"type\":\"none\"},"
+        "\"batch\":1,\"step_multiplier\":1.0,\"max_rounds\":10000,"
         "\"target\":1.0000000000000001e-9,\"eval_every\":10,\"seed\":1,"
-        "\"shuffle\":false,\"max_seconds\":3600.0,\"name\":null,"
+        "\"shuffle\":false,\"max_seconds\":3600.0,"
         "\"labels\":{},\"backend\":\"process\"}");
     free(text);
 }
