@@ -353,9 +353,12 @@ static pid_t start_server(struct load *L, const char *dir, char *err, size_t err
         close(out[0]);
         if (!freopen(log, "a", stderr))
             _exit(126);
+        /* The pollers all ask as the admin: its share of long-polls is
+         * raised to the server's, so that they wait as they did before
+         * shares were counted (the load, not the limit, is measured). */
         execl(bin, "ecopt", "serve", "--listen", "127.0.0.1:0", "--db", db,
               "--tokens-file", tokens, "--max-running", running, "--quiet",
-              (char *)NULL);
+              "--max-streams-per-token", "500", (char *)NULL);
         _exit(127);
     }
     close(out[1]);
