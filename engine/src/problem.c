@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecopt/clock.h"
 #include "ecopt/rng.h"
+#include "ecopt/run.h"
 
 /* Curvature bound of the loss: loss'' <= c (1/4 logistic, 1 squared). */
 static double loss_curv(ec_loss l)
@@ -193,7 +195,8 @@ double ec_problem_grad_norm(const ec_problem *pb, const double *x,
 /*
  * lambda_max(A_S^T A_S) for the rows [begin, end) by power iteration,
  * started from a fixed vector so that the constant is reproducible.
- * Stops when the Rayleigh quotient changes by less than 1e-12 relative.
+ * Stops when the Rayleigh quotient changes by less than 1e-12 relative;
+ * NaN when a termination signal came (ec_signal_caught) meanwhile.
  */
 static double power_iteration(const ec_dataset *ds, uint32_t begin,
                               uint32_t end, uint32_t d, double *v,
@@ -213,6 +216,8 @@ static double power_iteration(const ec_dataset *ds, uint32_t begin,
     for (int it = 0; it < 10000; it++) {
         double lam_new = 0.0, n2 = 0.0;
 
+        if (ec_signal_caught())
+            return NAN;             /* ec_problem_init says cancelled */
         memset(av, 0, d * sizeof *av);
         for (uint32_t i = begin; i < end; i++) {
             double t = row_dot(ds, i, v);
@@ -320,6 +325,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     }
 
     pb->lmax_data = c * power_iteration(pb->ds, 0, N, d, v, av) / N;
+    if (isnan(pb->lmax_data))
+        goto cancelled;
     if (!isnan(job->lambda2))
         pb->lambda2 = job->lambda2;
     else
@@ -351,6 +358,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                         power_iteration(pb->ds, sh->begin, sh->end, d, v, av) /
                         m +
                     pb->lambda2;
+        if (isnan(sh->L_bar))
+            goto cancelled;
         if (sh->L_max > pb->L)
             pb->L = sh->L_max;
         sumsq += sh->L_bar * sh->L_bar;
@@ -366,6 +375,10 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     free(v);
     free(av);
     return 0;
+cancelled:
+    rc = ec_err_set(e, EC_ECANCELLED,
+                    "cancelled by signal %d while computing the problem's "
+                    "constants", ec_signal_caught());
 fail:
     free(v);
     free(av);
@@ -383,17 +396,39 @@ void ec_problem_clear(ec_problem *pb)
     memset(pb, 0, sizeof *pb);
 }
 
-/* In-place Cholesky of the d x d SPD matrix H (lower triangle); < 0 if not PD. */
-static int cholesky(double *H, uint32_t d)
+/*
+ * Whether a solve must give up now: a termination signal came
+ * (EC_ECANCELLED) or the clock passed deadline (EC_ETIMEOUT; 0 is none).
+ * 0 to go on. Called every few milliseconds of work at most.
+ */
+static int solve_stopped(double deadline, int it, ec_err *e)
+{
+    if (ec_signal_caught())
+        return ec_err_set(e, EC_ECANCELLED,
+                          "cancelled by signal %d while solving for P* "
+                          "(iteration %d)", ec_signal_caught(), it);
+    if (deadline > 0 && ec_clock() >= deadline)
+        return ec_err_set(e, EC_ETIMEOUT,
+                          "P* not found within the time limit "
+                          "(iteration %d)", it);
+    return 0;
+}
+
+/* In-place Cholesky of the d x d SPD matrix H (lower triangle): 0, 1 if
+ * not PD, or a solve_stopped() code (< 0). */
+static int cholesky(double *H, uint32_t d, double deadline, int it, ec_err *e)
 {
     for (uint32_t j = 0; j < d; j++) {
+        int rc = solve_stopped(deadline, it, e);
+        if (rc < 0)
+            return rc;
         double *rj = H + (size_t)j * d;
         double s = rj[j];
 
         for (uint32_t k = 0; k < j; k++)
             s -= rj[k] * rj[k];
         if (!(s > 0.0))
-            return -1;
+            return 1;
         rj[j] = sqrt(s);
         for (uint32_t i = j + 1; i < d; i++) {
             double *ri = H + (size_t)i * d;
@@ -427,7 +462,7 @@ static void cholesky_solve(const double *Lf, uint32_t d, double *b)
     }
 }
 
-static int solve_newton(ec_problem *pb, ec_err *e)
+static int solve_newton(ec_problem *pb, double deadline, ec_err *e)
 {
     const ec_dataset *ds = pb->ds;
     uint32_t d = pb->d, N = ds->n_rows;
@@ -450,6 +485,9 @@ static int solve_newton(ec_problem *pb, ec_err *e)
             double h = loss_second(pb->loss, ds->y[i] * row_dot(ds, i, x)) / N;
             uint64_t a = ds->row_ptr[i], b = ds->row_ptr[i + 1];
 
+            if (i % 256 == 0 && (rc = solve_stopped(deadline, it, e)) < 0)
+                goto out;
+
             /* Lower triangle only: columns are increasing within a row. */
             for (uint64_t p = a; p < b; p++) {
                 double *hr = H + (size_t)ds->col[p] * d;
@@ -460,7 +498,9 @@ static int solve_newton(ec_problem *pb, ec_err *e)
         }
         for (uint32_t j = 0; j < d; j++)
             H[(size_t)j * d + j] += pb->lambda2;
-        if (cholesky(H, d) < 0) {
+        if ((rc = cholesky(H, d, deadline, it, e)) < 0)
+            goto out;
+        if (rc > 0) {
             rc = ec_err_set(e, EC_ENUMERIC,
                             "P*: Hessian not positive definite at Newton "
                             "iteration %d",
@@ -528,7 +568,7 @@ int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
     return 0;
 }
 
-static int solve_fista(ec_problem *pb, ec_err *e)
+static int solve_fista(ec_problem *pb, double deadline, ec_err *e)
 {
     uint32_t d = pb->d;
     double *x = pb->x_star;
@@ -547,6 +587,8 @@ static int solve_fista(ec_problem *pb, ec_err *e)
     for (it = 0; it < max_iters; it++) {
         double gm = 0.0, restart = 0.0, tn;
 
+        if ((rc = solve_stopped(deadline, it, e)) < 0)
+            goto out;
         ec_problem_grad(pb, y, g);
         for (uint32_t j = 0; j < d; j++)
             xn[j] = y[j] - step * g[j];
@@ -590,9 +632,14 @@ out:
     return rc;
 }
 
-int ec_problem_solve(ec_problem *pb, ec_err *e)
+int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e)
 {
     if (pb->lambda1 == 0.0 && pb->d <= 4096)
-        return solve_newton(pb, e);
-    return solve_fista(pb, e);
+        return solve_newton(pb, deadline, e);
+    return solve_fista(pb, deadline, e);
+}
+
+int ec_problem_solve(ec_problem *pb, ec_err *e)
+{
+    return ec_problem_solve_until(pb, 0, e);
 }

@@ -16,7 +16,8 @@
     X(EC_ENUMERIC, -6, "numerical failure")                            \
     X(EC_EPROTO, -7, "protocol error")                                 \
     X(EC_ETIMEOUT, -8, "timed out")                                    \
-    X(EC_EPEER, -9, "peer failed")
+    X(EC_EPEER, -9, "peer failed")                                     \
+    X(EC_ECANCELLED, -10, "cancelled")
 
 enum {
 #define EC_ERR_ENUM(name, value, text) name = value,

@@ -68,6 +68,15 @@ void ec_problem_clear(ec_problem *pb);
  * mapping. Fails with EC_ENUMERIC if the rule is not met.
  */
 int ec_problem_solve(ec_problem *pb, ec_err *e);
+/*
+ * The same, but it gives up (x_star and P_star then mean nothing) when a
+ * termination signal comes (ec_signal_caught(), after ec_signal_install():
+ * EC_ECANCELLED) or when ec_clock() passes deadline (EC_ETIMEOUT; 0 is
+ * no deadline). Both are looked at every few milliseconds of work, inside
+ * the Hessian, the Cholesky factorisation and every gradient step.
+ * ec_problem_init's power iterations likewise end with EC_ECANCELLED.
+ */
+int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e);
 
 /*
  * Takes P* as found earlier for this same problem (same data, loss and
