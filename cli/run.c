@@ -279,25 +279,40 @@ static int hint_same_file(json_t *id, const struct stat *st)
  * P* from a hint file when the hint is for the very file that was read
  * (stat before and after reading) and has this problem's loss and exact
  * lambdas. The cache only saves time: anything amiss with the hint means
- * P* is solved for as usual, with a line on info saying why.
+ * P* is solved for as usual, with a line on info saying why. The hint is
+ * read while the data is (the job may not read the service's files once
+ * it runs unprivileged) and used once the problem is built.
  */
-static void use_pstar_hint(const char *hint, const struct stat *before,
-                           const char *path, ec_problem *pb, FILE *info)
+static json_t *load_pstar_hint(const char *hint, const struct stat *before,
+                               const char *path, FILE *info)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(hint, 0, &jerr), *entries, *en, *file;
+    json_t *root = json_load_file(hint, 0, &jerr), *file;
     struct stat after;
-    size_t i;
 
     if (!root) {
         fprintf(info, "pstar hint %s: %s (line %d); solving\n", hint, jerr.text,
                 jerr.line);
-        return;
+        return NULL;
     }
     file = json_object_get(root, "file");
     if (stat(path, &after) != 0 || !hint_same_file(file, before) ||
-        !hint_same_file(file, &after))
-        goto out;               /* another file now: solve */
+        !hint_same_file(file, &after)) {
+        json_decref(root);      /* another file now: solve */
+        return NULL;
+    }
+    return root;
+}
+
+/* Takes P* from a hint load_pstar_hint() kept, and frees it. */
+static void use_pstar_hint(json_t *root, const char *hint, ec_problem *pb,
+                           FILE *info)
+{
+    json_t *entries, *en;
+    size_t i;
+
+    if (!root)
+        return;
     if (!json_is_string(json_object_get(root, "loss")) ||
         strcmp(json_string_value(json_object_get(root, "loss")),
                ec_loss_name(pb->loss)) != 0)
@@ -650,6 +665,9 @@ int cmd_run(int argc, char **argv)
     char err[4096], path[2048], *text = NULL;
     size_t len = 0;
     int c, rc = EXIT_INTERNAL;
+    double started = ec_clock(), before_run = 0;
+    json_t *hint = NULL;
+    ec_job run_job;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "f:o:d:qhb:", opts, NULL)) != -1) {
@@ -834,18 +852,48 @@ int cmd_run(int argc, char **argv)
     }
     if (stat(path, &data_st) != 0)
         pstar_hint = NULL;
-    if (ec_signal_install(&e) < 0 || ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
-        ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
-        ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
+    if (ec_signal_install(&e) < 0 || ec_libsvm_read(path, NULL, &ds, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
     if (pstar_hint)
-        use_pstar_hint(pstar_hint, &data_st, path, &pb, ctx.info);
-    if (!pb.solve_cached && ec_problem_solve(&pb, &e) < 0) {
+        hint = load_pstar_hint(pstar_hint, &data_st, path, ctx.info);
+    if (output && !(ctx.rows = fopen(output, "w"))) {
+        fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
+        ctx.rows = stdout;
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    /* The data is loaded and the output open: from here on the job needs
+     * only what it holds, so it runs unprivileged, and its workers with it:
+     * the constants, the P* solve and the run. */
+    if ((worker_user && ec_drop_privileges(worker_user, &e) < 0) ||
+        (worker_uid > 0 && ec_drop_to_job_uid((uint32_t)worker_uid, &e) < 0)) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
+        report_failure(&ctx, e.msg);
+        rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+        goto out;
+    }
+    if (ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
+        ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        if (e.code == EC_ECANCELLED)
+            goto stopped;
+        report_failure(&ctx, e.msg);
+        rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
+        goto out;
+    }
+    use_pstar_hint(hint, pstar_hint, &pb, ctx.info);
+    hint = NULL;
+    /* The solve counts against the job's max_seconds, from this process's
+     * start, and ends at once on SIGTERM: a cancel is never deaf. */
+    if (!pb.solve_cached &&
+        ec_problem_solve_until(&pb, started + spec.job.max_seconds, &e) < 0) {
+        fprintf(stderr, "ecopt run: %s\n", e.msg);
+        if (e.code == EC_ECANCELLED || e.code == EC_ETIMEOUT)
+            goto stopped;
         report_failure(&ctx, e.msg);
         rc = EXIT_INTERNAL;
         goto out;
@@ -858,35 +906,25 @@ int cmd_run(int argc, char **argv)
                            describe_dataset(&ds), "problem",
                            describe_problem(&pb), "params",
                            describe_params(&prm)));
-
-    if (output && !(ctx.rows = fopen(output, "w"))) {
-        fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
-        ctx.rows = stdout;
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    /* The data is loaded and the output open: from here on the job needs
-     * only what it holds, so it runs unprivileged, and its workers with it. */
-    if ((worker_user && ec_drop_privileges(worker_user, &e) < 0) ||
-        (worker_uid > 0 && ec_drop_to_job_uid((uint32_t)worker_uid, &e) < 0)) {
-        fprintf(stderr, "ecopt run: %s\n", e.msg);
-        report_failure(&ctx, e.msg);
-        rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
-        goto out;
-    }
     if (ctx.format == FMT_CSV)
         fprintf(ctx.rows, "%s\n", describe_csv_header);
     if (ctx.format == FMT_JSON)
         ctx.json_rows = json_array();
 
+    /* The run has what the data and the solve left of max_seconds. */
+    run_job = spec.job;
+    before_run = ec_clock() - started;
+    run_job.max_seconds = spec.job.max_seconds - before_run;
+    if (!(run_job.max_seconds > 1e-3))
+        run_job.max_seconds = 1e-3;
     if (backend == JOBSPEC_BACKEND_INPROC)
-        c = ec_run_inproc(&pb, &prm, &spec.job, on_metric, &ctx, &sum, &e);
+        c = ec_run_inproc(&pb, &prm, &run_job, on_metric, &ctx, &sum, &e);
 #ifdef ECOPT_WITH_MPI
     else if (backend == JOBSPEC_BACKEND_MPI)
-        c = ec_run_mpi(&pb, &prm, &spec.job, &popts, on_metric, &ctx, &sum, &e);
+        c = ec_run_mpi(&pb, &prm, &run_job, &popts, on_metric, &ctx, &sum, &e);
 #endif
     else
-        c = ec_run_process(&pb, &prm, &spec.job, &popts, on_metric, &ctx,
+        c = ec_run_process(&pb, &prm, &run_job, &popts, on_metric, &ctx,
                            &sum, &e);
     if (c < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
@@ -894,6 +932,12 @@ int cmd_run(int argc, char **argv)
         rc = EXIT_INTERNAL;
         goto out;
     }
+    if (c >= 0 && sum.stop == EC_STOP_MAX_SECONDS)
+        snprintf(sum.reason, sizeof sum.reason,
+                 "max_seconds %g reached at round %llu (relative gap %.3g; "
+                 "%.3g s of it before the run: the data and P*)",
+                 spec.job.max_seconds, (unsigned long long)sum.rounds,
+                 sum.last.rel_gap, before_run);
     if (ctx.report_broken && sum.stop == EC_STOP_CANCELLED)
         snprintf(sum.reason, sizeof sum.reason,
                  "the report channel closed at round %llu",
@@ -927,6 +971,21 @@ int cmd_run(int argc, char **argv)
     rc = (sum.stop == EC_STOP_TARGET || sum.stop == EC_STOP_MAX_ROUNDS)
              ? EXIT_OK
              : EXIT_JOB_FAILED;
+    goto out;
+stopped:
+    /* Cancelled, or out of time, before the run began: a final record
+     * that says so, as a run stopped the same way would. */
+    if (e.code == EC_ETIMEOUT)
+        snprintf(err, sizeof err, "max_seconds %g reached before the run: %s",
+                 spec.job.max_seconds, e.msg);
+    else
+        snprintf(err, sizeof err, "%s", e.msg);
+    report(&ctx, json_pack("{s:s, s:s, s:s, s:s, s:i}", "type", "final", "status",
+                           e.code == EC_ECANCELLED ? "cancelled" : "failed", "stop",
+                           ec_stop_name(e.code == EC_ECANCELLED ? EC_STOP_CANCELLED
+                                                                : EC_STOP_MAX_SECONDS),
+                           "reason", err, "rounds", 0));
+    rc = EXIT_JOB_FAILED;
 out:
 #ifdef ECOPT_WITH_MPI
     if (mpi_rank_mode && rank == 0) {
@@ -944,6 +1003,7 @@ out:
     if (ctx.rlen && ctx.report_fd >= 0)
         report_flush(&ctx);     /* rows held when no final record came */
     free(ctx.rbuf);
+    json_decref(hint);
     ec_problem_clear(&pb);
     ec_dataset_clear(&ds);
     free(text);
