@@ -51,6 +51,18 @@
 #define STOP_RETRY_SECONDS 10.0
 /* Queued jobs looked at per start: the oldest whose owner may run one. */
 #define QUEUE_LOOKAHEAD 256
+/*
+ * Every job stops. A cancel (or the time limit) sends SIGTERM to the
+ * job's process group; a job still there KILL_GRACE seconds later gets
+ * SIGKILL (which a stopped coordinator cannot hold off either), and one
+ * whose report pipe is still open REAP_GRACE seconds after that (some
+ * process outside the group holds it) is reaped all the same. A running
+ * job is stopped so once it has run DEADLINE_SLACK seconds past its
+ * max_seconds, which the coordinator itself keeps (data, P* and run).
+ */
+#define KILL_GRACE 5.0
+#define REAP_GRACE 2.0
+#define DEADLINE_SLACK 10.0
 
 struct running {
     char id[STORE_ID_LEN + 1];
@@ -80,6 +92,11 @@ struct running {
     char sha256[65];               /* the dataset's, "" when unknown */
     char loss[32];
     uint32_t uid;                  /* its own worker uid; 0 none */
+    double max_seconds;            /* the job's */
+    double deadline;               /* stopped from then on (monotonic s) */
+    double term_at;                /* when SIGTERM went to it; 0 not yet */
+    double kill_at;                /* when SIGKILL went to it; 0 not yet */
+    int timed_out;                 /* stopped for its time limit */
 };
 
 struct sched {
@@ -428,6 +445,54 @@ static void on_record(void *ctx, json_t *rec)
     }
 }
 
+static int ms_until(double t, double now);
+
+/* The job's max_seconds from its stored spec; cap when unreadable. */
+static double spec_max_seconds(const char *spec, double cap)
+{
+    struct jobspec js;
+    struct jobspec_errors jerr = {0};
+
+    if (!spec || jobspec_parse(spec, strlen(spec), &js, &jerr) < 0 ||
+        !(js.job.max_seconds > 0))
+        return cap;
+    return js.job.max_seconds;
+}
+
+/* SIGTERM to the job's processes, once; the escalation counts from it.
+ * Called with s->lock held (or before the job is listed). */
+static void stop_job(struct running *r)
+{
+    if (!r->term_at)
+        r->term_at = ec_clock();
+    runner_cancel(r->rj);
+}
+
+/*
+ * The job's escalation at now: SIGTERM at its deadline, SIGKILL
+ * KILL_GRACE after the SIGTERM. 1 when it must be reaped now although its
+ * pipe is open (REAP_GRACE after the SIGKILL).
+ */
+static int escalate(struct sched *s, struct running *r, double now)
+{
+    int force = 0;
+
+    pthread_mutex_lock(&s->lock);
+    if (!r->reaped && r->rj) {
+        if (!r->term_at && r->deadline > 0 && now >= r->deadline) {
+            r->timed_out = !r->have_final;
+            stop_job(r);
+        }
+        if (r->term_at && !r->kill_at && now >= r->term_at + KILL_GRACE) {
+            r->kill_at = now;
+            runner_kill(r->rj);
+        }
+        force = r->kill_at && now >= r->kill_at + REAP_GRACE;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return force;
+}
+
 /* The job's coordinator is gone: reap it and decide how the job ended. */
 static void reap(struct sched *s, struct running *r)
 {
@@ -441,14 +506,30 @@ static void reap(struct sched *s, struct running *r)
     s->start_at = 0;            /* its place may go to a queued job */
     snprintf(hint, sizeof hint, "%s/%s.pstar.json", s->app->cfg.state_dir, r->id);
     unlink(hint);               /* the P* hint, if there was one */
-    if (r->have_final) {
+    if (r->timed_out && !r->cancel_requested) {
+        /* Whatever it said after the SIGTERM: it ran out of time. */
+        state = STORE_JOB_FAILED;
+        r->end_stop = "max_seconds";
+        snprintf(reason, rlen,
+                 "the job ran %.0f s past its time limit (max_seconds %g) and "
+                 "was stopped%s",
+                 DEADLINE_SLACK, r->max_seconds,
+                 r->kill_at ? ": it did not end on SIGTERM, so its processes "
+                              "were killed" : "");
+    } else if (r->have_final) {
         state = r->final_state;
         r->end_stop = r->final_stop;
         snprintf(reason, rlen, "%s", r->reason);
     } else if (r->cancel_requested) {
         state = STORE_JOB_CANCELLED;
         r->end_stop = "cancelled";
-        snprintf(reason, rlen, "cancelled");
+        if (r->kill_at)
+            snprintf(reason, rlen,
+                     "cancelled: the coordinator did not end within %.0f s of "
+                     "SIGTERM, so its processes were killed",
+                     KILL_GRACE);
+        else
+            snprintf(reason, rlen, "cancelled");
     } else {
         state = STORE_JOB_FAILED;
         r->end_stop = "coordinator_died";
@@ -681,6 +762,8 @@ static void start_jobs(struct sched *s)
         memcpy(r->id, q[0].id, sizeof r->id);
         r->workers = q[0].workers;
         r->app = a;
+        r->max_seconds = spec_max_seconds(q[0].spec, a->cfg.max_seconds);
+        r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
         /* Listed before the store says running, so that a cancel which
          * sees the job running always finds its coordinator here. */
         pthread_mutex_lock(&s->lock);
@@ -717,13 +800,17 @@ static void start_jobs(struct sched *s)
             fprintf(stderr, "ecopt serve: job %s waits: %s\n", r->id, e.msg);
             r->requeued = 1;
             s->retry_at = ec_clock() + 1.0;
-            runner_cancel(r->rj);
+            pthread_mutex_lock(&s->lock);
+            stop_job(r);
+            pthread_mutex_unlock(&s->lock);
             store_jobs_free(q, n);
             return;
         }
         if (rc < 0) {
+            pthread_mutex_lock(&s->lock);
             r->cancel_requested = 1;    /* cancelled meanwhile: end it */
-            runner_cancel(r->rj);
+            stop_job(r);
+            pthread_mutex_unlock(&s->lock);
         }
         store_jobs_free(q, n);
     }
@@ -789,6 +876,14 @@ static void *sched_main(void *arg)
 
             if (due >= 0 && due < timeout)
                 timeout = due;
+            if (!r->reaped && r->rj) {
+                /* The next step of its escalation (escalate() locks). */
+                double step = !r->term_at ? r->deadline
+                            : !r->kill_at ? r->term_at + KILL_GRACE
+                                          : r->kill_at + REAP_GRACE;
+                if (step > 0 && ms_until(step, now) < timeout)
+                    timeout = ms_until(step, now);
+            }
             if (!readable(r))
                 continue;
             if (next == 0)
@@ -818,7 +913,7 @@ static void *sched_main(void *arg)
         for (size_t i = 0; i < s->nrun;) {
             struct running *r = s->run[i];
             char err[256];
-            int rc = 1;
+            int rc = 1, force = escalate(s, r, ec_clock());
 
             if (readable(r) && ec_clock() >= r->read_at) {
                 rc = runner_read(r->rj, take_metric, on_record, r, err, sizeof err);
@@ -828,7 +923,7 @@ static void *sched_main(void *arg)
                 /* Stored when due; a refused batch is tried again each pass. */
                 if (rc != 1 || r->write_failing || batch_due_ms(r, ec_clock()) == 0)
                     flush_batch(r);
-                if (rc == 1) {
+                if (rc == 1 && !force) {
                     i++;
                     continue;
                 }
@@ -895,7 +990,8 @@ int sched_cancel(struct sched *s, const char *id)
     for (size_t i = 0; i < s->nrun; i++) {
         if (strcmp(s->run[i]->id, id) == 0) {
             s->run[i]->cancel_requested = 1;
-            runner_cancel(s->run[i]->rj);
+            if (!s->run[i]->reaped && s->run[i]->rj)
+                stop_job(s->run[i]);
             rc = 0;
             break;
         }

@@ -294,6 +294,12 @@ void runner_cancel(struct runner_job *j)
         kill(-j->pid, SIGTERM);
 }
 
+void runner_kill(struct runner_job *j)
+{
+    if (!j->reaped)
+        kill(-j->pid, SIGKILL);
+}
+
 int runner_reap(struct runner_job *j, double grace, int *status)
 {
     double until = ec_clock() + grace;

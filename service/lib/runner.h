@@ -69,6 +69,9 @@ const char *runner_line(const struct runner_job *j, size_t *len);
 
 /* SIGTERM to the job's process group (the coordinator and its workers). */
 void runner_cancel(struct runner_job *j);
+/* SIGKILL to the job's process group: for a job that did not end after
+ * runner_cancel (a stopped coordinator, say: SIGKILL reaches it). */
+void runner_kill(struct runner_job *j);
 /*
  * Waits up to grace seconds for the coordinator to exit, then SIGKILLs the
  * whole group and reaps it. *status is the wait status. Returns 0, or 1 if
