@@ -3,8 +3,9 @@
  * and an admin (root) against the real `ecopt serve` with auth on. Each
  * test is an attack a hostile tenant could make and what the server now
  * answers instead. Sections, each self-contained with its own adder:
- * HTTP framing, connections and authentication (add_http_cases); the
- * others' sections are added beside it in main.
+ * HTTP framing, connections and authentication (add_http_cases); jobs
+ * that always stop and memory bounded before a job starts
+ * (add_job_cases); the others' sections are added beside them in main.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 
 #include "serverutil.h"
@@ -855,6 +857,292 @@ static void add_http_cases(Suite *s)
     suite_add_tcase(s, tc);
 }
 
+/* ---- jobs: always stop, memory bounded ---- */
+
+/*
+ * A P* solve that takes minutes (restarted proximal gradient with
+ * lambda1 > 0 and kappa = 1e10 on mushrooms) behind a load of a few
+ * milliseconds: a job of it is in its solve as soon as it has used CPU.
+ */
+#define JOB_SLOW_SOLVE                                                        \
+    "{\"dataset\": \"mushrooms\", \"algorithm\": \"gd\", \"workers\": 2,"     \
+    " \"max_rounds\": 10, \"lambda1\": 1e-4, \"lambda2_rel\": 1e-10"
+/* A job that runs until stopped, on forked workers, with few rows. */
+#define JOB_ENDLESS                                                           \
+    "{\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"process\"," \
+    " \"max_rounds\": 40000000, \"target\": 0, \"eval_every\": 1000000"
+
+/* The coordinator of job id (`ecopt run STATE/ID.json ...`), or 0. */
+static pid_t job_coordinator(const char *id)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    char want[64];
+    pid_t found = 0;
+
+    ck_assert_ptr_nonnull(d);
+    snprintf(want, sizeof want, "/%s.json", id);
+    while (!found && (de = readdir(d))) {
+        char path[300], buf[4096];
+        ssize_t n;
+        int fd;
+
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+            continue;
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        /* argv[0] NUL "run" NUL SPEC NUL ... */
+        char *a1 = buf + strlen(buf) + 1;
+        if (a1 >= buf + n || strcmp(a1, "run") != 0)
+            continue;
+        char *a2 = a1 + strlen(a1) + 1;
+        size_t l2 = a2 < buf + n ? strlen(a2) : 0;
+        if (l2 > strlen(want) && strcmp(a2 + l2 - strlen(want), want) == 0)
+            found = (pid_t)atoi(de->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Waits up to timeout seconds for job id's coordinator to exist. */
+static pid_t job_coordinator_wait(const char *id, double timeout)
+{
+    double until = tu_now() + timeout;
+    pid_t pid;
+
+    while (!(pid = job_coordinator(id))) {
+        ck_assert_msg(tu_now() < until, "job %s: no coordinator after %g s", id, timeout);
+        usleep(20000);
+    }
+    return pid;
+}
+
+/* CPU seconds the process has used; -1 when it is gone. */
+static double proc_cpu(pid_t pid)
+{
+    char path[64], buf[2048], *p;
+    unsigned long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r")))
+        return -1;
+    p = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (!p || !(p = strrchr(buf, ')')))
+        return -1;
+    /* After the name: state, then fields 4..13, then utime and stime. */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The process's real and effective uid; -1 when it is gone. */
+static long proc_uid(pid_t pid, long *euid)
+{
+    char path[64], line[256];
+    long ruid = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    *euid = -1;
+    if (!(f = fopen(path, "r")))
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %ld %ld", &ruid, euid) == 2)
+            break;
+    fclose(f);
+    return ruid;
+}
+
+/* Waits up to timeout seconds for pid to have used cpu seconds of CPU. */
+static void proc_cpu_wait(pid_t pid, double cpu, double timeout)
+{
+    double until = tu_now() + timeout, used;
+
+    while ((used = proc_cpu(pid)) < cpu) {
+        ck_assert_msg(used >= 0, "process %d ended", (int)pid);
+        ck_assert_msg(tu_now() < until, "process %d used %g s of CPU in %g s", (int)pid,
+                      used, timeout);
+        usleep(20000);
+    }
+}
+
+/* Waits up to timeout seconds for the process group to be gone: every
+ * process of the job ended and reaped. */
+static void group_gone_wait(pid_t pgid, double timeout)
+{
+    double until = tu_now() + timeout;
+
+    while (kill(-pgid, 0) == 0 || errno != ESRCH) {
+        ck_assert_msg(tu_now() < until, "processes of group %d still there after %g s",
+                      (int)pgid, timeout);
+        usleep(20000);
+    }
+}
+
+static const char *str_of(json_t *doc, const char *key)
+{
+    const char *v = json_string_value(json_object_get(doc, key));
+    return v ? v : "";
+}
+
+/*
+ * Attack: hold a slot with a job whose P* solve is deaf to cancel, and
+ * runs as root. Today the solve runs as root before the privilege drop
+ * and goes on long after the cancel. Now it runs as the worker user and
+ * the cancel ends it at once, with a reason that says where.
+ */
+START_TEST(test_job_cancel_in_solve)
+{
+    struct server s;
+    char id[32];
+    pid_t pid;
+    long ruid, euid;
+    json_t *doc;
+
+    server_start(&s, 0);
+    job_create(&s, ALICE, JOB_SLOW_SOLVE "}", id);
+    pid = job_coordinator_wait(id, 30);
+    proc_cpu_wait(pid, 0.3, 60);      /* loaded (milliseconds): solving */
+    doc = job_get(&s, ALICE, id);
+    ck_assert_msg(json_is_null(json_object_get(doc, "problem")) ||
+                      !json_object_get(doc, "problem"),
+                  "the job is past its solve already");
+    json_decref(doc);
+    ruid = proc_uid(pid, &euid);
+    if (getuid() == 0)
+        ck_assert_msg(ruid > 0 && euid > 0,
+                      "the P* solve runs as uid %ld (effective %ld), not the worker user",
+                      ruid, euid);
+    job_cancel(&s, ALICE, id, 30);
+    doc = job_get(&s, ALICE, id);
+    ck_assert_msg(strstr(str_of(doc, "reason"), "while solving for P*"),
+                  "reason: %s", str_of(doc, "reason"));
+    json_decref(doc);
+    group_gone_wait(pid, 10);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * Attack: a solve that outlives the job's time limit. Today max_seconds
+ * counts only the run, so the job holds its slot for as long as the
+ * solve takes. Now the solve is inside max_seconds: the job fails saying
+ * so.
+ */
+START_TEST(test_job_time_limit_in_solve)
+{
+    struct server s;
+    char id[32];
+    json_t *doc;
+
+    server_start(&s, 0);
+    job_create(&s, BOB, JOB_SLOW_SOLVE ", \"max_seconds\": 2}", id);
+    doc = job_wait(&s, BOB, id, "final", 40);
+    ck_assert_str_eq(str_of(doc, "state"), "failed");
+    ck_assert_msg(strstr(str_of(doc, "reason"), "max_seconds 2 reached before the run"),
+                  "reason: %s", str_of(doc, "reason"));
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Waits for the job's start record (its problem), so its workers run. */
+static void job_started_wait(const struct server *s, const char *token, const char *id)
+{
+    double until = tu_now() + 60;
+
+    for (;;) {
+        json_t *doc = job_get(s, token, id);
+        json_t *pb = json_object_get(doc, "problem");
+        int started = json_is_object(pb);
+
+        json_decref(doc);
+        if (started)
+            return;
+        ck_assert_msg(tu_now() < until, "job %s did not start in 60 s", id);
+        usleep(50000);
+    }
+}
+
+/*
+ * Attack: stop the coordinator (SIGSTOP) so that cancel's SIGTERM never
+ * lands, and keep the slot and the workers. Today the job stays running.
+ * Now SIGKILL follows to the whole group, the job is cancelled with a
+ * reason, every process is gone and the slot (the only one) runs the
+ * next job.
+ */
+START_TEST(test_job_stopped_cancel)
+{
+    static const char *const opts[] = {"--max-running", "1", NULL};
+    struct server s;
+    char id[32], next[32];
+    pid_t pid;
+    json_t *doc;
+
+    server_start_with(&s, 0, opts);
+    job_create(&s, ALICE, JOB_ENDLESS "}", id);
+    job_started_wait(&s, ALICE, id);
+    pid = job_coordinator_wait(id, 30);
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    job_cancel(&s, ALICE, id, 30);
+    doc = job_get(&s, ALICE, id);
+    ck_assert_msg(strstr(str_of(doc, "reason"), "were killed"), "reason: %s",
+                  str_of(doc, "reason"));
+    json_decref(doc);
+    group_gone_wait(pid, 10);
+    job_create(&s, BOB, "{\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20}",
+               next);
+    json_decref(job_wait(&s, BOB, next, "succeeded", 60));
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * Attack: stop the coordinator and never cancel: the job would hold its
+ * slot for good, its own max_seconds being its own business. Now the
+ * service stops a job that outlives its time limit: failed, with why.
+ */
+START_TEST(test_job_stopped_time_limit)
+{
+    struct server s;
+    char id[32];
+    pid_t pid;
+    json_t *doc;
+
+    server_start(&s, 0);
+    job_create(&s, BOB, JOB_ENDLESS ", \"max_seconds\": 1}", id);
+    pid = job_coordinator_wait(id, 30);
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    doc = job_wait(&s, BOB, id, "final", 60);
+    ck_assert_str_eq(str_of(doc, "state"), "failed");
+    ck_assert_msg(strstr(str_of(doc, "reason"), "past its time limit (max_seconds 1)"),
+                  "reason: %s", str_of(doc, "reason"));
+    json_decref(doc);
+    group_gone_wait(pid, 10);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+static void add_job_cases(Suite *s)
+{
+    TCase *tc = tcase_create("jobs");
+
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_job_cancel_in_solve);
+    tcase_add_test(tc, test_job_time_limit_in_solve);
+    tcase_add_test(tc, test_job_stopped_cancel);
+    tcase_add_test(tc, test_job_stopped_time_limit);
+    suite_add_tcase(s, tc);
+}
+
 /* ---- main ---- */
 
 int main(void)
@@ -864,7 +1152,8 @@ int main(void)
 
     curl_global_init(CURL_GLOBAL_ALL);
     add_http_cases(s);
-    /* The other sections' adders go here (add_data_cases, add_job_cases). */
+    add_job_cases(s);
+    /* The other sections' adders go here (add_data_cases). */
     rc = tu_run(s);
     curl_global_cleanup();
     return rc;
