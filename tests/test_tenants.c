@@ -860,13 +860,13 @@ static void add_http_cases(Suite *s)
 /* ---- jobs: always stop, memory bounded ---- */
 
 /*
- * A P* solve that takes minutes (restarted proximal gradient with
- * lambda1 > 0 and kappa = 1e10 on mushrooms) behind a load of a few
- * milliseconds: a job of it is in its solve as soon as it has used CPU.
+ * A P* solve that takes minutes of CPU (restarted proximal gradient with
+ * lambda1 > 0 and kappa = 1e10 on w8a) behind a load of a fraction of a
+ * second: a job of it that has used 1.5 s of CPU is in its solve.
  */
 #define JOB_SLOW_SOLVE                                                        \
-    "{\"dataset\": \"mushrooms\", \"algorithm\": \"gd\", \"workers\": 2,"     \
-    " \"max_rounds\": 10, \"lambda1\": 1e-4, \"lambda2_rel\": 1e-10"
+    "{\"dataset\": \"w8a\", \"algorithm\": \"gd\", \"workers\": 2,"           \
+    " \"max_rounds\": 10, \"lambda1\": 1e-5, \"lambda2_rel\": 1e-10"
 /* A job that runs until stopped, on forked workers, with few rows. */
 #define JOB_ENDLESS                                                           \
     "{\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"process\"," \
@@ -1010,7 +1010,7 @@ START_TEST(test_job_cancel_in_solve)
     server_start(&s, 0);
     job_create(&s, ALICE, JOB_SLOW_SOLVE "}", id);
     pid = job_coordinator_wait(id, 30);
-    proc_cpu_wait(pid, 0.3, 60);      /* loaded (milliseconds): solving */
+    proc_cpu_wait(pid, 1.5, 90);      /* loaded (a fraction of that): solving */
     doc = job_get(&s, ALICE, id);
     ck_assert_msg(json_is_null(json_object_get(doc, "problem")) ||
                       !json_object_get(doc, "problem"),
