@@ -1,7 +1,9 @@
 /*
  * ecopt dashboard: plain JavaScript, no build step, no dependency.
- * Pages (hash routes): #/ jobs, #/jobs/ID a job with its live chart,
- * #/experiments/ID an experiment compared, #/submit the forms.
+ * Pages (hash routes): #/ jobs (filters, sorting, paging, a selection to
+ * compare), #/jobs/ID a job with its live chart, #/experiments the list,
+ * #/experiments/ID an experiment compared, #/compare?jobs=ID,... any jobs
+ * compared, #/datasets the data directory, #/submit the forms.
  * Every request carries the token from sessionStorage as a bearer header;
  * the live chart reads the event stream with fetch() so the token never
  * goes into a URL. Text from the API is only ever set as textContent.
@@ -14,8 +16,22 @@
     const ALGORITHMS = ['eclk', 'lkatyusha', 'ec-sgd', 'ec-gd', 'ec-lsvrg', 'ec-sgd-diana',
                         'ec-gd-diana', 'ef21', 'gd', 'sgd'];
     const COMPRESSORS = ['topk', 'randk', 'randk-unbiased', 'dither', 'none'];
-    const X_AXES = {rounds: 'communication rounds', bits: 'bits sent up per worker',
-                    seconds: 'seconds'};
+    /* The metric columns, as the rows and the CSV name them. */
+    const COLUMNS = {
+        round: 'communication rounds', rel_gap: 'relative gap (P − P*) / (P0 − P*)',
+        gap: 'gap P − P*', P: 'objective P', grad_norm: 'gradient norm',
+        bits_up: 'bits sent up per worker', bits_down: 'bits received per worker',
+        paper_bits: 'bits up per worker (the paper\'s count)', wire_up: 'wire bytes up per worker',
+        wire_down: 'wire bytes down per worker', seconds: 'seconds',
+    };
+    const Y_COLUMNS = ['rel_gap', 'gap', 'P', 'grad_norm', 'bits_up', 'bits_down', 'paper_bits',
+                       'wire_up', 'wire_down', 'seconds'];
+    /* The x axes, named as the plot routes' ?x= names them. */
+    const X_AXES = {rounds: {col: 'round', name: 'rounds'}, bits: {col: 'bits_up', name: 'bits up'},
+                    seconds: {col: 'seconds', name: 'seconds'}};
+    /* Curve colours; app.css has the same as .swatch.c0 to .c9. */
+    const PALETTE = ['#1f6feb', '#d9480f', '#2b8a3e', '#ae3ec9', '#e8590c', '#0c8599', '#c2255c',
+                     '#5c940d', '#6741d9', '#868e96'];
     const SVGNS = 'http://www.w3.org/2000/svg';
 
     /* ---- small helpers ---- */
@@ -73,6 +89,21 @@
                 String(Math.round(v * 1e6) / 1e6);
         if (typeof v === 'object') return JSON.stringify(v);
         return String(v);
+    }
+
+    /* Sets keys of the hash's query (an empty value removes the key)
+       without a new history entry or a hashchange. */
+    function setQuery(params) {
+        const h = location.hash.replace(/^#/, '') || '/';
+        const i = h.indexOf('?');
+        const path = i < 0 ? h : h.slice(0, i);
+        const q = new URLSearchParams(i < 0 ? '' : h.slice(i + 1));
+        for (const k in params) {
+            if (params[k]) q.set(k, params[k]);
+            else q.delete(k);
+        }
+        const s = q.toString().replace(/%2C/g, ',');
+        history.replaceState(null, '', '#' + path + (s ? '?' + s : ''));
     }
 
     function compressorText(spec) {
@@ -199,7 +230,7 @@
        exponents. mag is the largest |value| on the axis. */
     function tickLabel(v, step, mag) {
         const decimals = s => Math.max(0, -Math.floor(Math.log10(s) + 1e-9));
-        if (v === 0) return '0';
+        if (Math.abs(v) < step * 1e-9) return '0';
         if (mag < 1e4 && step >= 1e-4) return v.toFixed(decimals(step));
         if (mag >= 1e4 && mag < 1e15 && step >= 1) {
             const u = Math.min(4, Math.floor(Math.log10(mag) / 3 + 1e-9));
@@ -211,106 +242,326 @@
             .replace(/\.?0+e/, 'e');
     }
 
+    /* Linear ticks over [lo, hi]: the range widened to whole steps. */
+    function linearTicks(lo, hi, count) {
+        if (hi <= lo) { const pad = Math.abs(lo) > 0 ? Math.abs(lo) * 0.1 : 1; lo -= pad; hi += pad; }
+        const step = niceStep((hi - lo) / count);
+        lo = Math.floor(lo / step + 1e-9) * step;
+        hi = Math.ceil(hi / step - 1e-9) * step;
+        return {lo: lo, hi: hi, step: step};
+    }
+
+    function rowValue(row, col) {
+        const v = row[col];
+        return typeof v === 'number' && isFinite(v) ? v : NaN;
+    }
+
     /*
-     * Draws rows ({x, y}) into the <svg>: linear x with 1-2-5 ticks, log10
-     * y with decade ticks; points with y <= 0 or not finite break the line.
-     * More rows than the width has pixels are reduced to each pixel
-     * column's lowest and highest point.
+     * Draws series ([{label, color, rows}]) into the <svg>: opt.x and opt.y
+     * name the metric columns, opt.log the y scale (log10 with decade ticks,
+     * or linear with 1-2-5 ticks); x is linear. Points that are not finite
+     * (or not positive on a log scale) break the line. More rows than the
+     * width has pixels are reduced to each pixel column's first, lowest,
+     * highest and last point. The drawing uses presentation attributes only,
+     * so the <svg> saved as a file looks the same. Hovering shows each
+     * curve's row nearest the pointer.
      */
-    function drawChart(root, xs, ys, xlabel) {
-        const W = 760, H = 360, L = 64, R = 16, T = 14, B = 44;
+    function drawChart(root, series, opt) {
+        const W = 760, H = 380, L = 70, R = 16, T = 14, B = 44;
         const pw = W - L - R, ph = H - T - B;
+        const ylog = !!opt.log;
         root.replaceChildren();
         root.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+        root.setAttribute('font-family', 'system-ui, sans-serif');
+        root.setAttribute('font-size', '11');
+        root.setAttribute('data-x', opt.x);
+        root.setAttribute('data-y', opt.y);
+        root.setAttribute('data-scale', ylog ? 'log' : 'linear');
+        root.setAttribute('data-series', String(series.length));
+        root.append(svg('rect', {x: 0, y: 0, width: W, height: H, fill: '#fff'}));
+        const ok = (x, y) => isFinite(x) && isFinite(y) && (!ylog || y > 0);
         let xlo = Infinity, xhi = -Infinity, ylo = Infinity, yhi = -Infinity, n = 0;
-        for (let i = 0; i < xs.length; i++) {
-            const x = xs[i], y = ys[i];
-            if (!isFinite(x) || !isFinite(y) || y <= 0) continue;
-            const ly = Math.log10(y);
-            xlo = Math.min(xlo, x); xhi = Math.max(xhi, x);
-            ylo = Math.min(ylo, ly); yhi = Math.max(yhi, ly);
-            n++;
-        }
-        root.append(svg('rect', {class: 'frame', x: L, y: T, width: pw, height: ph}));
-        root.append(svg('text', {x: L + pw / 2, y: H - 8, 'text-anchor': 'middle',
-                                 text: xlabel}));
-        root.append(svg('text', {x: 0, y: 0, 'text-anchor': 'middle', text: 'relative gap',
+        for (const s of series)
+            for (const row of s.rows) {
+                const x = rowValue(row, opt.x), y = rowValue(row, opt.y);
+                if (!ok(x, y)) continue;
+                const v = ylog ? Math.log10(y) : y;
+                xlo = Math.min(xlo, x); xhi = Math.max(xhi, x);
+                ylo = Math.min(ylo, v); yhi = Math.max(yhi, v);
+                n++;
+            }
+        const frame = () => svg('rect', {class: 'frame', x: L, y: T, width: pw, height: ph,
+                                         fill: 'none', stroke: '#475467'});
+        root.append(svg('text', {x: L + pw / 2, y: H - 8, 'text-anchor': 'middle', fill: '#344054',
+                                 class: 'xlabel', text: COLUMNS[opt.x] || opt.x}));
+        root.append(svg('text', {x: 0, y: 0, 'text-anchor': 'middle', fill: '#344054', class: 'ylabel',
+                                 text: (COLUMNS[opt.y] || opt.y) + (ylog ? ' (log)' : ''),
                                  transform: 'translate(14 ' + (T + ph / 2) + ') rotate(-90)'}));
         root.setAttribute('data-points', '0');
+        root._hover = null;
         if (n === 0) {
+            root.append(frame());
             root.append(svg('text', {x: L + pw / 2, y: T + ph / 2, 'text-anchor': 'middle',
-                                     class: 'nodata', text: 'no data yet'}));
+                                     fill: '#98a2b3', class: 'nodata',
+                                     text: ylog && series.some(s => s.rows.length) ?
+                                         'no positive values to draw on a log scale' : 'no data yet'}));
             return 0;
         }
-        if (xhi <= xlo) { xhi = xlo + 1; }
-        const xstep = niceStep((xhi - xlo) / 6);
-        xlo = Math.floor(xlo / xstep) * xstep;
-        xhi = Math.ceil(xhi / xstep) * xstep;
-        let a = Math.floor(ylo), b = Math.ceil(yhi);
-        if (b <= a) b = a + 1;
-        let ystep = 1;
-        while ((b - a) / ystep > 8) ystep = ystep === 1 ? 2 : ystep === 2 ? 5 : ystep * 2;
-        a = Math.floor(a / ystep) * ystep;
-        b = Math.ceil(b / ystep) * ystep;
-        const px = x => L + (x - xlo) / (xhi - xlo) * pw;
-        const py = ly => T + ph - (ly - a) / (b - a) * ph;
-        const grid = svg('g', {class: 'grid'});
-        const labels = svg('g', {class: 'labels'});
-        for (let t = xlo, i = 0; t <= xhi + xstep / 2 && i < 40; t += xstep, i++) {
+        const xt = linearTicks(xlo, xhi, 6);
+        let yt;
+        if (ylog) {
+            let a = Math.floor(ylo), b = Math.ceil(yhi);
+            if (b <= a) b = a + 1;
+            let step = 1;
+            while ((b - a) / step > 8) step = step === 1 ? 2 : step === 2 ? 5 : step * 2;
+            yt = {lo: Math.floor(a / step) * step, hi: Math.ceil(b / step) * step, step: step};
+        } else {
+            yt = linearTicks(ylo, yhi, 6);
+        }
+        const px = x => L + (x - xt.lo) / (xt.hi - xt.lo) * pw;
+        const py = v => T + ph - (v - yt.lo) / (yt.hi - yt.lo) * ph;
+        const grid = svg('g', {class: 'grid', stroke: '#eceff3'});
+        const labels = svg('g', {class: 'labels', fill: '#344054'});
+        const xmag = Math.max(Math.abs(xt.lo), Math.abs(xt.hi));
+        for (let i = 0, t = xt.lo; t <= xt.hi + xt.step / 2 && i < 40; i++, t = xt.lo + i * xt.step) {
             const x = px(t);
             grid.append(svg('line', {x1: x, y1: T, x2: x, y2: T + ph}));
-            labels.append(svg('text', {x: x, y: T + ph + 16, 'text-anchor': 'middle',
-                                       class: 'xtick',
-                                       text: tickLabel(t, xstep, Math.max(Math.abs(xlo), Math.abs(xhi)))}));
+            labels.append(svg('text', {x: x, y: T + ph + 16, 'text-anchor': 'middle', class: 'xtick',
+                                       text: tickLabel(t, xt.step, xmag)}));
         }
-        for (let e = a; e <= b; e += ystep) {
+        const ymag = Math.max(Math.abs(yt.lo), Math.abs(yt.hi));
+        for (let i = 0, e = yt.lo; e <= yt.hi + yt.step / 2 && i < 40; i++, e = yt.lo + i * yt.step) {
             const y = py(e);
             grid.append(svg('line', {x1: L, y1: y, x2: L + pw, y2: y}));
             const t = svg('text', {x: L - 6, y: y + 4, 'text-anchor': 'end', class: 'ytick'});
-            t.append('10');
-            t.append(svg('tspan', {dy: -5, 'font-size': 9, text: String(e)}));
+            if (ylog) {
+                t.append('10');
+                t.append(svg('tspan', {dy: -5, 'font-size': 9, text: String(e)}));
+            } else {
+                t.textContent = tickLabel(e, yt.step, ymag);
+            }
             labels.append(t);
         }
-        root.append(grid, labels);
-        root.querySelector('.frame').remove();
-        root.append(svg('rect', {class: 'frame', x: L, y: T, width: pw, height: ph}));
+        root.append(grid, labels, frame());
 
-        /* Per pixel column: the first, lowest and highest point, in order. */
-        let d = '', drawn = 0, broken = true, col = -1, bucket = [];
-        const flush = () => {
-            if (!bucket.length) return;
-            const lo = bucket.reduce((m, p) => p[1] < m[1] ? p : m);
-            const hi = bucket.reduce((m, p) => p[1] > m[1] ? p : m);
-            const keep = [bucket[0]];
-            for (const p of [lo, hi, bucket[bucket.length - 1]])
-                if (keep.indexOf(p) < 0) keep.push(p);
-            keep.sort((p, q) => p[2] - q[2]);
-            for (const p of keep) {
-                d += (broken ? 'M' : 'L') + p[0].toFixed(1) + ' ' + p[1].toFixed(1) + ' ';
-                broken = false;
-                drawn++;
-            }
-            bucket = [];
-        };
-        let last = null;
-        for (let i = 0; i < xs.length; i++) {
-            const x = xs[i], y = ys[i];
-            if (!isFinite(x) || !isFinite(y) || y <= 0) {
-                flush();
-                broken = true;
-                continue;
-            }
-            const p = [px(x), py(Math.log10(y)), i];
-            const c = Math.floor(p[0]);
-            if (c !== col) { flush(); col = c; }
-            bucket.push(p);
-            last = p;
+        let drawn = 0;
+        const hover = [];
+        series.forEach((s, si) => {
+            /* Per pixel column: the first, lowest, highest and last point, in order. */
+            let d = '', broken = true, col = -1, bucket = [], last = null;
+            const pts = [];
+            const flush = () => {
+                if (!bucket.length) return;
+                const lo = bucket.reduce((m, p) => p[1] < m[1] ? p : m);
+                const hi = bucket.reduce((m, p) => p[1] > m[1] ? p : m);
+                const keep = [bucket[0]];
+                for (const p of [lo, hi, bucket[bucket.length - 1]])
+                    if (keep.indexOf(p) < 0) keep.push(p);
+                keep.sort((p, q) => p[2] - q[2]);
+                for (const p of keep) {
+                    d += (broken ? 'M' : 'L') + p[0].toFixed(1) + ' ' + p[1].toFixed(1) + ' ';
+                    broken = false;
+                    drawn++;
+                }
+                bucket = [];
+            };
+            s.rows.forEach((row, i) => {
+                const x = rowValue(row, opt.x), y = rowValue(row, opt.y);
+                if (!ok(x, y)) {
+                    flush();
+                    broken = true;
+                    return;
+                }
+                const p = [px(x), py(ylog ? Math.log10(y) : y), i];
+                const c = Math.floor(p[0]);
+                if (c !== col) { flush(); col = c; }
+                bucket.push(p);
+                pts.push([p[0], p[1], row]);
+                last = p;
+            });
+            flush();
+            root.append(svg('path', {class: 'curve', 'data-series': String(si), d: d.trim() || 'M0 0',
+                                     fill: 'none', stroke: s.color, 'stroke-width': 1.8,
+                                     'stroke-linejoin': 'round'}));
+            if (last) root.append(svg('circle', {class: 'last', cx: last[0], cy: last[1], r: 3,
+                                                 fill: s.color}));
+            hover.push({label: s.label, color: s.color, pts: pts});
+        });
+        if (series.length > 1) {
+            const legend = svg('g', {class: 'legend'});
+            series.slice(0, 16).forEach((s, i) => {
+                const y = T + 14 + i * 15;
+                legend.append(svg('line', {x1: L + pw - 170, y1: y - 4, x2: L + pw - 150, y2: y - 4,
+                                           stroke: s.color, 'stroke-width': 2.5}));
+                legend.append(svg('text', {x: L + pw - 145, y: y, fill: '#344054',
+                                           text: s.label.length > 26 ? s.label.slice(0, 25) + '…' : s.label}));
+            });
+            const box = svg('rect', {x: L + pw - 176, y: T + 4, width: 170,
+                                     height: Math.min(16, series.length) * 15 + 4,
+                                     fill: '#fff', 'fill-opacity': 0.85, stroke: '#d9dde5'});
+            legend.prepend(box);
+            root.append(legend);
         }
-        flush();
-        root.append(svg('path', {class: 'curve', d: d.trim()}));
-        if (last) root.append(svg('circle', {class: 'last', cx: last[0], cy: last[1], r: 3}));
         root.setAttribute('data-points', String(drawn));
+        root._hover = {series: hover, x: opt.x, y: opt.y, L: L, R: L + pw, T: T, B: T + ph};
+        if (!root._hoverBound) {
+            root._hoverBound = true;
+            root.addEventListener('mousemove', e => showHover(root, e));
+            root.addEventListener('mouseleave', () => {
+                const g = root.querySelector('g.hover');
+                if (g) g.remove();
+            });
+        }
         return drawn;
+    }
+
+    /* The row of each curve whose x is nearest the pointer's (x only grows
+       along a curve: rounds, bits and seconds are cumulative). */
+    function nearest(pts, x) {
+        let lo = 0, hi = pts.length - 1;
+        if (hi < 0) return null;
+        while (lo < hi) {
+            const mid = (lo + hi) >> 1;
+            if (pts[mid][0] < x) lo = mid + 1; else hi = mid;
+        }
+        if (lo > 0 && Math.abs(pts[lo - 1][0] - x) <= Math.abs(pts[lo][0] - x)) lo--;
+        return pts[lo];
+    }
+
+    function showHover(root, e) {
+        const h = root._hover;
+        const old = root.querySelector('g.hover');
+        if (old) old.remove();
+        if (!h) return;
+        const m = root.getScreenCTM();
+        if (!m) return;
+        const p = new DOMPoint(e.clientX, e.clientY).matrixTransform(m.inverse());
+        if (p.x < h.L || p.x > h.R || p.y < h.T || p.y > h.B) return;
+        const hits = h.series.map(s => ({s: s, p: nearest(s.pts, p.x)})).filter(q => q.p);
+        if (!hits.length) return;
+        const g = svg('g', {class: 'hover', 'pointer-events': 'none'});
+        const first = hits[0].p;
+        g.setAttribute('data-round', String(first[2].round));
+        g.setAttribute('data-value', String(first[2][h.y]));
+        g.append(svg('line', {x1: first[0], y1: h.T, x2: first[0], y2: h.B, stroke: '#98a2b3',
+                              'stroke-dasharray': '3 3'}));
+        const lines = [];
+        const xname = h.x === 'round' ? 'round' : (COLUMNS[h.x] || h.x);
+        lines.push({text: xname + ' ' + fmtValue(first[2][h.x]) +
+                    (h.x === 'round' ? '' : ' (round ' + first[2].round + ')'), color: null});
+        for (const q of hits.slice(0, 12)) {
+            g.append(svg('circle', {cx: q.p[0], cy: q.p[1], r: 3.5, fill: '#fff', stroke: q.s.color,
+                                    'stroke-width': 2}));
+            const who = hits.length > 1 ? q.s.label + ': ' : '';
+            lines.push({text: who + (COLUMNS[h.y] ? h.y : h.y) + ' = ' + fmtValue(q.p[2][h.y]) +
+                        (hits.length > 1 && h.x !== 'round' ? ' (round ' + q.p[2].round + ')' : ''),
+                        color: q.s.color});
+        }
+        const box = svg('rect', {fill: '#fff', 'fill-opacity': 0.95, stroke: '#98a2b3', rx: 3});
+        const text = svg('g', {class: 'hover-text'});
+        lines.forEach((l, i) => {
+            const t = svg('text', {x: 0, y: 14 + i * 14, fill: l.color || '#1d2330', text: l.text});
+            text.append(t);
+        });
+        g.append(box, text);
+        root.append(g);
+        const bb = text.getBBox();
+        const w = bb.width + 12, hgt = lines.length * 14 + 8;
+        let bx = first[0] + 10, by = h.T + 6;
+        if (bx + w > h.R) bx = first[0] - 10 - w;
+        if (bx < h.L) bx = h.L + 2;
+        box.setAttribute('x', bx);
+        box.setAttribute('y', by);
+        box.setAttribute('width', w);
+        box.setAttribute('height', hgt);
+        text.setAttribute('transform', 'translate(' + (bx + 6) + ' ' + by + ')');
+    }
+
+    /* The chart's controls: x (rounds, bits, seconds), y (a metric column),
+       the y scale; onchange gets {x, y, log}. */
+    function chartControls(choice, onchange) {
+        const xsel = el('select', {id: 'x-axis', 'aria-label': 'x axis'},
+                        ...Object.keys(X_AXES).map(k => el('option', {value: k, text: 'against ' + X_AXES[k].name})));
+        const ysel = el('select', {id: 'y-column', 'aria-label': 'plotted column'},
+                        ...Y_COLUMNS.map(c => el('option', {value: c, text: COLUMNS[c]})));
+        const scale = el('select', {id: 'y-scale', 'aria-label': 'y scale'},
+                         el('option', {value: 'log', text: 'log scale'}),
+                         el('option', {value: 'linear', text: 'linear scale'}));
+        xsel.value = choice.xaxis;
+        ysel.value = choice.y;
+        scale.value = choice.log ? 'log' : 'linear';
+        const changed = () => {
+            choice.xaxis = xsel.value;
+            choice.y = ysel.value;
+            choice.log = scale.value === 'log';
+            setQuery({x: choice.xaxis === 'rounds' ? '' : choice.xaxis,
+                      y: choice.y === 'rel_gap' ? '' : choice.y, scale: choice.log ? '' : 'linear'});
+            onchange();
+        };
+        for (const s of [xsel, ysel, scale]) s.addEventListener('change', changed);
+        return [ysel, xsel, scale];
+    }
+
+    function chartChoice(q) {
+        const x = q.get('x'), y = q.get('y');
+        return {xaxis: X_AXES[x] ? x : 'rounds', y: Y_COLUMNS.indexOf(y) >= 0 ? y : 'rel_gap',
+                log: q.get('scale') !== 'linear'};
+    }
+
+    function saveBlob(blob, name) {
+        const url = URL.createObjectURL(blob);
+        const a = el('a', {href: url, download: name});
+        document.body.append(a);
+        a.click();
+        a.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 10000);
+    }
+
+    /* A button that fetches path (with the token) and saves the reply. */
+    function downloadButton(id, label, pathFn, accept, nameFn) {
+        const b = el('button', {class: 'secondary', id: id, type: 'button', text: label});
+        b.addEventListener('click', async () => {
+            b.disabled = true;
+            try {
+                const r = await api('GET', pathFn(), undefined, {accept: accept, blob: true});
+                if (!r.ok) { notice(problemText(r), true); return; }
+                saveBlob(r.doc, nameFn());
+            } finally {
+                b.disabled = false;
+            }
+        });
+        return b;
+    }
+
+    /* The chart as drawn, as a standalone SVG file. */
+    function chartSvgButton(chart, nameFn) {
+        return el('button', {class: 'secondary', id: 'chart-svg', type: 'button', text: 'This chart (SVG)',
+            onclick: () => {
+                const c = chart.cloneNode(true);
+                c.querySelectorAll('g.hover').forEach(g => g.remove());
+                c.setAttribute('xmlns', SVGNS);
+                c.setAttribute('width', '760');
+                c.setAttribute('height', '380');
+                c.removeAttribute('class');
+                const text = '<?xml version="1.0" encoding="UTF-8"?>\n' +
+                    new XMLSerializer().serializeToString(c) + '\n';
+                saveBlob(new Blob([text], {type: 'image/svg+xml'}), nameFn());
+            }});
+    }
+
+    /* Every metric row of a job after `after`, downsampled by the server to
+       about max_points (the chart cannot show more). */
+    async function fetchRows(id, after, maxPoints, signal) {
+        const out = [];
+        for (let page = 0; page < 50; page++) {
+            const h = await api('GET', '/v1/jobs/' + encodeURIComponent(id) + '/metrics?limit=' + maxPoints +
+                                '&max_points=' + maxPoints + '&after=' + after, undefined, {signal: signal});
+            if (!h.ok || !h.doc || !Array.isArray(h.doc.rows)) break;
+            out.push(...h.doc.rows);
+            if (!h.doc.more || h.doc.next_after <= after) break;
+            after = h.doc.next_after;
+        }
+        return out;
     }
 
     /* ---- pages ---- */
@@ -320,6 +571,11 @@
 
     function stateBadge(state) {
         return el('span', {class: 'badge state-' + state, 'data-state': state, text: state});
+    }
+
+    function stopReason(job) {
+        return job && job.stop_reason ? el('div', {class: 'muted stop-reason', 'data-stop': job.stop_reason,
+                                                   text: job.stop_reason.replace(/_/g, ' ')}) : null;
     }
 
     function progressCell(job) {
@@ -334,58 +590,302 @@
                   max ? el('span', {class: 'muted', text: ' / ' + max}) : null);
     }
 
-    async function pageJobs(main) {
-        const filter = el('select', {id: 'state-filter', 'aria-label': 'state'},
-                          el('option', {value: '', text: 'all states'}),
-                          ...['queued', 'running'].concat(FINAL).map(s => el('option', {value: s, text: s})));
-        const xid = el('input', {id: 'experiment-id', placeholder: 'x_… experiment id',
-                                 size: 22});
-        const tbody = el('tbody');
+    /* The selection of the jobs table, kept for the tab so that it survives
+       paging, filtering and a visit to the compare view. */
+    const SELECT_KEY = 'ecopt.selected';
+    function selected() {
+        try {
+            const v = JSON.parse(sessionStorage.getItem(SELECT_KEY) || '[]');
+            return Array.isArray(v) ? v.filter(s => typeof s === 'string') : [];
+        } catch (e) {
+            return [];
+        }
+    }
+    function setSelected(list) {
+        sessionStorage.setItem(SELECT_KEY, JSON.stringify(list.slice(0, 64)));
+    }
+
+    /* Sort keys of the jobs table: a value per job, compared as numbers or
+       strings; "created" descending is the service's own order. */
+    const JOB_SORTS = {
+        created: j => j.created_at || 0,
+        name: j => (j.name || '').toLowerCase(),
+        state: j => j.state,
+        algorithm: j => j.algorithm,
+        compressor: j => compressorText(j.spec) || j.compressor || '',
+        dataset: j => j.dataset,
+        workers: j => j.workers,
+        round: j => (j.progress && typeof j.progress.round === 'number' ? j.progress.round : null),
+        gap: j => (j.progress && typeof j.progress.rel_gap === 'number' ? j.progress.rel_gap : null),
+    };
+    /* Sorts jobs by key in dir; a job without a value goes last either
+       way, ties keep the service's order. */
+    function sortJobs(jobs, key, dir) {
+        const sign = dir === 'asc' ? 1 : -1;
+        return jobs.map((j, i) => [key(j), i, j]).sort((a, b) => {
+            if (a[0] === b[0]) return a[1] - b[1];
+            if (a[0] === null) return 1;
+            if (b[0] === null) return -1;
+            return (a[0] < b[0] ? -1 : 1) * sign;
+        }).map(e => e[2]);
+    }
+    const SCAN_PAGES = 20;    /* pages of 500 read to sort or to match a name: 10000 jobs */
+
+    async function pageJobs(main, q) {
+        const view = {
+            state: q.get('state') || '', algorithm: q.get('algorithm') || '',
+            dataset: q.get('dataset') || '', label: q.get('label') || '', name: q.get('name') || '',
+            sort: JOB_SORTS[q.get('sort')] ? q.get('sort') : 'created',
+            dir: q.get('dir') === 'asc' ? 'asc' : q.get('dir') === 'desc' ? 'desc' : '',
+            limit: [10, 25, 50, 100, 500].indexOf(Number(q.get('limit'))) >= 0 ? Number(q.get('limit')) : 50,
+        };
+        if (!view.dir) view.dir = view.sort === 'created' || view.sort === 'round' ? 'desc' : 'asc';
+        /* Server paging: cursors[i] is the cursor of page i (null for the
+           first). Scan paging (another sort, or a name): all matching jobs,
+           paged here. */
+        let cursors = [null], pageNo = 0, nextCursor = null, scanned = [], busy = false, timer = null;
+        const serverOrder = () => view.sort === 'created' && view.dir === 'desc' && !view.name;
+
+        const opt = (v, t) => el('option', {value: v, text: t});
+        const fState = el('select', {id: 'state-filter', 'aria-label': 'state'}, opt('', 'all states'),
+                          ...['queued', 'running'].concat(FINAL).map(s => opt(s, s)));
+        const fAlgo = el('select', {id: 'algorithm-filter', 'aria-label': 'algorithm'},
+                         opt('', 'all algorithms'), ...ALGORITHMS.map(a => opt(a, a)));
+        const fData = el('select', {id: 'dataset-filter', 'aria-label': 'dataset'}, opt('', 'all datasets'));
+        if (view.dataset) fData.append(opt(view.dataset, view.dataset));
+        const fLabel = el('input', {id: 'label-filter', placeholder: 'label KEY or KEY=VALUE', size: 18,
+                                    'aria-label': 'label'});
+        const fName = el('input', {id: 'name-filter', placeholder: 'name contains', size: 14,
+                                   'aria-label': 'name', type: 'search'});
+        const fLimit = el('select', {id: 'page-size', 'aria-label': 'jobs per page'},
+                          ...[10, 25, 50, 100, 500].map(n => opt(String(n), n + ' per page')));
+        fState.value = view.state; fAlgo.value = view.algorithm; fData.value = view.dataset;
+        fLabel.value = view.label; fName.value = view.name; fLimit.value = String(view.limit);
+        const clear = el('button', {class: 'secondary', id: 'clear-filters', type: 'button', text: 'Clear'});
         const status = el('span', {class: 'muted', id: 'jobs-status'});
+        const prev = el('button', {class: 'secondary', id: 'page-prev', type: 'button', text: '‹ Newer'});
+        const next = el('button', {class: 'secondary', id: 'page-next', type: 'button', text: 'Older ›'});
+        const pageInfo = el('span', {class: 'muted', id: 'page-info'});
+        const selInfo = el('span', {id: 'selection'});
+        const compare = el('button', {id: 'compare-selected', type: 'button', text: 'Compare selected'});
+        const unselect = el('button', {class: 'secondary', id: 'clear-selection', type: 'button', text: 'Unselect'});
+        const all = el('input', {type: 'checkbox', id: 'select-page', 'aria-label': 'select this page'});
+        const tbody = el('tbody');
+        const heads = {};
+        const th = (key, text, num) => {
+            const h = el('th', {class: 'sortable' + (num ? ' num' : ''), 'data-sort': key, tabindex: 0,
+                                title: 'sort by ' + text.toLowerCase()}, text);
+            const toggle = () => {
+                if (view.sort === key) view.dir = view.dir === 'asc' ? 'desc' : 'asc';
+                else { view.sort = key; view.dir = key === 'created' || key === 'round' ? 'desc' : 'asc'; }
+                reset();
+            };
+            h.addEventListener('click', toggle);
+            h.addEventListener('keydown', e => { if (e.key === 'Enter') toggle(); });
+            heads[key] = h;
+            return h;
+        };
         main.append(
             el('h1', {text: 'Jobs'}),
-            el('div', {class: 'toolbar'}, filter, status, el('span', {class: 'grow'}),
-               el('form', {onsubmit: e => {
-                   e.preventDefault();
-                   if (xid.value.trim()) location.hash = '#/experiments/' + xid.value.trim();
-               }}, xid, ' ', el('button', {class: 'secondary', text: 'Open experiment'})),
+            el('div', {class: 'toolbar', id: 'filters'}, fState, fAlgo, fData, fLabel, fName, fLimit, clear,
+               el('span', {class: 'grow'}),
                el('a', {href: '#/submit'}, el('button', {type: 'button', text: 'New job'}))),
+            el('div', {class: 'toolbar'}, status, el('span', {class: 'grow'}), selInfo, compare, unselect),
             el('table', {id: 'jobs'},
-               el('thead', {}, el('tr', {},
-                  ...['Job', 'State', 'Algorithm', 'Compressor', 'Dataset', 'Workers']
-                      .map(t => el('th', {text: t})),
-                  el('th', {class: 'num', text: 'Progress (rounds)'}),
-                  el('th', {class: 'num', text: 'Gap'}),
-                  el('th', {text: 'Created'}))),
-               tbody));
-        async function refresh() {
-            const q = filter.value ? '&state=' + encodeURIComponent(filter.value) : '';
-            const r = await api('GET', '/v1/jobs?limit=100' + q);
-            if (!r.ok) {
-                status.textContent = problemText(r);
-                return;
-            }
-            status.textContent = (r.doc.next_cursor ? 'the newest ' : '') + r.doc.jobs.length +
-                ' job' + (r.doc.jobs.length === 1 ? '' : 's');
-            tbody.replaceChildren(...r.doc.jobs.map(j => el('tr', {'data-job': j.id, 'data-state': j.state},
-                el('td', {}, el('a', {href: '#/jobs/' + j.id, class: 'mono', text: j.id}),
-                   j.name ? el('div', {class: 'muted', text: j.name}) : null),
-                el('td', {}, stateBadge(j.state)),
-                el('td', {text: j.algorithm}),
-                el('td', {text: compressorText(j.spec) || j.compressor}),
-                el('td', {text: j.dataset}),
-                el('td', {class: 'num', text: j.workers}),
-                progressCell(j),
-                el('td', {class: 'num gap', text: fmtGap(j.progress && j.progress.rel_gap)}),
-                el('td', {class: 'muted', text: fmtTime(j.created_at)}))));
-            if (!r.doc.jobs.length)
-                tbody.append(el('tr', {}, el('td', {colspan: 9, class: 'muted',
-                    text: 'No jobs yet: submit one.'})));
+               el('thead', {}, el('tr', {}, el('th', {class: 'pick'}, all),
+                  th('created', 'Job'), th('state', 'State'), th('algorithm', 'Algorithm'),
+                  th('compressor', 'Compressor'), th('dataset', 'Dataset'), th('workers', 'Workers', true),
+                  th('round', 'Progress (rounds)', true), th('gap', 'Gap', true), th('name', 'Name'))),
+               tbody),
+            el('div', {class: 'toolbar pager'}, prev, pageInfo, next));
+
+        function showSelection() {
+            const s = selected();
+            selInfo.textContent = s.length ? s.length + ' selected' : 'select jobs to compare them';
+            selInfo.className = s.length ? '' : 'muted';
+            compare.disabled = s.length < 2 || s.length > 32;
+            unselect.hidden = !s.length;
         }
-        filter.addEventListener('change', refresh);
+        compare.addEventListener('click', () => {
+            location.hash = '#/compare?jobs=' + selected().join(',');
+        });
+        unselect.addEventListener('click', () => { setSelected([]); render(lastRows); });
+
+        function showSort() {
+            for (const k in heads) {
+                const on = k === view.sort;
+                heads[k].setAttribute('aria-sort', on ? (view.dir === 'asc' ? 'ascending' : 'descending') : 'none');
+                heads[k].classList.toggle('sorted', on);
+                heads[k].setAttribute('data-dir', on ? view.dir : '');
+            }
+        }
+
+        function keepQuery() {
+            setQuery({state: view.state, algorithm: view.algorithm, dataset: view.dataset, label: view.label,
+                      name: view.name, sort: view.sort === 'created' ? '' : view.sort,
+                      dir: view.sort === 'created' && view.dir === 'desc' ? '' : view.dir,
+                      limit: view.limit === 50 ? '' : String(view.limit)});
+        }
+
+        function filterQuery() {
+            let s = '';
+            for (const k of ['state', 'algorithm', 'dataset', 'label'])
+                if (view[k]) s += '&' + k + '=' + encodeURIComponent(view[k]);
+            return s;
+        }
+
+        let lastRows = [];
+        function render(jobs) {
+            lastRows = jobs;
+            const sel = selected();
+            tbody.replaceChildren(...jobs.map(j => {
+                const box = el('input', {type: 'checkbox', class: 'pick', 'aria-label': 'select ' + j.id,
+                                         'data-job': j.id});
+                box.checked = sel.indexOf(j.id) >= 0;
+                box.addEventListener('change', () => {
+                    const s = selected().filter(x => x !== j.id);
+                    if (box.checked) s.push(j.id);
+                    setSelected(s);
+                    showSelection();
+                    all.checked = false;
+                });
+                return el('tr', {'data-job': j.id, 'data-state': j.state, class: box.checked ? 'picked' : ''},
+                    el('td', {class: 'pick'}, box),
+                    el('td', {}, el('a', {href: '#/jobs/' + j.id, class: 'mono', text: j.id}),
+                       el('div', {class: 'muted', text: fmtTime(j.created_at)})),
+                    el('td', {}, stateBadge(j.state), stopReason(j)),
+                    el('td', {text: j.algorithm}),
+                    el('td', {text: compressorText(j.spec) || j.compressor}),
+                    el('td', {text: j.dataset}),
+                    el('td', {class: 'num', text: j.workers}),
+                    progressCell(j),
+                    el('td', {class: 'num gap', text: fmtGap(j.progress && j.progress.rel_gap)}),
+                    el('td', {class: 'name', text: j.name || ''}));
+            }));
+            if (!jobs.length)
+                tbody.append(el('tr', {}, el('td', {colspan: 10, class: 'muted',
+                    text: filterQuery() || view.name ? 'No job matches these filters.' : 'No jobs yet: submit one.'})));
+            showSelection();
+            showSort();
+        }
+
+        async function refresh() {
+            if (busy) return;
+            busy = true;
+            try {
+                if (serverOrder()) await refreshServer();
+                else await refreshScan();
+            } finally {
+                busy = false;
+            }
+        }
+
+        async function refreshServer() {
+            const c = cursors[pageNo];
+            const r = await api('GET', '/v1/jobs?limit=' + view.limit + filterQuery() +
+                                (c ? '&cursor=' + encodeURIComponent(c) : ''));
+            if (!r.ok) { status.textContent = problemText(r); status.className = 'problem'; return; }
+            status.className = 'muted';
+            nextCursor = r.doc.next_cursor || null;
+            const first = pageNo * view.limit + 1;
+            status.textContent = r.doc.jobs.length ?
+                'jobs ' + first + '–' + (first + r.doc.jobs.length - 1) + (nextCursor ? ', more after these' : '') :
+                'no jobs';
+            pageInfo.textContent = 'page ' + (pageNo + 1);
+            prev.disabled = pageNo === 0;
+            next.disabled = !nextCursor;
+            render(r.doc.jobs);
+        }
+
+        async function refreshScan() {
+            const jobs = [];
+            let cursor = null, capped = false;
+            for (let p = 0; ; p++) {
+                if (p === SCAN_PAGES) { capped = true; break; }
+                const r = await api('GET', '/v1/jobs?limit=500' + filterQuery() +
+                                    (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+                if (!r.ok) { status.textContent = problemText(r); status.className = 'problem'; return; }
+                jobs.push(...r.doc.jobs);
+                cursor = r.doc.next_cursor;
+                if (!cursor) break;
+            }
+            const needle = view.name.toLowerCase();
+            scanned = needle ? jobs.filter(j => (j.name || '').toLowerCase().indexOf(needle) >= 0) : jobs;
+            scanned = sortJobs(scanned, JOB_SORTS[view.sort], view.dir);
+            const pages = Math.max(1, Math.ceil(scanned.length / view.limit));
+            if (pageNo >= pages) pageNo = pages - 1;
+            const rows = scanned.slice(pageNo * view.limit, (pageNo + 1) * view.limit);
+            status.className = 'muted';
+            status.textContent = scanned.length + ' job' + (scanned.length === 1 ? '' : 's') +
+                (needle ? ' named like "' + view.name + '"' : '') + ', sorted by ' + view.sort +
+                (capped ? ' (among the newest ' + jobs.length + ' only)' : '');
+            pageInfo.textContent = 'page ' + (pageNo + 1) + ' of ' + pages;
+            prev.disabled = pageNo === 0;
+            next.disabled = pageNo + 1 >= pages;
+            render(rows);
+        }
+
+        function reset() {
+            cursors = [null];
+            pageNo = 0;
+            keepQuery();
+            schedule();
+            refresh();
+        }
+        function schedule() {
+            if (timer) clearInterval(timer);
+            timer = setInterval(refresh, serverOrder() ? 2000 : 5000);
+        }
+        prev.addEventListener('click', () => {
+            if (pageNo === 0) return;
+            pageNo--;
+            if (serverOrder()) cursors.length = pageNo + 1;
+            refresh();
+        });
+        next.addEventListener('click', () => {
+            if (serverOrder()) {
+                if (!nextCursor) return;
+                cursors[pageNo + 1] = nextCursor;
+            }
+            pageNo++;
+            refresh();
+        });
+        all.addEventListener('change', () => {
+            let s = selected().filter(id => !lastRows.some(j => j.id === id));
+            if (all.checked) s = s.concat(lastRows.map(j => j.id));
+            setSelected(s);
+            render(lastRows);
+        });
+        const set = (k, v) => { if (view[k] !== v) { view[k] = v; reset(); } };
+        fState.addEventListener('change', () => set('state', fState.value));
+        fAlgo.addEventListener('change', () => set('algorithm', fAlgo.value));
+        fData.addEventListener('change', () => set('dataset', fData.value));
+        fLimit.addEventListener('change', () => set('limit', Number(fLimit.value)));
+        let typing = null;
+        for (const [input, key] of [[fLabel, 'label'], [fName, 'name']]) {
+            input.addEventListener('input', () => {
+                clearTimeout(typing);
+                typing = setTimeout(() => set(key, input.value.trim()), 350);
+            });
+            input.addEventListener('keydown', e => {
+                if (e.key === 'Enter') { clearTimeout(typing); set(key, input.value.trim()); }
+            });
+        }
+        clear.addEventListener('click', () => {
+            for (const [input, key] of [[fState, 'state'], [fAlgo, 'algorithm'], [fData, 'dataset'],
+                                        [fLabel, 'label'], [fName, 'name']]) {
+                input.value = '';
+                view[key] = '';
+            }
+            reset();
+        });
+        onLeave(() => { if (timer) clearInterval(timer); clearTimeout(typing); });
         await refresh();
-        const timer = setInterval(refresh, 2000);
-        onLeave(() => clearInterval(timer));
+        schedule();
+        const d = await api('GET', '/v1/datasets');
+        if (d.ok && d.doc && Array.isArray(d.doc.datasets))
+            for (const s of d.doc.datasets)
+                if (!s.error && s.name !== view.dataset) fData.append(opt(s.name, s.name));
     }
 
     function kvTable(obj, id) {
@@ -404,7 +904,14 @@
         return el('table', {class: 'kv', id: id}, el('tbody', {}, ...rows));
     }
 
-    async function pageJob(main, id) {
+    /* The spec as the user would write it: keys the service echoes as null
+       (not given, and with no default) are left out. */
+    function specText(spec) {
+        const drop = (k, v) => (v === null ? undefined : v);
+        return JSON.stringify(spec, drop, 2);
+    }
+
+    async function pageJob(main, id, q) {
         const ctl = new AbortController();
         onLeave(() => ctl.abort());
         const r = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
@@ -413,14 +920,15 @@
             return;
         }
         let job = r.doc;
-        const rows = {round: [], bits: [], seconds: [], gap: []};
-        let lastRound = -1, xaxis = 'rounds', pending = false;
+        const rows = [];
+        const choice = chartChoice(q);
+        let lastRound = -1, pending = false;
 
         const badge = el('span', {id: 'job-state'});
         const reason = el('p', {class: 'muted', id: 'job-reason'});
         const facts = el('div', {class: 'facts', id: 'job-facts'});
-        const chart = svg('svg', {class: 'chart', id: 'chart', role: 'img',
-                                  'aria-label': 'relative gap against ' + xaxis});
+        const chart = svg('svg', {class: 'chart', id: 'chart', role: 'img', 'aria-label': 'the job\'s curve'});
+        const title = el('b', {text: 'Plot'});
         const live = el('span', {class: 'muted', id: 'live'});
         const cancel = el('button', {class: 'danger', id: 'cancel', text: 'Cancel',
             onclick: async () => {
@@ -428,20 +936,23 @@
                 const c = await api('POST', '/v1/jobs/' + id + '/cancel', {});
                 if (!c.ok) notice(problemText(c), true);
             }});
-        const xsel = el('select', {id: 'x-axis', 'aria-label': 'x axis',
-                                   onchange: () => { xaxis = xsel.value; redraw(); }},
-                        ...Object.keys(X_AXES).map(k => el('option', {value: k, text: 'against ' + k})));
-        const csv = el('button', {class: 'secondary', text: 'Download CSV', onclick: async () => {
-            const c = await api('GET', '/v1/jobs/' + id + '/metrics?limit=10000', undefined,
-                                {accept: 'text/csv', blob: true});
-            if (!c.ok) { notice(problemText(c), true); return; }
-            const a = el('a', {href: URL.createObjectURL(c.doc), download: id + '.csv'});
-            document.body.append(a);
-            a.click();
-            a.remove();
-        }});
+        /* Every row: the service streams them all when no limit is asked. */
+        const csv = downloadButton('download-csv', 'CSV (every row)',
+                                   () => '/v1/jobs/' + encodeURIComponent(id) + '/metrics?format=csv',
+                                   'text/csv', () => id + '.csv');
+        const plotSvg = downloadButton('download-svg', 'Plot (SVG)',
+                                       () => '/v1/jobs/' + encodeURIComponent(id) + '/plot.svg?x=' + choice.xaxis,
+                                       'image/svg+xml', () => id + '-' + choice.xaxis + '.svg');
+        plotSvg.title = 'the service\'s plot of the relative gap against the chosen x';
         const params = el('div');
         const problem = el('div');
+
+        function showFacts(p) {
+            const set = (fid, text) => { const e = document.getElementById(fid); if (e) e.textContent = text; };
+            set('fact-round', typeof p.round === 'number' ? String(p.round) : '–');
+            set('fact-gap', fmtGap(p.rel_gap));
+            set('fact-bits', fmtCount(p.bits_up));
+        }
 
         function showJob() {
             badge.replaceChildren(stateBadge(job.state));
@@ -450,36 +961,34 @@
             cancel.hidden = FINAL.indexOf(job.state) >= 0;
             const p = job.progress || {};
             const fact = (k, v) => el('div', {}, el('span', {text: k}), v);
-            facts.replaceChildren(
+            facts.replaceChildren(...[
                 fact('dataset', job.dataset), fact('algorithm', job.algorithm),
                 fact('compressor', compressorText(job.spec) || job.compressor),
                 fact('workers', String(job.workers)), fact('backend', job.backend),
-                fact('round', el('b', {id: 'fact-round', text: p.round === null ? '–' : String(p.round)})),
-                fact('relative gap', el('b', {id: 'fact-gap', text: fmtGap(p.rel_gap)})),
-                fact('bits up per worker', fmtCount(p.bits_up)),
+                fact('round', el('b', {id: 'fact-round'})),
+                fact('relative gap', el('b', {id: 'fact-gap'})),
+                fact('bits up per worker', el('b', {id: 'fact-bits'})),
+                job.stop_reason ? fact('stop reason', el('b', {id: 'fact-stop', text: job.stop_reason})) : null,
                 fact('created', fmtTime(job.created_at)),
-                fact('finished', fmtTime(job.finished_at)));
+                fact('finished', fmtTime(job.finished_at))].filter(f => f));
+            /* The newest of the job's progress and the rows seen. */
+            const seen = rows.length ? rows[rows.length - 1] : null;
+            showFacts(seen && (typeof p.round !== 'number' || seen.round >= p.round) ? seen : p);
             params.replaceChildren(kvTable(job.params, 'params'));
             problem.replaceChildren(kvTable(job.problem, 'problem'));
         }
 
         function redraw() {
             pending = false;
-            const xs = xaxis === 'rounds' ? rows.round : xaxis === 'bits' ? rows.bits : rows.seconds;
-            drawChart(chart, xs, rows.gap, X_AXES[xaxis]);
+            drawChart(chart, [{label: job.name || job.id, color: PALETTE[0], rows: rows}],
+                      {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log});
         }
 
         function addRow(m) {
             if (typeof m.round !== 'number' || m.round <= lastRound) return;
-            rows.round.push(m.round);
-            rows.bits.push(m.bits_up === null ? NaN : m.bits_up);
-            rows.seconds.push(m.seconds === null ? NaN : m.seconds);
-            rows.gap.push(m.rel_gap === null ? NaN : m.rel_gap);
+            rows.push(m);
             lastRound = m.round;
-            const fr = document.getElementById('fact-round');
-            const fg = document.getElementById('fact-gap');
-            if (fr) fr.textContent = String(m.round);
-            if (fg) fg.textContent = fmtGap(m.rel_gap);
+            showFacts(m);
             if (!pending) {
                 pending = true;
                 requestAnimationFrame(redraw);
@@ -488,30 +997,23 @@
 
         main.append(
             el('h1', {}, 'Job ', el('span', {class: 'mono', text: job.id}), ' ', badge), reason,
-            job.name ? el('p', {class: 'muted', text: job.name}) : null,
+            /* An unnamed job has no line here (append() would print "null"). */
+            el('p', {class: 'muted', id: 'job-name', text: job.name || '', hidden: !job.name}),
             el('div', {class: 'card'}, facts),
             el('div', {class: 'card'},
-               el('div', {class: 'toolbar'}, el('b', {text: 'Relative gap (P − P*) / (P0 − P*)'}),
-                  xsel, live, el('span', {class: 'grow'}), csv, cancel),
+               el('div', {class: 'toolbar'}, title, ...chartControls(choice, redraw), live,
+                  el('span', {class: 'grow'}), csv, plotSvg, chartSvgButton(chart, () => id + '-chart.svg'), cancel),
                el('div', {class: 'chart-wrap'}, chart)),
             el('div', {class: 'grid2'},
                el('div', {}, el('h2', {text: 'Resolved parameters'}), params),
                el('div', {}, el('h2', {text: 'Problem'}), problem)),
-            el('h2', {text: 'Spec'}), el('pre', {class: 'mono', id: 'spec',
-                                                 text: JSON.stringify(job.spec, null, 2)}));
+            el('h2', {text: 'Spec'}), el('pre', {class: 'mono', id: 'spec', text: specText(job.spec)}));
         showJob();
         redraw();
 
         /* History first (downsampled to what the chart can show), then
            the live rows after it. */
-        for (let page = 0, after = -1; page < 50; page++) {
-            const h = await api('GET', '/v1/jobs/' + id + '/metrics?limit=2000&max_points=2000&after=' +
-                                after, undefined, {signal: ctl.signal});
-            if (!h.ok) break;
-            h.doc.rows.forEach(addRow);
-            if (!h.doc.more || h.doc.next_after <= after) break;
-            after = h.doc.next_after;
-        }
+        (await fetchRows(id, -1, 2000, ctl.signal)).forEach(addRow);
 
         async function refreshJob() {
             const j = await api('GET', '/v1/jobs/' + id, undefined, {signal: ctl.signal});
@@ -547,59 +1049,223 @@
         }
     }
 
-    async function pageExperiment(main, id) {
+    /*
+     * A comparison: the table of rounds, bits and seconds to target and the
+     * overlaid curves, for an experiment or for any jobs. load() resolves to
+     * the API's reply ({comparison, jobs, ...}); plotPath(x) is the
+     * service's SVG of the same curves.
+     */
+    async function comparisonView(main, q, load, plotPath, fileName) {
         const ctl = new AbortController();
         onLeave(() => ctl.abort());
-        let xaxis = 'rounds', url = null, timer = null;
-        const img = el('img', {class: 'plot', id: 'experiment-plot', alt: 'convergence plot'});
+        const choice = chartChoice(q);
+        const status = el('span', {class: 'muted', id: 'compare-status'});
+        const chart = svg('svg', {class: 'chart', id: 'compare-chart', role: 'img',
+                                  'aria-label': 'the compared curves'});
+        const title = el('b', {text: 'Compared'});
         const tbody = el('tbody');
-        const title = el('h1', {}, 'Experiment ', el('span', {class: 'mono', text: id}));
-        const status = el('span', {class: 'muted'});
-        const xsel = el('select', {'aria-label': 'x axis', onchange: () => { xaxis = xsel.value; plot(); }},
-                        ...Object.keys(X_AXES).map(k => el('option', {value: k, text: 'against ' + k})));
-        main.append(title,
-            el('div', {class: 'card'}, el('div', {class: 'toolbar'}, el('b', {text: 'Compared'}), xsel, status),
-               img),
+        const curves = new Map();   /* job id -> {rows, last} */
+        let order = [], jobsById = {}, timer = null;
+        const label = j => (j.name ? j.name : j.algorithm + ' ' + (compressorText(j.spec) || j.compressor || ''))
+            .trim();
+        const seriesOf = () => order.map((id, i) => ({
+            label: jobsById[id] ? label(jobsById[id]) : id, color: PALETTE[i % PALETTE.length],
+            rows: (curves.get(id) || {rows: []}).rows}));
+        const redraw = () => {
+            drawChart(chart, seriesOf(), {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log});
+        };
+        const plotSvg = downloadButton('download-svg', 'Plot (SVG)', () => plotPath(choice.xaxis),
+                                       'image/svg+xml', () => fileName + '-' + choice.xaxis + '.svg');
+        plotSvg.title = 'the service\'s plot of the relative gaps against the chosen x';
+        main.append(
+            el('div', {class: 'card'},
+               el('div', {class: 'toolbar'}, title, ...chartControls(choice, redraw), status,
+                  el('span', {class: 'grow'}), plotSvg, chartSvgButton(chart, () => fileName + '-chart.svg')),
+               el('div', {class: 'chart-wrap'}, chart)),
             el('table', {id: 'comparison'},
-               el('thead', {}, el('tr', {}, ...['Job', 'Variant', 'State', 'Reached target']
+               el('thead', {}, el('tr', {}, el('th', {}), ...['Job', 'Name', 'Variant', 'State', 'Reached target']
                    .map(t => el('th', {text: t})),
-                   ...['Rounds to target', 'Bits up to target', 'Seconds', 'Rounds', 'Final gap']
+                   ...['Rounds to target', 'Bits up to target', 'Seconds to target', 'Rounds', 'Final gap']
                    .map(t => el('th', {class: 'num', text: t})))),
                tbody));
-        async function plot() {
-            const r = await api('GET', '/v1/experiments/' + encodeURIComponent(id) + '/plot.svg?x=' + xaxis,
-                                undefined, {accept: 'image/svg+xml', blob: true, signal: ctl.signal});
-            if (!r.ok) { status.textContent = problemText(r); return; }
-            if (url) URL.revokeObjectURL(url);
-            url = URL.createObjectURL(r.doc);
-            img.src = url;
-        }
+
         async function refresh() {
-            const r = await api('GET', '/v1/experiments/' + encodeURIComponent(id), undefined,
-                                {signal: ctl.signal});
-            if (!r.ok) { status.textContent = problemText(r); return false; }
-            const x = r.doc;
-            title.replaceChildren('Experiment ', el('span', {class: 'mono', text: x.id}),
-                                  x.name ? ' — ' + x.name : '');
-            tbody.replaceChildren(...x.comparison.map(c => el('tr', {'data-job': c.job},
-                el('td', {}, el('a', {href: '#/jobs/' + c.job, class: 'mono', text: c.job})),
-                el('td', {text: c.algorithm + ', ' + compressorText({compressor: c.compressor_spec})}),
-                el('td', {}, stateBadge(c.state)),
-                el('td', {text: c.reached ? 'yes' : 'no'}),
-                el('td', {class: 'num', text: fmtValue(c.rounds_to_target)}),
-                el('td', {class: 'num', text: fmtCount(c.bits_up_to_target)}),
-                el('td', {class: 'num', text: fmtValue(c.seconds_to_target)}),
-                el('td', {class: 'num', text: fmtValue(c.rounds)}),
-                el('td', {class: 'num', text: fmtGap(c.final_rel_gap)}))));
-            await plot();
-            return x.comparison.some(c => FINAL.indexOf(c.state) < 0);
+            const r = await load(ctl.signal);
+            if (!r.ok) {
+                status.textContent = problemText(r);
+                status.className = 'problem';
+                return false;
+            }
+            status.textContent = '';
+            const doc = r.doc;
+            jobsById = {};
+            for (const j of doc.jobs || []) jobsById[j.id] = j;
+            order = doc.comparison.map(c => c.job);
+            tbody.replaceChildren(...doc.comparison.map((c, i) => {
+                const j = jobsById[c.job] || {};
+                return el('tr', {'data-job': c.job},
+                    el('td', {}, el('span', {class: 'swatch c' + (i % PALETTE.length)})),
+                    el('td', {}, el('a', {href: '#/jobs/' + c.job, class: 'mono', text: c.job})),
+                    el('td', {text: j.name || ''}),
+                    el('td', {text: c.algorithm + ', ' + compressorText({compressor: c.compressor_spec})}),
+                    el('td', {}, stateBadge(c.state), stopReason(c.stop_reason ? c : j)),
+                    el('td', {class: 'reached', text: c.reached ? 'yes' : 'no'}),
+                    el('td', {class: 'num', text: fmtValue(c.rounds_to_target)}),
+                    el('td', {class: 'num', text: fmtCount(c.bits_up_to_target)}),
+                    el('td', {class: 'num', text: fmtValue(c.seconds_to_target)}),
+                    el('td', {class: 'num', text: fmtValue(c.rounds)}),
+                    el('td', {class: 'num', text: fmtGap(c.final_rel_gap)}));
+            }));
+            /* Each curve from its rows: all of them once, then those after
+               the last seen while the job runs. */
+            await Promise.all(order.map(async id => {
+                let c = curves.get(id);
+                if (!c) { c = {rows: [], done: false}; curves.set(id, c); }
+                if (c.done) return;
+                const after = c.rows.length ? c.rows[c.rows.length - 1].round : -1;
+                const more = await fetchRows(id, after, 1000, ctl.signal);
+                c.rows.push(...more);
+                const j = jobsById[id];
+                if (j && FINAL.indexOf(j.state) >= 0) c.done = true;
+            }));
+            redraw();
+            return doc.comparison.some(c => FINAL.indexOf(c.state) < 0);
         }
-        const running = await refresh();
-        if (running) {
+        redraw();
+        if (await refresh()) {
             timer = setInterval(async () => { if (!(await refresh())) clearInterval(timer); }, 3000);
             onLeave(() => clearInterval(timer));
         }
-        onLeave(() => { if (url) URL.revokeObjectURL(url); });
+        return true;
+    }
+
+    async function pageExperiment(main, id, q) {
+        const title = el('h1', {id: 'experiment-title'}, 'Experiment ', el('span', {class: 'mono', text: id}));
+        main.append(title);
+        const path = '/v1/experiments/' + encodeURIComponent(id);
+        await comparisonView(main, q, async signal => {
+            const r = await api('GET', path, undefined, {signal: signal});
+            if (r.ok) title.replaceChildren('Experiment ', el('span', {class: 'mono', text: r.doc.id}),
+                                            r.doc.name ? ' — ' + r.doc.name : '');
+            return r;
+        }, x => path + '/plot.svg?x=' + x, id);
+    }
+
+    async function pageCompare(main, q) {
+        const ids = (q.get('jobs') || '').split(',').map(s => s.trim()).filter(s => s);
+        main.append(el('h1', {}, 'Compare ', el('span', {class: 'muted', text: ids.length + ' jobs'})));
+        if (ids.length < 2) {
+            main.append(el('p', {class: 'problem', text: 'Select two jobs or more in the jobs table to compare them.'}));
+            return;
+        }
+        const list = ids.map(encodeURIComponent).join(',');
+        await comparisonView(main, q, signal => api('GET', '/v1/compare?jobs=' + list, undefined, {signal: signal}),
+                             x => '/v1/compare/plot.svg?jobs=' + list + '&x=' + x, 'compare');
+    }
+
+    async function pageExperiments(main) {
+        const limit = 25;
+        let cursors = [null], pageNo = 0, nextCursor = null;
+        const tbody = el('tbody');
+        const status = el('span', {class: 'muted', id: 'experiments-status'});
+        const prev = el('button', {class: 'secondary', id: 'page-prev', type: 'button', text: '‹ Newer'});
+        const next = el('button', {class: 'secondary', id: 'page-next', type: 'button', text: 'Older ›'});
+        const pageInfo = el('span', {class: 'muted', id: 'page-info'});
+        const xid = el('input', {id: 'experiment-id', placeholder: 'x_… experiment id', size: 22});
+        main.append(
+            el('h1', {text: 'Experiments'}),
+            el('div', {class: 'toolbar'}, status, el('span', {class: 'grow'}),
+               el('form', {onsubmit: e => {
+                   e.preventDefault();
+                   if (xid.value.trim()) location.hash = '#/experiments/' + xid.value.trim();
+               }}, xid, ' ', el('button', {class: 'secondary', text: 'Open'})),
+               el('a', {href: '#/submit'}, el('button', {type: 'button', text: 'New experiment'}))),
+            el('table', {id: 'experiments'},
+               el('thead', {}, el('tr', {}, ...['Experiment', 'Name', 'Owner'].map(t => el('th', {text: t})),
+                  el('th', {class: 'num', text: 'Jobs'}), el('th', {text: 'Created'}))),
+               tbody),
+            el('div', {class: 'toolbar pager'}, prev, pageInfo, next));
+        async function refresh() {
+            const c = cursors[pageNo];
+            const r = await api('GET', '/v1/experiments?limit=' + limit + (c ? '&cursor=' + encodeURIComponent(c) : ''));
+            if (!r.ok) { status.textContent = problemText(r); status.className = 'problem'; return; }
+            status.className = 'muted';
+            const xs = r.doc.experiments || [];
+            nextCursor = r.doc.next_cursor || null;
+            status.textContent = xs.length ? 'experiments ' + (pageNo * limit + 1) + '–' + (pageNo * limit + xs.length) +
+                (nextCursor ? ', more after these' : '') : '';
+            pageInfo.textContent = 'page ' + (pageNo + 1);
+            prev.disabled = pageNo === 0;
+            next.disabled = !nextCursor;
+            tbody.replaceChildren(...xs.map(x => el('tr', {'data-experiment': x.id},
+                el('td', {}, el('a', {href: '#/experiments/' + x.id, class: 'mono', text: x.id})),
+                el('td', {text: x.name || ''}),
+                el('td', {text: x.owner || ''}),
+                el('td', {class: 'num jobs', text: fmtValue(x.jobs)}),
+                el('td', {class: 'muted', text: fmtTime(x.created_at)}))));
+            if (!xs.length)
+                tbody.append(el('tr', {}, el('td', {colspan: 5, class: 'muted',
+                    text: 'No experiments yet: submit one (a base spec and its variants).'})));
+        }
+        prev.addEventListener('click', () => { if (pageNo) { pageNo--; cursors.length = pageNo + 1; refresh(); } });
+        next.addEventListener('click', () => {
+            if (!nextCursor) return;
+            cursors[++pageNo] = nextCursor;
+            refresh();
+        });
+        await refresh();
+        const timer = setInterval(refresh, 5000);
+        onLeave(() => clearInterval(timer));
+    }
+
+    function fmtBytes(n) {
+        if (typeof n !== 'number') return '–';
+        const u = [[1 << 30, 'GiB'], [1 << 20, 'MiB'], [1 << 10, 'KiB']];
+        for (const [m, s] of u) if (n >= m) return (n / m).toFixed(1) + ' ' + s;
+        return n + ' B';
+    }
+
+    async function pageDatasets(main) {
+        const tbody = el('tbody');
+        const status = el('span', {class: 'muted', id: 'datasets-status'});
+        main.append(
+            el('h1', {text: 'Datasets'}),
+            el('div', {class: 'toolbar'}, status),
+            el('table', {id: 'datasets'},
+               el('thead', {}, el('tr', {}, el('th', {text: 'Name'}),
+                  ...['Rows', 'Features (d)', 'Non-zeros', 'Density'].map(t => el('th', {class: 'num', text: t})),
+                  el('th', {text: 'Labels (−1, +1)'}), el('th', {class: 'num', text: 'Size'}),
+                  el('th', {text: 'SHA-256'}), el('th', {text: 'Uploaded'}), el('th', {}))),
+               tbody));
+        const r = await api('GET', '/v1/datasets');
+        if (!r.ok) { status.textContent = problemText(r); status.className = 'problem'; return; }
+        const ds = r.doc.datasets || [];
+        const good = ds.filter(d => !d.error).length;
+        status.textContent = good + ' dataset' + (good === 1 ? '' : 's') +
+            (ds.length > good ? ', ' + (ds.length - good) + ' file' + (ds.length - good === 1 ? '' : 's') +
+             ' the reader refuses' : '');
+        tbody.replaceChildren(...ds.map(d => d.error ?
+            el('tr', {'data-dataset': d.name, class: 'refused'},
+               el('td', {class: 'mono', text: d.name}),
+               el('td', {colspan: 5, class: 'problem dataset-error', text: d.error}),
+               el('td', {class: 'num', text: fmtBytes(d.bytes)}),
+               el('td', {class: 'mono', title: d.sha256 || '', text: (d.sha256 || '').slice(0, 12)}),
+               el('td', {}), el('td', {})) :
+            el('tr', {'data-dataset': d.name},
+               el('td', {class: 'mono', text: d.name}),
+               el('td', {class: 'num rows', text: fmtValue(d.rows)}),
+               el('td', {class: 'num d', text: fmtValue(d.d)}),
+               el('td', {class: 'num', text: fmtValue(d.nnz)}),
+               el('td', {class: 'num', text: d.rows && d.d ? (100 * d.nnz / (d.rows * d.d)).toFixed(2) + ' %' : '–'}),
+               el('td', {text: (d.labels || []).map(v => (v === null ? '–' : String(v))).join(', ')}),
+               el('td', {class: 'num', text: fmtBytes(d.bytes)}),
+               el('td', {class: 'mono', title: d.sha256 || '', text: (d.sha256 || '').slice(0, 12)}),
+               el('td', {class: 'muted', text: d.uploaded_at ? fmtTime(d.uploaded_at) : 'in the data directory'}),
+               el('td', {}, el('a', {href: '#/?dataset=' + encodeURIComponent(d.name), text: 'jobs'}), ' · ',
+                  el('a', {href: '#/submit?dataset=' + encodeURIComponent(d.name), text: 'new job'})))));
+        if (!ds.length)
+            tbody.append(el('tr', {}, el('td', {colspan: 10, class: 'muted',
+                text: 'The data directory has no dataset: upload one with `ecopt datasets upload FILE`.'})));
     }
 
     /* Marks the form's inputs named by the problem's fields and lists every
@@ -628,11 +1294,12 @@
         if (list) list.scrollIntoView({block: 'nearest'});
     }
 
-    async function pageSubmit(main) {
+    async function pageSubmit(main, q) {
         const field = (label, input, key, wide) =>
             el('label', {class: wide ? 'wide' : ''}, label, input,
                el('small', {class: 'field-error', 'data-field': key}));
-        const dataset = el('input', {name: 'dataset', list: 'datasets', value: 'mushrooms', required: true});
+        const dataset = el('input', {name: 'dataset', list: 'datasets', value: q.get('dataset') || 'mushrooms',
+                                     required: true});
         const datalist = el('datalist', {id: 'datasets'});
         const algorithm = el('select', {name: 'algorithm'},
                              ...ALGORITHMS.map(a => el('option', {value: a, text: a})));
@@ -745,12 +1412,22 @@
         const main = document.getElementById('main');
         main.replaceChildren();
         const h = location.hash.replace(/^#/, '') || '/';
+        const qi = h.indexOf('?');
+        const path = qi < 0 ? h : h.slice(0, qi);
+        const q = new URLSearchParams(qi < 0 ? '' : h.slice(qi + 1));
+        const section = path.startsWith('/experiments') ? 'experiments' : path.startsWith('/datasets') ?
+            'datasets' : path.startsWith('/submit') ? 'submit' : path.startsWith('/compare') ? 'compare' : 'jobs';
+        document.querySelectorAll('nav a').forEach(a =>
+            a.classList.toggle('active', a.id === 'nav-' + section));
         let m;
         try {
-            if ((m = h.match(/^\/jobs\/([A-Za-z0-9_.-]+)$/))) await pageJob(main, m[1]);
-            else if ((m = h.match(/^\/experiments\/([A-Za-z0-9_.-]+)$/))) await pageExperiment(main, m[1]);
-            else if (h === '/submit') await pageSubmit(main);
-            else await pageJobs(main);
+            if ((m = path.match(/^\/jobs\/([A-Za-z0-9_.-]+)$/))) await pageJob(main, m[1], q);
+            else if ((m = path.match(/^\/experiments\/([A-Za-z0-9_.-]+)$/))) await pageExperiment(main, m[1], q);
+            else if (path === '/experiments') await pageExperiments(main, q);
+            else if (path === '/compare') await pageCompare(main, q);
+            else if (path === '/datasets') await pageDatasets(main, q);
+            else if (path === '/submit') await pageSubmit(main, q);
+            else await pageJobs(main, q);
         } catch (e) {
             if (e.name !== 'AbortError') notice('The page failed: ' + e.message, true);
         }

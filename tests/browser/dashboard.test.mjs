@@ -2,14 +2,20 @@
 // on a free port with a temporary database and authentication on, headless
 // Chromium driven by playwright-core. A user enters the token, sees the
 // API's 422 messages in the submit form, submits a job, watches its chart
-// grow from the event stream until it succeeds, finds it in the jobs table,
-// and compares an experiment's jobs. Screenshots go to docs/screenshots/.
+// (and its counters) grow from the event stream until it succeeds, plots
+// other columns against other axes with hover values, downloads every row
+// as CSV and the plots as SVG, filters, sorts and pages the jobs table,
+// compares selected jobs and an experiment's, and reads the experiments and
+// datasets pages.
+//
+// Screenshots go to build/screenshots/ (outside the tracked tree), or to
+// docs/screenshots/ with ECOPT_REFRESH_SCREENSHOTS=1 (the README's), or to
+// ECOPT_SCREENSHOTS.
 //
 // Environment: ECOPT_BIN (default build/ecopt), ECOPT_DATA_DIR (default
-// ../shared/datasets), ECOPT_CHROMIUM (default /usr/bin/chromium),
-// ECOPT_SCREENSHOTS (default docs/screenshots).
+// ../shared/datasets), ECOPT_CHROMIUM (default /usr/bin/chromium).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,11 +27,14 @@ const root = resolve(here, '..', '..');
 const bin = process.env.ECOPT_BIN || join(root, 'build', 'ecopt');
 const dataDir = process.env.ECOPT_DATA_DIR || resolve(root, '..', 'shared', 'datasets');
 const chromiumPath = process.env.ECOPT_CHROMIUM || '/usr/bin/chromium';
-const shots = resolve(root, process.env.ECOPT_SCREENSHOTS || join('docs', 'screenshots'));
+const shots = resolve(root, process.env.ECOPT_SCREENSHOTS ||
+                            (process.env.ECOPT_REFRESH_SCREENSHOTS === '1' ? join('docs', 'screenshots') :
+                             join('build', 'screenshots')));
 const TOKEN = 'alice-browser-secret-0123456789';
 
 const tmp = mkdtempSync(join(tmpdir(), 'ecopt-browser-'));
 let server = null, browser = null, passed = 0, failed = 0, serverLog = '';
+const problems = [];
 
 function fail(msg) {
     throw new Error(msg);
@@ -58,6 +67,7 @@ async function check(name, fn) {
     } catch (e) {
         failed++;
         console.log(`FAIL ${name}: ${e.message}`);
+        if (problems.length) console.log('     and in the page: ' + problems.join('; '));
         throw e;
     }
 }
@@ -73,7 +83,7 @@ async function main() {
                                      args: ['--no-sandbox']});
     const context = await browser.newContext({viewport: {width: 1280, height: 900}});
     const page = await context.newPage();
-    const problems = [], urls = [];
+    const urls = [];
     page.on('pageerror', e => problems.push('page error: ' + e.message));
     page.on('console', m => {
         // Chromium logs every 4xx; the 401 before the token is entered and
@@ -121,15 +131,50 @@ async function main() {
         await page.screenshot({path: join(shots, 'submit-422.png')});
     });
 
+    // The API as a script sees it, with the token.
+    const call = async (method, path, body) => {
+        const r = await fetch(base + path, {method, headers: {Authorization: 'Bearer ' + TOKEN,
+                                                               'Content-Type': 'application/json'},
+                                            body: body === undefined ? undefined : JSON.stringify(body)});
+        const text = await r.text();
+        let doc = null;
+        try { doc = JSON.parse(text); } catch (e) { doc = text; }
+        return {status: r.status, doc, headers: r.headers};
+    };
+    const FINAL = ['succeeded', 'failed', 'cancelled', 'interrupted'];
+    const waitJobs = async ids => {
+        const t0 = Date.now();
+        for (;;) {
+            const states = await Promise.all(ids.map(async id => (await call('GET', '/v1/jobs/' + id)).doc.state));
+            if (states.every(s => FINAL.includes(s))) return states;
+            if (Date.now() - t0 > 120000) fail('jobs did not end in 120 s: ' + states.join(' '));
+            await new Promise(ok => setTimeout(ok, 200));
+        }
+    };
+    const download = async selector => {
+        const [dl] = await Promise.all([page.waitForEvent('download', {timeout: 30000}), page.click(selector)]);
+        return {name: dl.suggestedFilename(), text: readFileSync(await dl.path(), 'utf8')};
+    };
+    const tableIds = () => page.evaluate(() =>
+        [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job));
+    // Waits until pred(arg) holds in the page: the jobs table refreshes itself.
+    const tableSettles = async (pred, what, arg) => {
+        try {
+            await page.waitForFunction(pred, arg === undefined ? null : arg, {timeout: 10000, polling: 100});
+        } catch (e) {
+            fail(what + ': the table shows ' + JSON.stringify(await tableIds()));
+        }
+    };
+
     let jobId = null;
-    await check('a job submitted through the form runs, its chart grows live, it succeeds', async () => {
+    await check('a job submitted through the form runs, its chart and its counters grow live, it succeeds', async () => {
         await page.fill('input[name=k]', '5');
         await page.fill('input[name=max_rounds]', '5000');
         await page.fill('input[name=name]', 'browser test');
         await page.click('#submit-job');
         await page.waitForURL(/#\/jobs\/j_[0-9a-f]{16}$/, {timeout: 10000});
         jobId = page.url().split('/').pop();
-        // Sample the state and the points drawn until the job ends.
+        // Sample the state, the points drawn and the counters until the job ends.
         const samples = [];
         const t0 = Date.now();
         for (;;) {
@@ -137,9 +182,11 @@ async function main() {
                 state: (document.querySelector('#job-state [data-state]') || {}).textContent,
                 points: Number((document.getElementById('chart') || {getAttribute: () => 0})
                                .getAttribute('data-points') || 0),
+                round: (document.getElementById('fact-round') || {}).textContent,
+                bits: (document.getElementById('fact-bits') || {}).textContent,
             }));
             samples.push(s);
-            if (['succeeded', 'failed', 'cancelled', 'interrupted'].includes(s.state)) break;
+            if (FINAL.includes(s.state)) break;
             if (Date.now() - t0 > 120000) fail('the job did not end in 120 s: ' + JSON.stringify(s));
             await page.waitForTimeout(100);
         }
@@ -150,21 +197,103 @@ async function main() {
         const first = running[0].points;
         if (!(last.points > first))
             fail(`the chart did not grow from the stream: ${first} points while running, ${last.points} at the end`);
-        console.log(`     ${samples.length} samples; ${first} points drawn when first seen running, ${last.points} at the end`);
+        // The bits counter moves with the chart: as many values as the round counter.
+        const distinct = k => new Set(running.map(s => s[k])).size;
+        if (distinct('round') > 1 && distinct('bits') < distinct('round'))
+            fail(`the bits counter took ${distinct('bits')} values while the round took ${distinct('round')}`);
+        console.log(`     ${samples.length} samples; ${first} points drawn when first seen running, ` +
+                    `${last.points} at the end; ${distinct('round')} rounds and ${distinct('bits')} bit counts seen`);
         // Every row with a positive gap is drawn (501 rows for 5000 rounds).
-        const rows = await page.evaluate(async id => {
-            const r = await fetch(`/v1/jobs/${id}/metrics?limit=10000`, {
-                headers: {Authorization: 'Bearer ' + sessionStorage.getItem('ecopt.token')}});
-            return (await r.json()).rows.filter(m => m.rel_gap > 0).length;
-        }, jobId);
+        const rows = (await call('GET', `/v1/jobs/${jobId}/metrics?limit=10000`)).doc.rows;
         const drawn = Number(await page.locator('#chart').getAttribute('data-points'));
-        if (drawn !== rows) fail(`the chart draws ${drawn} points for ${rows} rows`);
+        if (drawn !== rows.filter(m => m.rel_gap > 0).length)
+            fail(`the chart draws ${drawn} points for ${rows.length} rows`);
         const d = await page.locator('#chart path.curve').getAttribute('d');
         if ((d.match(/L/g) || []).length < 10) fail('the curve has too few segments: ' + d.slice(0, 80));
         await page.locator('#fact-round', {hasText: '5000'}).waitFor();
+        const bitsText = (await page.locator('#fact-bits').textContent()).trim();
+        const want = rows[rows.length - 1].bits_up;
+        const [num, unit] = bitsText.split(' ');
+        const scale = {k: 1e3, M: 1e6, G: 1e9, T: 1e12}[unit] || 1;
+        if (Math.abs(Number(num) * scale - want) > 0.01 * want)
+            fail(`the bits counter says ${bitsText}, the last row ${want}`);
         const params = await page.locator('#params').textContent();
         if (!params.includes('theta1') || !params.includes('step')) fail('no resolved parameters: ' + params);
         await page.screenshot({path: join(shots, 'job.png'), fullPage: true});
+    });
+
+    await check('the chart plots the chosen column against the chosen axis, log or linear, with hover values', async () => {
+        const rows = (await call('GET', `/v1/jobs/${jobId}/metrics?limit=10000`)).doc.rows;
+        await page.selectOption('#y-column', 'grad_norm');
+        await page.locator('#chart[data-y=grad_norm]').waitFor();
+        if (!(await page.locator('#chart .ylabel').textContent()).includes('gradient norm'))
+            fail('the y label is ' + await page.locator('#chart .ylabel').textContent());
+        let drawn = Number(await page.locator('#chart').getAttribute('data-points'));
+        if (drawn !== rows.filter(m => m.grad_norm > 0).length) fail(`grad_norm: ${drawn} points for ${rows.length} rows`);
+        await page.selectOption('#x-axis', 'bits');
+        await page.locator('#chart[data-x=bits_up]').waitFor();
+        if ((await page.locator('#chart .xlabel').textContent()) !== 'bits sent up per worker')
+            fail('the x label is ' + await page.locator('#chart .xlabel').textContent());
+        // A log axis has decade ticks (10 with an exponent), a linear one numbers.
+        if (!(await page.locator('#chart .ytick tspan').count())) fail('no decade ticks on the log scale');
+        await page.selectOption('#y-scale', 'linear');
+        await page.locator('#chart[data-scale=linear]').waitFor();
+        if (await page.locator('#chart .ytick tspan').count()) fail('decade ticks on the linear scale');
+        const ticks = await page.locator('#chart .ytick').allTextContents();
+        if (ticks.length < 3 || ticks.some(t => !isFinite(Number(t)))) fail('linear y ticks: ' + ticks.join(' '));
+        // The choice is in the address, so a reload keeps it.
+        if (!/x=bits/.test(page.url()) || !/y=grad_norm/.test(page.url()) || !/scale=linear/.test(page.url()))
+            fail('the address does not keep the choice: ' + page.url());
+        // Hover: the row nearest the pointer, with its exact value.
+        const box = await page.locator('#chart').boundingBox();
+        await page.mouse.move(box.x + box.width * 0.4, box.y + box.height * 0.5);
+        const hover = page.locator('#chart g.hover');
+        await hover.waitFor({timeout: 5000});
+        const round = Number(await hover.getAttribute('data-round'));
+        const value = Number(await hover.getAttribute('data-value'));
+        const row = rows.find(m => m.round === round);
+        if (!row) fail('the hover names round ' + round + ', which has no row');
+        if (row.grad_norm !== value) fail(`hover at round ${round}: ${value}, the row has ${row.grad_norm}`);
+        const text = await hover.textContent();
+        if (!text.includes('round ' + round) || !text.includes('grad_norm = ')) fail('the hover says ' + text);
+        if (round <= 0 || round >= 5000) fail('the hover at 40% of the width is at round ' + round);
+        await page.screenshot({path: join(shots, 'job-chart.png')});
+        await page.mouse.move(5, 5);
+        await page.locator('#chart g.hover').waitFor({state: 'detached', timeout: 5000});
+        // Back to the defaults for the next cases.
+        await page.selectOption('#y-column', 'rel_gap');
+        await page.selectOption('#x-axis', 'rounds');
+        await page.selectOption('#y-scale', 'log');
+    });
+
+    await check('the downloads: CSV with every row, the service\'s plot and the chart as SVG', async () => {
+        // 12001 rows: more than the API's default page (1000) and the old download's 10000.
+        const r = await call('POST', '/v1/jobs', {dataset: 'heart_scale', algorithm: 'ec-sgd', workers: 2,
+                                                  compressor: {type: 'topk', k: 2}, max_rounds: 12000,
+                                                  eval_every: 1, target: 1e-30});
+        if (r.status !== 201) fail('submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+        const id = r.doc.id;
+        await waitJobs([id]);
+        await page.goto(base + '/#/jobs/' + id);
+        await page.locator('#job-state [data-state=succeeded]').waitFor({timeout: 10000});
+        // An unnamed job: no "null" anywhere on its page.
+        const body = await page.locator('main').innerText();
+        if (/\bnull\b/.test(body)) fail('the page of an unnamed job says null: ' +
+                                        body.slice(Math.max(0, body.indexOf('null') - 60), body.indexOf('null') + 20));
+        const csv = await download('#download-csv');
+        const lines = csv.text.trimEnd().split('\n');
+        if (!lines[0].startsWith('round,bits_up,')) fail('CSV header: ' + lines[0]);
+        if (lines.length !== 12002) fail(`the CSV has ${lines.length - 1} rows, the job 12001`);
+        if (!lines[12001].startsWith('12000,')) fail('the last CSV row: ' + lines[12001]);
+        if (csv.name !== id + '.csv') fail('CSV file name ' + csv.name);
+        const plot = await download('#download-svg');
+        if (!plot.text.includes('<svg') || (plot.text.match(/<g class="series"/g) || []).length !== 1)
+            fail('the plot download is not the job\'s plot: ' + plot.text.slice(0, 120));
+        const chart = await download('#chart-svg');
+        if (!chart.text.startsWith('<?xml') || !chart.text.includes('xmlns="http://www.w3.org/2000/svg"') ||
+            !chart.text.includes('class="curve"') || chart.text.includes('class="hover"'))
+            fail('the chart download: ' + chart.text.slice(0, 200));
+        console.log(`     CSV ${lines.length - 1} rows, plot ${plot.text.length} bytes, chart ${chart.text.length} bytes`);
     });
 
     await check('the jobs table shows the final state and gap', async () => {
@@ -178,10 +307,10 @@ async function main() {
         const text = await row.textContent();
         for (const want of ['eclk', 'topk k=5', 'mushrooms', 'browser test'])
             if (!text.includes(want)) fail(`row lacks ${want}: ${text}`);
-        await page.screenshot({path: join(shots, 'jobs.png')});
     });
 
-    await check('an experiment compares its jobs with the server\'s plot', async () => {
+    let experimentId = null;
+    await check('an experiment compares its jobs: the table and the overlaid curves', async () => {
         await page.click('#nav-submit');
         const spec = {name: 'eclk vs ec-gd vs ef21',
                       base: {dataset: 'mushrooms', workers: 10, lambda2_rel: 1e-3, max_rounds: 1500,
@@ -190,6 +319,7 @@ async function main() {
         await page.fill('#experiment-spec', JSON.stringify(spec, null, 2));
         await page.click('#experiment-form button[type=submit]');
         await page.waitForURL(/#\/experiments\/x_[0-9a-f]{16}$/, {timeout: 10000});
+        experimentId = page.url().split('/').pop();
         await page.waitForFunction(() => {
             const rows = [...document.querySelectorAll('#comparison tbody tr')];
             return rows.length === 3 && rows.every(r => {
@@ -197,28 +327,207 @@ async function main() {
                 return s && ['succeeded', 'failed', 'cancelled'].includes(s.dataset.state);
             });
         }, null, {timeout: 120000});
-        // The plot is reloaded after the last refresh: wait for it to be drawn.
-        await page.waitForFunction(() => {
-            const img = document.getElementById('experiment-plot');
-            return img && img.complete && img.naturalWidth > 0;
-        }, null, {timeout: 10000});
-        const svg = await page.evaluate(async () => {
-            const id = location.hash.split('/').pop();
-            const r = await fetch(`/v1/experiments/${id}/plot.svg`, {
-                headers: {Authorization: 'Bearer ' + sessionStorage.getItem('ecopt.token')}});
-            return r.text();
-        });
-        const curves = (svg.match(/<g class="series"/g) || []).length;
-        if (curves !== 3) fail(`the experiment plot has ${curves} curves`);
+        const x = (await call('GET', '/v1/experiments/' + experimentId)).doc;
+        // The curves are drawn after the last refresh: one per job, all of their rows.
+        await page.waitForFunction(n => {
+            const c = document.getElementById('compare-chart');
+            return c && c.getAttribute('data-series') === '3' && Number(c.getAttribute('data-points')) >= n;
+        }, 3, {timeout: 10000});
+        const paths = await page.locator('#compare-chart path.curve').evaluateAll(ps => ps.map(p => p.getAttribute('d')));
+        if (paths.length !== 3 || paths.some(d => (d.match(/L/g) || []).length < 5))
+            fail('the experiment\'s curves: ' + paths.map(d => d.slice(0, 40)).join(' | '));
+        const eclk = x.comparison.find(c => c.algorithm === 'eclk');
+        const row = page.locator(`#comparison tr[data-job="${eclk.job}"]`);
+        const cells = await row.locator('td.num').allTextContents();
+        if (eclk.reached && cells[0] !== String(eclk.rounds_to_target))
+            fail(`rounds to target ${cells[0]}, the API ${eclk.rounds_to_target}`);
+        const plot = await download('#download-svg');
+        if ((plot.text.match(/<g class="series"/g) || []).length !== 3) fail('the experiment plot download lacks curves');
         await page.waitForTimeout(300);
         await page.screenshot({path: join(shots, 'experiment.png'), fullPage: true});
     });
 
-    await check('the jobs table lists the experiment\'s jobs too', async () => {
+    await check('the experiments page lists the experiment with its jobs', async () => {
+        await page.click('#nav-experiments');
+        const row = page.locator(`#experiments tr[data-experiment="${experimentId}"]`);
+        await row.waitFor({timeout: 10000});
+        if ((await row.locator('td.jobs').textContent()) !== '3') fail('jobs: ' + await row.locator('td.jobs').textContent());
+        if (!(await row.textContent()).includes('eclk vs ec-gd vs ef21')) fail('row: ' + await row.textContent());
+        await page.screenshot({path: join(shots, 'experiments.png')});
+        await row.locator('a').click();
+        await page.waitForURL(new RegExp('#/experiments/' + experimentId + '$'));
+        await page.locator('#comparison tbody tr').nth(2).waitFor({timeout: 10000});
+    });
+
+    // Jobs of several algorithms, datasets, labels and names for the table.
+    const seeded = [];
+    await check('the jobs table filters by state, algorithm, dataset, label and name', async () => {
+        const algos = ['gd', 'ec-gd', 'ef21'];
+        for (let i = 0; i < 9; i++) {
+            const r = await call('POST', '/v1/jobs', {dataset: i % 3 === 2 ? 'a1a' : 'heart_scale',
+                                                      algorithm: algos[i % 3], workers: 2, max_rounds: 60 + 10 * i,
+                                                      compressor: {type: 'topk', k: 3}, target: 1e-4,
+                                                      name: 'seed ' + i + (i % 2 ? ' odd' : ' even'),
+                                                      labels: {team: i < 4 ? 'red' : 'blue'}});
+            if (r.status !== 201) fail('seed submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+            seeded.push(r.doc);
+        }
+        await waitJobs(seeded.map(j => j.id));
+        const all = (await call('GET', '/v1/jobs?limit=500')).doc.jobs;
+        const expect = async (what, pred) => {
+            const want = all.filter(pred).map(j => j.id);
+            await tableSettles(w => {
+                const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
+                return got.length === w.length && w.every(id => got.includes(id));
+            }, what, want);
+        };
         await page.click('#nav-jobs');
-        await page.waitForFunction(() => document.querySelectorAll('#jobs tr[data-state=succeeded]').length === 4,
-                                   null, {timeout: 10000});
+        await page.locator('#jobs tbody tr[data-job]').first().waitFor();
+        await page.selectOption('#algorithm-filter', 'ef21');
+        await expect('algorithm ef21', j => j.algorithm === 'ef21');
+        if (!urls.some(u => /\/v1\/jobs\?.*algorithm=ef21/.test(u))) fail('no request with algorithm=ef21');
+        await page.selectOption('#algorithm-filter', '');
+        await page.selectOption('#dataset-filter', 'a1a');
+        await expect('dataset a1a', j => j.dataset === 'a1a');
+        await page.selectOption('#dataset-filter', '');
+        await page.fill('#label-filter', 'team=red');
+        await page.press('#label-filter', 'Enter');
+        await expect('label team=red', j => j.labels && j.labels.team === 'red');
+        await page.fill('#name-filter', 'ODD');
+        await page.press('#name-filter', 'Enter');
+        await expect('label team=red and a name like odd', j => j.labels && j.labels.team === 'red' &&
+                     /odd/.test(j.name));
+        if (!/label=team%3Dred|label=team=red/.test(page.url()) || !/name=ODD/.test(page.url()))
+            fail('the address does not keep the filters: ' + page.url());
+        await page.screenshot({path: join(shots, 'jobs-filtered.png')});
+        await page.click('#clear-filters');
+        await page.selectOption('#state-filter', 'succeeded');
+        await expect('state succeeded', j => j.state === 'succeeded');
+        await page.click('#clear-filters');
+        await expect('no filter', () => true);
+    });
+
+    await check('the jobs table sorts by a column, both ways', async () => {
+        const gaps = () => page.evaluate(() =>
+            [...document.querySelectorAll('#jobs tbody tr[data-job] td.gap')].map(td => Number(td.textContent)));
+        await page.click('#jobs th[data-sort=gap]');
+        await page.locator('#jobs th[data-sort=gap][aria-sort=ascending]').waitFor();
+        await page.waitForFunction(() => /sorted by gap/.test(document.getElementById('jobs-status').textContent));
+        // A job without a gap ('–') comes last either way.
+        const inOrder = (g, up) => g.every((v, i) => !i || isNaN(v) || (isNaN(g[i - 1]) ? false : up ? v >= g[i - 1] : v <= g[i - 1]));
+        let g = await gaps();
+        if (g.length < 10 || !inOrder(g, true)) fail('not ascending: ' + g.join(' '));
+        await page.click('#jobs th[data-sort=gap]');
+        await page.locator('#jobs th[data-sort=gap][aria-sort=descending]').waitFor();
+        await page.waitForFunction(() => {
+            const v = [...document.querySelectorAll('#jobs tbody tr[data-job] td.gap')].map(td => Number(td.textContent));
+            return v.length > 1 && v[0] >= v[1];
+        });
+        g = await gaps();
+        if (!inOrder(g, false)) fail('not descending: ' + g.join(' '));
+        await page.click('#jobs th[data-sort=dataset]');
+        await page.locator('#jobs th[data-sort=dataset][aria-sort=ascending]').waitFor();
+        await page.waitForFunction(() => /sorted by dataset/.test(document.getElementById('jobs-status').textContent));
+        const ds = await page.evaluate(() =>
+            [...document.querySelectorAll('#jobs tbody tr[data-job] td:nth-child(6)')].map(td => td.textContent));
+        if (ds.some((v, i) => i && v < ds[i - 1])) fail('datasets not in order: ' + ds.join(' '));
         await page.screenshot({path: join(shots, 'jobs.png')});
+        // Back to the service's order, newest first.
+        await page.click('#jobs th[data-sort=created]');
+        await page.locator('#jobs th[data-sort=created][aria-sort=descending]').waitFor();
+    });
+
+    await check('the jobs table pages through next_cursor', async () => {
+        const all = (await call('GET', '/v1/jobs?limit=500')).doc.jobs.map(j => j.id);
+        if (all.length <= 10) fail('only ' + all.length + ' jobs');
+        await page.selectOption('#page-size', '10');
+        await tableSettles(w => {
+            const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
+            return got.length === 10 && got.every((id, i) => id === w[i]);
+        }, 'the first page of 10', all.slice(0, 10));
+        const before = urls.length;
+        await page.click('#page-next');
+        await tableSettles(w => {
+            const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
+            return got.length === w.length && got.every((id, i) => id === w[i]);
+        }, 'the second page', all.slice(10, 20));
+        if (!urls.slice(before).some(u => /\/v1\/jobs\?limit=10&cursor=/.test(u))) fail('no request with the cursor');
+        if (!(await page.locator('#page-info').textContent()).includes('page 2')) fail('not on page 2');
+        // Select jobs on two pages; the selection survives paging.
+        const pick = async id => page.locator(`#jobs input.pick[data-job="${id}"]`).check();
+        const gd = seeded.filter(j => j.dataset === 'heart_scale');
+        await pick((await tableIds())[0]);
+        await page.click('#page-prev');
+        await tableSettles(w => {
+            const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
+            return got.length === 10 && got.every((id, i) => id === w[i]);
+        }, 'back to the first page', all.slice(0, 10));
+        const first = new Set(await tableIds());
+        for (const j of gd.filter(j => first.has(j.id)).slice(0, 2)) await pick(j.id);
+        const sel = await page.evaluate(() => JSON.parse(sessionStorage.getItem('ecopt.selected')));
+        if (sel.length !== 3) fail('selected: ' + JSON.stringify(sel));
+        await page.locator('#selection', {hasText: '3 selected'}).waitFor();
+        await page.selectOption('#page-size', '50');
+    });
+
+    await check('the selected jobs are compared: the table and the overlaid curves, with hover', async () => {
+        const sel = await page.evaluate(() => JSON.parse(sessionStorage.getItem('ecopt.selected')));
+        await page.click('#compare-selected');
+        await page.waitForURL(/#\/compare\?jobs=/);
+        if (!page.url().includes('jobs=' + sel.join(','))) fail('compare address ' + page.url());
+        await page.locator('#comparison tbody tr').nth(2).waitFor({timeout: 10000});
+        const cmp = (await call('GET', '/v1/compare?jobs=' + sel.join(','))).doc;
+        if (cmp.comparison.length !== 3) fail('the API compares ' + cmp.comparison.length);
+        await page.waitForFunction(() => {
+            const c = document.getElementById('compare-chart');
+            return c && c.getAttribute('data-series') === '3' &&
+                [...c.querySelectorAll('path.curve')].every(p => (p.getAttribute('d').match(/L/g) || []).length >= 3);
+        }, null, {timeout: 10000});
+        for (const c of cmp.comparison) {
+            const row = page.locator(`#comparison tr[data-job="${c.job}"]`);
+            const cells = await row.locator('td.num').allTextContents();
+            if (cells[0] !== (c.rounds_to_target === null ? '–' : String(c.rounds_to_target)))
+                fail(`${c.job}: rounds to target ${cells[0]}, the API ${c.rounds_to_target}`);
+            if ((await row.locator('td.reached').textContent()) !== (c.reached ? 'yes' : 'no')) fail('reached');
+        }
+        await page.selectOption('#x-axis', 'seconds');
+        await page.locator('#compare-chart[data-x=seconds]').waitFor();
+        await page.selectOption('#x-axis', 'rounds');
+        await page.locator('#compare-chart[data-x=round]').waitFor();
+        const box = await page.locator('#compare-chart').boundingBox();
+        await page.mouse.move(box.x + box.width * 0.25, box.y + box.height * 0.5);
+        await page.locator('#compare-chart g.hover').waitFor({timeout: 5000});
+        const circles = await page.locator('#compare-chart g.hover circle').count();
+        if (circles !== 3) fail('the hover marks ' + circles + ' curves');
+        const plot = await download('#download-svg');
+        if ((plot.text.match(/<g class="series"/g) || []).length !== 3)
+            fail('the compare plot download: ' + plot.text.slice(0, 120));
+        await page.screenshot({path: join(shots, 'compare.png'), fullPage: true});
+        await page.mouse.move(5, 5);
+    });
+
+    await check('the datasets page lists the data directory', async () => {
+        await page.click('#nav-datasets');
+        const row = page.locator('#datasets tr[data-dataset=mushrooms]');
+        await row.waitFor({timeout: 10000});
+        if ((await row.locator('td.rows').textContent()) !== '8124') fail('mushrooms rows ' + await row.locator('td.rows').textContent());
+        if ((await row.locator('td.d').textContent()) !== '112') fail('mushrooms d ' + await row.locator('td.d').textContent());
+        const api = (await call('GET', '/v1/datasets')).doc.datasets;
+        const shown = await page.locator('#datasets tbody tr[data-dataset]').count();
+        if (shown !== api.length) fail(`${shown} rows for ${api.length} datasets`);
+        for (const d of api.filter(d => d.error)) {
+            const err = await page.locator(`#datasets tr[data-dataset="${d.name}"] .dataset-error`).textContent();
+            if (err !== d.error) fail(`${d.name}: ${err}`);
+        }
+        await page.screenshot({path: join(shots, 'datasets.png'), fullPage: true});
+        await row.locator('a', {hasText: 'jobs'}).click();
+        await page.waitForURL(/#\/\?dataset=mushrooms$/);
+        if ((await page.locator('#dataset-filter').inputValue()) !== 'mushrooms') fail('the dataset filter is not set');
+        const all = (await call('GET', '/v1/jobs?dataset=mushrooms&limit=500')).doc.jobs.map(j => j.id);
+        await tableSettles(w => {
+            const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
+            return got.length === w.length && w.every(id => got.includes(id));
+        }, 'the jobs of mushrooms', all);
     });
 
     await check('no script error, and the token never went into a URL', async () => {
