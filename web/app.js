@@ -15,6 +15,8 @@
     const FINAL = ['succeeded', 'failed', 'cancelled', 'interrupted'];
     const ALGORITHMS = ['eclk', 'lkatyusha', 'ec-sgd', 'ec-gd', 'ec-lsvrg', 'ec-sgd-diana',
                         'ec-gd-diana', 'ef21', 'gd', 'sgd'];
+    const STOP_REASONS = ['target_reached', 'max_rounds', 'max_seconds', 'diverged', 'cancelled',
+                          'worker_failed', 'start_failed', 'coordinator_died', 'interrupted', 'failed'];
     const COMPRESSORS = ['topk', 'randk', 'randk-unbiased', 'dither', 'none'];
     /* The metric columns, as the rows and the CSV name them. */
     const COLUMNS = {
@@ -635,6 +637,7 @@
         const view = {
             state: q.get('state') || '', algorithm: q.get('algorithm') || '',
             dataset: q.get('dataset') || '', label: q.get('label') || '', name: q.get('name') || '',
+            stop_reason: STOP_REASONS.indexOf(q.get('stop_reason')) >= 0 ? q.get('stop_reason') : '',
             sort: JOB_SORTS[q.get('sort')] ? q.get('sort') : 'created',
             dir: q.get('dir') === 'asc' ? 'asc' : q.get('dir') === 'desc' ? 'desc' : '',
             limit: [10, 25, 50, 100, 500].indexOf(Number(q.get('limit'))) >= 0 ? Number(q.get('limit')) : 50,
@@ -649,6 +652,8 @@
         const opt = (v, t) => el('option', {value: v, text: t});
         const fState = el('select', {id: 'state-filter', 'aria-label': 'state'}, opt('', 'all states'),
                           ...['queued', 'running'].concat(FINAL).map(s => opt(s, s)));
+        const fStop = el('select', {id: 'stop-filter', 'aria-label': 'stop reason'}, opt('', 'any stop reason'),
+                         ...STOP_REASONS.map(s => opt(s, s.replace(/_/g, ' '))));
         const fAlgo = el('select', {id: 'algorithm-filter', 'aria-label': 'algorithm'},
                          opt('', 'all algorithms'), ...ALGORITHMS.map(a => opt(a, a)));
         const fData = el('select', {id: 'dataset-filter', 'aria-label': 'dataset'}, opt('', 'all datasets'));
@@ -659,7 +664,7 @@
                                    'aria-label': 'name', type: 'search'});
         const fLimit = el('select', {id: 'page-size', 'aria-label': 'jobs per page'},
                           ...[10, 25, 50, 100, 500].map(n => opt(String(n), n + ' per page')));
-        fState.value = view.state; fAlgo.value = view.algorithm; fData.value = view.dataset;
+        fState.value = view.state; fStop.value = view.stop_reason; fAlgo.value = view.algorithm; fData.value = view.dataset;
         fLabel.value = view.label; fName.value = view.name; fLimit.value = String(view.limit);
         const clear = el('button', {class: 'secondary', id: 'clear-filters', type: 'button', text: 'Clear'});
         const status = el('span', {class: 'muted', id: 'jobs-status'});
@@ -687,7 +692,7 @@
         };
         main.append(
             el('h1', {text: 'Jobs'}),
-            el('div', {class: 'toolbar', id: 'filters'}, fState, fAlgo, fData, fLabel, fName, fLimit, clear,
+            el('div', {class: 'toolbar', id: 'filters'}, fState, fStop, fAlgo, fData, fLabel, fName, fLimit, clear,
                el('span', {class: 'grow'}),
                el('a', {href: '#/submit'}, el('button', {type: 'button', text: 'New job'}))),
             el('div', {class: 'toolbar'}, status, el('span', {class: 'grow'}), selInfo, compare, unselect),
@@ -721,7 +726,7 @@
         }
 
         function keepQuery() {
-            setQuery({state: view.state, algorithm: view.algorithm, dataset: view.dataset, label: view.label,
+            setQuery({state: view.state, stop_reason: view.stop_reason, algorithm: view.algorithm, dataset: view.dataset, label: view.label,
                       name: view.name, sort: view.sort === 'created' ? '' : view.sort,
                       dir: view.sort === 'created' && view.dir === 'desc' ? '' : view.dir,
                       limit: view.limit === 50 ? '' : String(view.limit)});
@@ -729,7 +734,7 @@
 
         function filterQuery() {
             let s = '';
-            for (const k of ['state', 'algorithm', 'dataset', 'label'])
+            for (const k of ['state', 'stop_reason', 'algorithm', 'dataset', 'label'])
                 if (view[k]) s += '&' + k + '=' + encodeURIComponent(view[k]);
             return s;
         }
@@ -858,6 +863,7 @@
         });
         const set = (k, v) => { if (view[k] !== v) { view[k] = v; reset(); } };
         fState.addEventListener('change', () => set('state', fState.value));
+        fStop.addEventListener('change', () => set('stop_reason', fStop.value));
         fAlgo.addEventListener('change', () => set('algorithm', fAlgo.value));
         fData.addEventListener('change', () => set('dataset', fData.value));
         fLimit.addEventListener('change', () => set('limit', Number(fLimit.value)));
@@ -872,7 +878,7 @@
             });
         }
         clear.addEventListener('click', () => {
-            for (const [input, key] of [[fState, 'state'], [fAlgo, 'algorithm'], [fData, 'dataset'],
+            for (const [input, key] of [[fState, 'state'], [fStop, 'stop_reason'], [fAlgo, 'algorithm'], [fData, 'dataset'],
                                         [fLabel, 'label'], [fName, 'name']]) {
                 input.value = '';
                 view[key] = '';

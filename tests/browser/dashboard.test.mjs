@@ -359,10 +359,10 @@ async function main() {
         await page.locator('#comparison tbody tr').nth(2).waitFor({timeout: 10000});
     });
 
-    // Jobs of several algorithms, datasets, labels and names for the table.
+    // Jobs of several algorithms, datasets, labels, names and stop reasons for the table.
     const seeded = [];
-    await check('the jobs table filters by state, algorithm, dataset, label and name', async () => {
-        const algos = ['gd', 'ec-gd', 'ef21'];
+    await check('the jobs table filters by state, stop reason, algorithm, dataset, label and name', async () => {
+        const algos = ['eclk', 'ec-gd', 'ef21'];
         for (let i = 0; i < 9; i++) {
             const r = await call('POST', '/v1/jobs', {dataset: i % 3 === 2 ? 'a1a' : 'heart_scale',
                                                       algorithm: algos[i % 3], workers: 2, max_rounds: 60 + 10 * i,
@@ -403,6 +403,11 @@ async function main() {
         await page.click('#clear-filters');
         await page.selectOption('#state-filter', 'succeeded');
         await expect('state succeeded', j => j.state === 'succeeded');
+        await page.selectOption('#state-filter', '');
+        await page.selectOption('#stop-filter', 'target_reached');
+        await expect('stop reason target_reached', j => j.stop_reason === 'target_reached');
+        if (!(await page.locator('#jobs tbody .stop-reason[data-stop=target_reached]').count()))
+            fail('no row shows its stop reason');
         await page.click('#clear-filters');
         await expect('no filter', () => true);
     });
