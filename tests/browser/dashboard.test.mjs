@@ -460,15 +460,22 @@ async function main() {
         if (!(await page.locator('#page-info').textContent()).includes('page 2')) fail('not on page 2');
         // Select jobs on two pages; the selection survives paging.
         const pick = async id => page.locator(`#jobs input.pick[data-job="${id}"]`).check();
-        const gd = seeded.filter(j => j.dataset === 'heart_scale');
-        await pick((await tableIds())[0]);
+        // The first job, the experiment's eclk (both here) and its ef21 (on the first page).
+        const xjobs = (await call('GET', '/v1/experiments/' + experimentId)).doc.comparison;
+        const byAlgo = a => xjobs.find(c => c.algorithm === a).job;
+        const second = await tableIds();
+        for (const id of [jobId, byAlgo('eclk')]) {
+            if (!second.includes(id)) fail(id + ' is not on the second page: ' + second.join(' '));
+            await pick(id);
+        }
         await page.click('#page-prev');
         await tableSettles(w => {
             const got = [...document.querySelectorAll('#jobs tbody tr[data-job]')].map(r => r.dataset.job);
             return got.length === 10 && got.every((id, i) => id === w[i]);
         }, 'back to the first page', all.slice(0, 10));
         const first = new Set(await tableIds());
-        for (const j of gd.filter(j => first.has(j.id)).slice(0, 2)) await pick(j.id);
+        if (!first.has(byAlgo('ef21'))) fail('the experiment\'s ef21 is not on the first page');
+        await pick(byAlgo('ef21'));
         const sel = await page.evaluate(() => JSON.parse(sessionStorage.getItem('ecopt.selected')));
         if (sel.length !== 3) fail('selected: ' + JSON.stringify(sel));
         await page.locator('#selection', {hasText: '3 selected'}).waitFor();
@@ -499,14 +506,17 @@ async function main() {
         await page.locator('#compare-chart[data-x=seconds]').waitFor();
         await page.selectOption('#x-axis', 'rounds');
         await page.locator('#compare-chart[data-x=round]').waitFor();
-        const box = await page.locator('#compare-chart').boundingBox();
-        await page.mouse.move(box.x + box.width * 0.25, box.y + box.height * 0.5);
-        await page.locator('#compare-chart g.hover').waitFor({timeout: 5000});
-        const circles = await page.locator('#compare-chart g.hover circle').count();
-        if (circles !== 3) fail('the hover marks ' + circles + ' curves');
         const plot = await download('#download-svg');
         if ((plot.text.match(/<g class="series"/g) || []).length !== 3)
             fail('the compare plot download: ' + plot.text.slice(0, 120));
+        // At 20% of the width every curve has a row: the hover marks the three.
+        const box = await page.locator('#compare-chart').boundingBox();
+        await page.mouse.move(box.x + box.width * 0.2, box.y + box.height * 0.5);
+        await page.locator('#compare-chart g.hover').waitFor({timeout: 5000});
+        const circles = await page.locator('#compare-chart g.hover circle').count();
+        if (circles !== 3) fail('the hover marks ' + circles + ' curves');
+        const lines = await page.locator('#compare-chart g.hover text').allTextContents();
+        if (lines.length !== 4 || !/^round \d+$/.test(lines[0])) fail('the hover says ' + lines.join(' | '));
         await page.screenshot({path: join(shots, 'compare.png'), fullPage: true});
         await page.mouse.move(5, 5);
     });
