@@ -1169,8 +1169,9 @@
                              x => '/v1/compare/plot.svg?jobs=' + list + '&x=' + x, 'compare');
     }
 
-    async function pageExperiments(main) {
-        const limit = 25;
+    async function pageExperiments(main, q) {
+        const asked = Number(q.get('limit'));
+        const limit = Number.isInteger(asked) && asked >= 1 && asked <= 500 ? asked : 25;
         let cursors = [null], pageNo = 0, nextCursor = null;
         const tbody = el('tbody');
         const status = el('span', {class: 'muted', id: 'experiments-status'});

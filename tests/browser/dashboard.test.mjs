@@ -521,6 +521,27 @@ async function main() {
         await page.mouse.move(5, 5);
     });
 
+    await check('the experiments page pages through next_cursor', async () => {
+        const r = await call('POST', '/v1/experiments', {name: 'small',
+            base: {dataset: 'heart_scale', workers: 2, max_rounds: 50, compressor: {type: 'topk', k: 3}},
+            variants: [{algorithm: 'eclk'}, {algorithm: 'ec-gd'}]});
+        if (r.status !== 201) fail('experiment submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+        await page.goto(base + '/#/experiments?limit=1');
+        const shown = () => page.evaluate(() =>
+            [...document.querySelectorAll('#experiments tr[data-experiment]')].map(t => t.dataset.experiment));
+        await page.locator(`#experiments tr[data-experiment="${r.doc.id}"]`).waitFor({timeout: 10000});
+        if ((await shown()).length !== 1) fail('page 1 shows ' + (await shown()).join(' '));
+        const before = urls.length;
+        await page.click('#page-next');
+        await page.locator(`#experiments tr[data-experiment="${experimentId}"]`).waitFor({timeout: 10000});
+        if ((await shown()).length !== 1) fail('page 2 shows ' + (await shown()).join(' '));
+        if (!urls.slice(before).some(u => /\/v1\/experiments\?limit=1&cursor=/.test(u))) fail('no request with the cursor');
+        if (!(await page.locator('#page-next').isDisabled())) fail('a third page is offered');
+        await page.click('#page-prev');
+        await page.locator(`#experiments tr[data-experiment="${r.doc.id}"]`).waitFor({timeout: 10000});
+        await waitJobs(r.doc.jobs.map(j => j.id));
+    });
+
     await check('the datasets page lists the data directory', async () => {
         await page.click('#nav-datasets');
         const row = page.locator('#datasets tr[data-dataset=mushrooms]');
