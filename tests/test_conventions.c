@@ -307,6 +307,48 @@ START_TEST(test_experiments_list_and_compare)
 }
 END_TEST
 
+START_TEST(test_unknown_query)
+{
+    struct server s;
+    char id[32], path[256];
+    struct reply r;
+    static const struct {
+        const char *path, *param;
+    } cases[] = {
+        {"/v1/jobs?stat=running", "stat"},          /* a misspelt filter */
+        {"/v1/jobs?limit=5&page=2", "page"},
+        {"/v1/experiments?state=running", "state"},
+        {"/v1/datasets?verbose=1", "verbose"},
+        {"/livez?x=1", "x"},
+    };
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = req(&s, "GET", cases[i].path, ALICE, NULL, NULL);
+        ck_assert_msg(r.status == 400, "%s: %ld %s", cases[i].path, r.status, r.body);
+        ck_assert_str_eq(r.content_type, "application/problem+json");
+        snprintf(path, sizeof path, "\"parameter\":\"%s\"", cases[i].param);
+        ck_assert_msg(strstr(r.body, path), "%s: %s", cases[i].path, r.body);
+        ck_assert_msg(strstr(r.body, "unknown query parameter"), "%s", r.body);
+        free(r.body);
+    }
+    /* The parameters a route takes still work, and a format it does not
+       know is refused rather than answered as JSON. */
+    job_create(&s, ALICE, budget_job, id);
+    json_decref(job_wait(&s, ALICE, id, "final", 60));
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?format=xml", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_msg(strstr(r.body, "format must be json or csv"), "%s", r.body);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?format=json&limit=5&every=2", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conventions");
@@ -318,6 +360,7 @@ int main(void)
     tcase_add_test(tc, test_csv_every_row);
     tcase_add_test(tc, test_sse_last_event_id);
     tcase_add_test(tc, test_experiments_list_and_compare);
+    tcase_add_test(tc, test_unknown_query);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

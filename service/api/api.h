@@ -34,6 +34,8 @@ struct api_route {
     api_handler_fn handler;
     unsigned flags;             /* HTTP_JSON_BODY, HTTP_STREAM_BODY */
     int auth;                   /* API_TOKEN, API_PUBLIC or API_METRICS */
+    const char *query;          /* the query parameters it takes, comma-
+                                   separated; NULL: none. Others are 400 */
 };
 
 /* The route table: the service's whole surface (api/openapi.yaml). */

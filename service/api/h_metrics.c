@@ -253,12 +253,17 @@ static void longpoll_fill(struct http_resp *rs, void *arg)
 int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
+    const char *format;
     struct store_job job = {0};
     struct store_err e = {0};
     struct metrics_cursor c;
     struct query_problem qp;
     int finished, rc;
 
+    if ((format = http_query(rq, "format")) && strcmp(format, "json") != 0 &&
+        strcmp(format, "csv") != 0)
+        return http_reply_problem(rs, 400, NULL, "format must be json or csv",
+                                  json_pack("{s:s}", "parameter", "format"));
     if (metrics_cursor_parse(rq, &c, &qp) < 0) {
         api_reply_query(rs, &qp);
         return 0;

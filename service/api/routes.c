@@ -12,29 +12,32 @@
 #include <strings.h>
 
 const struct api_route api_routes[] = {
-    {"GET", "/livez", h_livez, 0, API_PUBLIC},
-    {"GET", "/readyz", h_readyz, 0, API_PUBLIC},
-    {"GET", "/metrics", h_prometheus, 0, API_METRICS},
-    {"GET", "/openapi.yaml", h_openapi, 0, API_PUBLIC},
-    {"GET", "/", h_ui_index, 0, API_PUBLIC},
-    {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC},
-    {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY, API_TOKEN},
-    {"GET", "/v1/jobs", h_jobs_list, 0, API_TOKEN},
-    {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN},
-    {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN},
-    {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0, API_TOKEN},
-    {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0, API_TOKEN},
-    {"GET", "/v1/jobs/{id}/events", h_job_events, 0, API_TOKEN},
-    {"GET", "/v1/jobs/{id}/plot.svg", h_job_plot, 0, API_TOKEN},
-    {"POST", "/v1/experiments", h_experiments_create, HTTP_JSON_BODY, API_TOKEN},
-    {"GET", "/v1/experiments", h_experiments_list, 0, API_TOKEN},
-    {"GET", "/v1/experiments/{id}", h_experiment_get, 0, API_TOKEN},
-    {"GET", "/v1/experiments/{id}/plot.svg", h_experiment_plot, 0, API_TOKEN},
-    {"GET", "/v1/compare", h_compare, 0, API_TOKEN},
-    {"GET", "/v1/compare/plot.svg", h_compare_plot, 0, API_TOKEN},
-    {"GET", "/v1/datasets", h_datasets_list, 0, API_TOKEN},
-    {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN},
-    {"GET", "/v1/datasets/{name}", h_dataset_get, 0, API_TOKEN},
+    {"GET", "/livez", h_livez, 0, API_PUBLIC, NULL},
+    {"GET", "/readyz", h_readyz, 0, API_PUBLIC, NULL},
+    {"GET", "/metrics", h_prometheus, 0, API_METRICS, NULL},
+    {"GET", "/openapi.yaml", h_openapi, 0, API_PUBLIC, NULL},
+    {"GET", "/", h_ui_index, 0, API_PUBLIC, NULL},
+    {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC, NULL},
+    {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY, API_TOKEN, NULL},
+    {"GET", "/v1/jobs", h_jobs_list, 0, API_TOKEN,
+      "state,algorithm,dataset,label,stop_reason,cursor,limit"},
+    {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN, NULL},
+    {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN, NULL},
+    {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0, API_TOKEN, NULL},
+    {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0, API_TOKEN,
+      "after,limit,every,max_points,wait,format"},
+    {"GET", "/v1/jobs/{id}/events", h_job_events, 0, API_TOKEN, "after"},
+    {"GET", "/v1/jobs/{id}/plot.svg", h_job_plot, 0, API_TOKEN, "x,max_points"},
+    {"POST", "/v1/experiments", h_experiments_create, HTTP_JSON_BODY, API_TOKEN, NULL},
+    {"GET", "/v1/experiments", h_experiments_list, 0, API_TOKEN, "cursor,limit"},
+    {"GET", "/v1/experiments/{id}", h_experiment_get, 0, API_TOKEN, NULL},
+    {"GET", "/v1/experiments/{id}/plot.svg", h_experiment_plot, 0, API_TOKEN,
+      "x,max_points"},
+    {"GET", "/v1/compare", h_compare, 0, API_TOKEN, "jobs"},
+    {"GET", "/v1/compare/plot.svg", h_compare_plot, 0, API_TOKEN, "jobs,x,max_points"},
+    {"GET", "/v1/datasets", h_datasets_list, 0, API_TOKEN, NULL},
+    {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN, "name,replace"},
+    {"GET", "/v1/datasets/{name}", h_dataset_get, 0, API_TOKEN, NULL},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 
@@ -95,6 +98,41 @@ static const struct api_route *route_of(const struct http_req *rq)
     return NULL;
 }
 
+/* 1 when name is one of the comma-separated list (NULL: none). */
+static int query_allowed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* A query parameter the route does not take is a 400 naming it, not a
+   silent no-op (a misspelt filter would otherwise list everything). */
+static int reply_unknown_query(struct http_resp *rs, const struct api_route *r,
+                               const char *name)
+{
+    char detail[400];
+
+    if (r->query)
+        snprintf(detail, sizeof detail,
+                 "unknown query parameter '%.64s': %s %s takes %s", name, r->method,
+                 r->pattern, r->query);
+    else
+        snprintf(detail, sizeof detail,
+                 "unknown query parameter '%.64s': %s %s takes none", name, r->method,
+                 r->pattern);
+    return http_reply_problem(rs, 400, NULL, detail,
+                              json_pack("{s:s}", "parameter", name));
+}
+
 static int dispatch(struct http_req *rq, struct http_resp *rs)
 {
     const struct api_route *r = route_of(rq);
@@ -108,6 +146,9 @@ static int dispatch(struct http_req *rq, struct http_resp *rs)
          (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public)) &&
         !(who = authenticate(rq, rs)))
         return 0;
+    for (size_t i = 0; i < rq->nquery; i++)
+        if (!query_allowed(r->query, rq->query[i].key))
+            return reply_unknown_query(rs, r, rq->query[i].key);
     return r->handler(rq, rs, who);
 }
 
