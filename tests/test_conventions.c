@@ -349,6 +349,50 @@ START_TEST(test_unknown_query)
 }
 END_TEST
 
+START_TEST(test_problem_types)
+{
+    struct server s;
+    struct reply r;
+    json_t *doc;
+    const char *detail;
+
+    server_start(&s, 0);
+    /* A kind of its own: its type, dereferenceable here; the instance. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"workers\": 0, \"batch\": 0,"
+            " \"algorithm\": \"nope\"}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    doc = json_of(&r);
+    ck_assert_str_eq(str_of(doc, "type"), "/problems/invalid-job");
+    ck_assert_str_eq(str_of(doc, "title"), "Invalid job");
+    ck_assert_str_eq(str_of(doc, "instance"), "/v1/jobs");
+    /* Several problems: the detail is the first, whole, and says how many
+       more there are; errors has every one. */
+    detail = str_of(doc, "detail");
+    ck_assert_msg(strstr(detail, "(and 2 more: see errors)"), "%s", detail);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "errors")), 3);
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "GET", "/problems/invalid-job", NULL, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, "errors"));
+    free(r.body);
+    /* No kind of its own: about:blank, and the title is the status phrase. */
+    r = req(&s, "GET", "/v1/jobs/j_0123456789abcdef", ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    doc = json_of(&r);
+    ck_assert_str_eq(str_of(doc, "type"), "about:blank");
+    ck_assert_str_eq(str_of(doc, "title"), "Not Found");
+    ck_assert_str_eq(str_of(doc, "instance"), "/v1/jobs/j_0123456789abcdef");
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "GET", "/problems/no-such-kind", NULL, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conventions");
@@ -361,6 +405,7 @@ int main(void)
     tcase_add_test(tc, test_sse_last_event_id);
     tcase_add_test(tc, test_experiments_list_and_compare);
     tcase_add_test(tc, test_unknown_query);
+    tcase_add_test(tc, test_problem_types);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -140,7 +140,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     struct spec_problem sp;
     struct store_job job = {0};
     struct store_err e = {0};
-    char detail[400], location[64];
+    char detail[512], location[64];
     long long queued = 0;
     enum jobs_outcome outcome;
     int rc;
@@ -155,7 +155,19 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
         for (unsigned i = 0; i < errs.count; i++)
             json_array_append_new(list, json_pack("{s:s, s:s}", "field", errs.item[i].field,
                                                   "detail", errs.item[i].detail));
-        jobspec_errors_format(&errs, detail, sizeof detail);
+        /* The detail is the first problem, whole; errors has them all
+         * (joined, several could be cut off mid-sentence). */
+        {
+            unsigned more = errs.count - 1 + errs.dropped;
+            const struct jobspec_error *first = &errs.item[0];
+
+            if (more)
+                snprintf(detail, sizeof detail, "%s%s%s (and %u more: see errors)",
+                         first->field, first->field[0] ? ": " : "", first->detail, more);
+            else
+                snprintf(detail, sizeof detail, "%s%s%s", first->field,
+                         first->field[0] ? ": " : "", first->detail);
+        }
         return api_reply_invalid(rs, "Invalid job", detail, list, NULL);
     }
     if (jobs_check_spec(a, &spec, &sp) < 0)

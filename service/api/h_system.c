@@ -84,3 +84,33 @@ int h_prometheus(struct http_req *rq, struct http_resp *rs, const struct token *
     free(out);
     return rc;
 }
+
+/* The problem kinds of their own (their titles give their types). */
+static const struct {
+    const char *kind, *text;
+} problem_kinds[] = {
+    {"invalid-job",
+     "Invalid job (422): the job spec parsed, but a field breaks a rule of the spec or of\n"
+     "this server. `errors` lists each {field, detail}; `detail` is the first of them.\n"
+     "When a server limit was broken, `limit` names it and `value` is its value\n"
+     "(max_workers_per_job, max_rounds, max_seconds, ...).\n"},
+    {"invalid-experiment",
+     "Invalid experiment (422): the experiment's name, base or a variant breaks a rule.\n"
+     "`errors` lists {field, detail} with the variant named (variants[2].compressor.k).\n"},
+    {"invalid-dataset",
+     "Invalid dataset (422): the uploaded file is not a LibSVM file the engine reads, or\n"
+     "breaks a limit of the upload validator. `detail` names the line and the rule;\n"
+     "`dataset` is the name it was uploaded as.\n"},
+};
+
+int h_problem_type(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    const char *kind = http_param(rq, "kind");
+
+    (void)who;
+    for (size_t i = 0; i < sizeof problem_kinds / sizeof problem_kinds[0]; i++)
+        if (strcmp(kind, problem_kinds[i].kind) == 0)
+            return http_reply_text(rs, 200, "text/plain; charset=utf-8", problem_kinds[i].text,
+                                   strlen(problem_kinds[i].text));
+    return http_reply_problem(rs, 404, NULL, "no such problem type", NULL);
+}

@@ -16,6 +16,7 @@ const struct api_route api_routes[] = {
     {"GET", "/readyz", h_readyz, 0, API_PUBLIC, NULL},
     {"GET", "/metrics", h_prometheus, 0, API_METRICS, NULL},
     {"GET", "/openapi.yaml", h_openapi, 0, API_PUBLIC, NULL},
+    {"GET", "/problems/{kind}", h_problem_type, 0, API_PUBLIC, NULL},
     {"GET", "/", h_ui_index, 0, API_PUBLIC, NULL},
     {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC, NULL},
     {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY, API_TOKEN, NULL},

@@ -81,6 +81,24 @@ int http__status_valid(int status)
     return status >= 200 && status <= 599;
 }
 
+/* "/problems/invalid-job" for the title "Invalid job". */
+static void problem_type(const char *title, char *out, size_t len)
+{
+    size_t o = (size_t)snprintf(out, len, "/problems/");
+
+    for (const char *p = title; *p && o + 1 < len; p++) {
+        unsigned char c = (unsigned char)*p;
+
+        if (c >= 'A' && c <= 'Z')
+            out[o++] = (char)(c - 'A' + 'a');
+        else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+            out[o++] = (char)c;
+        else if (o > 0 && out[o - 1] != '-')
+            out[o++] = '-';
+    }
+    out[o] = '\0';
+}
+
 int http_reply_problem(struct http_resp *rs, int status, const char *title,
                        const char *detail, json_t *extra)
 {
@@ -92,17 +110,29 @@ int http_reply_problem(struct http_resp *rs, int status, const char *title,
     if (!http__status_valid(status))
         status = 500;
     if (doc) {
-        bad |= json_object_set_new(doc, "type", json_string("about:blank"));
+        char type[96];
+
+        /* RFC 9457: a kind of its own has a type of its own, a reference
+         * resolved against the request's URL (GET it for the kind's
+         * documentation); without one the type is about:blank and the
+         * title the status phrase. */
+        if (title)
+            problem_type(title, type, sizeof type);
+        bad |= json_object_set_new(doc, "type", json_string(title ? type : "about:blank"));
         bad |= json_object_set_new(
             doc, "title",
             http__json_text(title ? title : http_status_phrase(status)));
         bad |= json_object_set_new(doc, "status", json_integer(status));
         if (detail)
             bad |= json_object_set_new(doc, "detail", http__json_text(detail));
+        /* Which request it was: its path (the query may hold anything). */
+        if (rs->x && rs->x->path)
+            bad |= json_object_set_new(doc, "instance", http__json_text(rs->x->path));
         if (json_is_object(extra))
             json_object_foreach(extra, key, v)
                 if (strcmp(key, "title") && strcmp(key, "status") &&
-                    strcmp(key, "detail"))
+                    strcmp(key, "detail") && strcmp(key, "type") &&
+                    strcmp(key, "instance"))
                     bad |= json_object_set(doc, key, v);
     }
     json_decref(extra);
