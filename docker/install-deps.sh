@@ -3,11 +3,14 @@
 # Makefile, CI and the Dockerfile all use this one list.
 # As root it installs what is missing; otherwise it prints the apt-get line.
 # Given package names, it does the same for those instead (fuzz/ uses it).
+# python3-jsonschema, python3-yaml and prometheus (for promtool) serve
+# test_contract, which checks the server against api/openapi.yaml.
 set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
-      libcurl4-openssl-dev nettle-dev"
+      libcurl4-openssl-dev nettle-dev
+      python3-jsonschema python3-yaml prometheus"
 [ $# -gt 0 ] && PKGS="$*"
 
 missing=""

@@ -71,8 +71,8 @@ START_TEST(test_job_lifecycle)
         ck_assert_int_eq(r2.status, 200);
         ck_assert_str_eq(r1.body, r2.body);
         m = req(&s, "GET", "/metrics", ALICE, NULL, NULL);
-        ck_assert_msg(strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} ") &&
-                          !strstr(m.body, "ecopt_metric_page_cache{result=\"hit\"} 0\n"),
+        ck_assert_msg(strstr(m.body, "ecopt_metric_page_cache_total{result=\"hit\"} ") &&
+                          !strstr(m.body, "ecopt_metric_page_cache_total{result=\"hit\"} 0\n"),
                       "%s", m.body);
         /* Another token still gets 404, cache or not. */
         free(r2.body);

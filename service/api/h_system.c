@@ -54,27 +54,36 @@ int h_prometheus(struct http_req *rq, struct http_resp *rs, const struct token *
     struct store *st = app_reader(a);
     struct store_counts c = {0};
     struct store_err e = {0};
-    char *out = NULL;
+    char *out = NULL, states[512] = "";
+    int64_t by_state[STORE_JOB_STATE_COUNT];
     unsigned long long hits, misses;
     int rc;
 
     (void)who;
     store_counts(st, NULL, &c, &e);
+    store_job_state_counts(st, by_state, &e);
     app_reader_done(a, st);
     pagecache_counts(a->pages, &hits, &misses);
+    /* Every state, so that a job's move from one to another shows. */
+    for (int i = 0, o = 0; i < STORE_JOB_STATE_COUNT; i++) {
+        int n = snprintf(states + o, sizeof states - (size_t)o, "ecopt_jobs{state=\"%s\"} %lld\n",
+                         store_job_state_name((enum store_job_state)i),
+                         (long long)by_state[i]);
+        if (n > 0 && (size_t)(o + n) < sizeof states)
+            o += n;
+    }
     if (asprintf(&out,
-                 "# HELP ecopt_metric_page_cache Metric pages served from the cache, or not.\n"
-                 "# TYPE ecopt_metric_page_cache counter\n"
-                 "ecopt_metric_page_cache{result=\"hit\"} %llu\n"
-                 "ecopt_metric_page_cache{result=\"miss\"} %llu\n"
-                 "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n"
-                 "ecopt_jobs{state=\"queued\"} %lld\necopt_jobs{state=\"running\"} %lld\n"
+                 "# HELP ecopt_metric_page_cache_total Metric pages served from the cache, "
+                 "or not.\n"
+                 "# TYPE ecopt_metric_page_cache_total counter\n"
+                 "ecopt_metric_page_cache_total{result=\"hit\"} %llu\n"
+                 "ecopt_metric_page_cache_total{result=\"miss\"} %llu\n"
+                 "# HELP ecopt_jobs Jobs by state.\n# TYPE ecopt_jobs gauge\n%s"
                  "# HELP ecopt_running_workers Workers of running jobs.\n"
                  "# TYPE ecopt_running_workers gauge\necopt_running_workers %lld\n"
                  "# HELP ecopt_streams_open Event streams and long-polls held open.\n"
                  "# TYPE ecopt_streams_open gauge\necopt_streams_open %u\n%s",
-                 hits, misses, (long long)c.queued, (long long)c.running,
-                 (long long)c.running_workers, shares_open(a->shares),
+                 hits, misses, states, (long long)c.running_workers, shares_open(a->shares),
                  http_text ? http_text : "") < 0)
         out = NULL;
     free(http_text);

@@ -293,6 +293,9 @@ struct store_counts {
 
 int store_counts(struct store *st, const char *owner,
                  struct store_counts *out, struct store_err *err);
+/* How many jobs are in each state, all owners, by enum store_job_state. */
+int store_job_state_counts(struct store *st, int64_t out[STORE_JOB_STATE_COUNT],
+                           struct store_err *err);
 
 /*
  * At startup, before the scheduler runs: every running job becomes

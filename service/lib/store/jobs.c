@@ -817,3 +817,22 @@ int store_experiment_list(struct store *st, const char *owner, const char *curso
     *n = count;
     return 0;
 }
+
+int store_job_state_counts(struct store *st, int64_t out[STORE_JOB_STATE_COUNT],
+                           struct store_err *err)
+{
+    struct use u = use(st, SQL_STATE_COUNTS);
+    int rc;
+
+    for (int i = 0; i < STORE_JOB_STATE_COUNT; i++)
+        out[i] = 0;
+    while ((rc = step(&u)) == SQLITE_ROW) {
+        enum store_job_state s;
+
+        if (store_job_state_from_name((const char *)sqlite3_column_text(u.s, 0), &s) == 0)
+            out[s] = sqlite3_column_int64(u.s, 1);
+    }
+    rc = rc == SQLITE_DONE ? 0 : store__sql_fail(st->db, err, rc, "count jobs by state");
+    done(&u);
+    return rc;
+}

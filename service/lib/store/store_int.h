@@ -132,6 +132,7 @@ enum job_column {
       " coalesce(sum(state = 'running' AND owner = ?1), 0),"               \
       " coalesce(sum(state = 'queued' AND owner = ?1), 0)"                 \
       " FROM jobs WHERE state IN ('queued', 'running')")                   \
+    X(SQL_STATE_COUNTS, "SELECT state, count(*) FROM jobs GROUP BY state")  \
     X(SQL_RECOVER,                                                         \
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
       " finished_at = ?2, stop_reason = 'interrupted'"                     \
