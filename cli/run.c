@@ -4,6 +4,7 @@
  * CSV/JSON metric rows for programs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "cmd.h"
 #include "describe.h"
 #include "ecopt/clock.h"
@@ -24,6 +26,7 @@
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "jobspec.h"
+#include "sha256.h"
 #ifdef ECOPT_WITH_MPI
 #include "ecopt/mpi.h"
 #endif
@@ -74,6 +77,8 @@ static const char run_usage[] =
     "      --worker-uid N          the same as a uid (and gid) of the job's\n"
     "                              own, which no account may use; anything\n"
     "                              left running as it is killed first\n"
+    "      --dataset-sha256 HEX    the service's: the dataset is the catalog's\n"
+    "                              version HEX of its name, in the data directory\n"
     "      --pstar-hint FILE       P* values found before for this dataset\n"
     "                              (written by the service; see\n"
     "                              api/report-format.md)\n"
@@ -265,6 +270,112 @@ static int resolve_dataset(const char *name, const char *dir, char *out,
     return 0;
 }
 
+/*
+ * The service's way to a dataset (--dataset-sha256): the spec's dataset
+ * is a name in the catalog and nothing else, reached through the data
+ * directory (openat, O_NOFOLLOW), never a path of the current directory.
+ * The version the job recorded at submit is read from the versions folder
+ * (a file that never changes) or, for a file placed in the directory by
+ * hand and not yet kept there, by its name; either way the bytes are
+ * hashed and must be that version, so the file parsed is the one whose
+ * SHA-256 keys the P* cache. Returns the open descriptor, or -1 with a
+ * sentence in err that quotes nothing of the file.
+ */
+static int open_version(const char *name, const char *dir, const char *sha,
+                        struct stat *st, char *err, size_t errlen)
+{
+    int dirfd = -1, vfd = -1, fd = -1;
+    const char *why;
+    char got[SHA256_HEX_SIZE];
+
+    if ((why = catalog_name_check(name))) {
+        snprintf(err, errlen, "dataset: %s", why);
+        return -1;
+    }
+    if (!dir || !*dir || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "dataset '%s': the data directory cannot be opened", name);
+        return -1;
+    }
+    if ((vfd = openat(dirfd, CATALOG_VERSIONS_DIR,
+                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+        fd = openat(vfd, sha, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        close(vfd);
+    }
+    if (fd < 0)
+        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    close(dirfd);
+    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        snprintf(err, errlen, "dataset '%s' (version %.12s): not in the data directory",
+                 name, sha);
+        goto fail;
+    }
+    if (catalog_hash_fd(fd, got) < 0) {
+        snprintf(err, errlen, "dataset '%s': cannot be read (%s)", name, strerror(errno));
+        goto fail;
+    }
+    if (strcmp(got, sha) != 0) {
+        snprintf(err, errlen, "dataset '%s': the file is no longer version %.12s "
+                 "(it changed after the job was submitted)", name, sha);
+        goto fail;
+    }
+    return fd;
+fail:
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/*
+ * The job's dataset, open: the version the service recorded (open_version)
+ * or, run by hand, a path or a name in the data directory. *fd is the
+ * descriptor read, *st its stat and shown the name messages give it.
+ */
+static int open_dataset(const char *name, const char *dir, const char *version,
+                        int *fd, struct stat *st, char *shown, size_t shownlen,
+                        char *err, size_t errlen)
+{
+    char path[2048];
+
+    if (version) {
+        snprintf(shown, shownlen, "%s", name);
+        return (*fd = open_version(name, dir, version, st, err, errlen)) < 0 ? -1 : 0;
+    }
+    if (resolve_dataset(name, dir, path, sizeof path, err, errlen) < 0)
+        return -1;
+    snprintf(shown, shownlen, "%s", path);
+    if ((*fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC)) < 0 || fstat(*fd, st) < 0) {
+        snprintf(err, errlen, "dataset: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int read_dataset(int fd, const char *shown, const ec_libsvm_opts *o,
+                        ec_dataset *ds, ec_err *e)
+{
+    return lseek(fd, 0, SEEK_SET) < 0
+               ? ec_err_set(e, EC_EIO, "%s: cannot read (%s)", shown, strerror(errno))
+               : ec_libsvm_read_fd(fd, shown, o, ds, e);
+}
+
+/* Whether the file read is still as it was before (its stat in *after). */
+static int data_unchanged(int fd, const struct stat *before, struct stat *after)
+{
+    return fstat(fd, after) == 0 && after->st_size == before->st_size &&
+           after->st_mtim.tv_sec == before->st_mtim.tv_sec &&
+           after->st_mtim.tv_nsec == before->st_mtim.tv_nsec;
+}
+
+/* The start record's dataset: its stats, and the version when it has one. */
+static json_t *dataset_json(const ec_dataset *ds, const char *version)
+{
+    json_t *j = describe_dataset(ds);
+
+    if (j && version)
+        json_object_set_new(j, "sha256", json_string(version));
+    return j;
+}
+
 /* Whether a P* hint's file identity is that of st (describe.h). */
 static int hint_same_file(json_t *id, const struct stat *st)
 {
@@ -284,11 +395,10 @@ static int hint_same_file(json_t *id, const struct stat *st)
  * it runs unprivileged) and used once the problem is built.
  */
 static json_t *load_pstar_hint(const char *hint, const struct stat *before,
-                               const char *path, FILE *info)
+                               const struct stat *after, const char *sha, FILE *info)
 {
     json_error_t jerr;
     json_t *root = json_load_file(hint, 0, &jerr), *file;
-    struct stat after;
 
     if (!root) {
         fprintf(info, "pstar hint %s: %s (line %d); solving\n", hint, jerr.text,
@@ -296,8 +406,11 @@ static json_t *load_pstar_hint(const char *hint, const struct stat *before,
         return NULL;
     }
     file = json_object_get(root, "file");
-    if (stat(path, &after) != 0 || !hint_same_file(file, before) ||
-        !hint_same_file(file, &after)) {
+    /* The service's hint names the version it is for, and the bytes read
+       were hashed: only that version. Otherwise the very file read. */
+    if (sha ? !json_is_string(json_object_get(root, "sha256")) ||
+                  strcmp(json_string_value(json_object_get(root, "sha256")), sha) != 0
+            : !hint_same_file(file, before) || !hint_same_file(file, after)) {
         json_decref(root);      /* another file now: solve */
         return NULL;
     }
@@ -637,6 +750,7 @@ int cmd_run(int argc, char **argv)
         {"worker-uid", required_argument, NULL, 'u'},
         {"hostfile", required_argument, NULL, 'H'},
         {"pstar-hint", required_argument, NULL, 'P'},
+        {"dataset-sha256", required_argument, NULL, 'S'},
         {"mpi-rank", no_argument, NULL, 'Z'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -645,9 +759,11 @@ int cmd_run(int argc, char **argv)
                           .report_fd = -1};
     ec_proc_opts popts = {0};
     const char *backend_flag = NULL, *hostfile = NULL, *worker_user = NULL;
-    const char *pstar_hint = NULL;
+    const char *pstar_hint = NULL, *version = NULL;
+    int data_fd = -1;
+    ec_libsvm_opts ropts = {0};
     long long worker_uid = -1;
-    struct stat data_st;
+    struct stat data_st, after_st;
     int mpi_rank_mode = 0;
 #ifdef ECOPT_WITH_MPI
     int rank = 0;
@@ -726,6 +842,15 @@ int cmd_run(int argc, char **argv)
             break;
         case 'P':
             pstar_hint = optarg;
+            break;
+        case 'S':
+            if (strlen(optarg) != 64 || strspn(optarg, "0123456789abcdef") != 64) {
+                fprintf(stderr, "ecopt run: --dataset-sha256 must be 64 lowercase hex "
+                        "digits\n");
+                return EXIT_USAGE;
+            }
+            version = optarg;
+            ropts.redact = 1;
             break;
         case 'Z':
             mpi_rank_mode = 1;
@@ -826,9 +951,9 @@ int cmd_run(int argc, char **argv)
         backend = JOBSPEC_BACKEND_MPI;
         if (rank > 0) {
             /* A worker rank: the same problem and parameters, quietly. */
-            if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
-                                sizeof err) < 0 ||
-                ec_libsvm_read(path, NULL, &ds, &e) < 0 ||
+            if (open_dataset(spec.job.dataset, data_dir, version, &data_fd,
+                             &data_st, path, sizeof path, err, sizeof err) < 0 ||
+                read_dataset(data_fd, path, &ropts, &ds, &e) < 0 ||
                 ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
                 ec_params_resolve(&spec.job, &pb, &prm, &e) < 0)
                 rc = EXIT_USAGE;    /* rank 0 meets the same error and says it */
@@ -843,23 +968,23 @@ int cmd_run(int argc, char **argv)
         goto out;
 #endif
     }
-    if (resolve_dataset(spec.job.dataset, data_dir, path, sizeof path, err,
-                        sizeof err) < 0) {
+    if (open_dataset(spec.job.dataset, data_dir, version, &data_fd, &data_st,
+                     path, sizeof path, err, sizeof err) < 0) {
         fprintf(stderr, "ecopt run: %s\n", err);
         report_failure(&ctx, err);
         rc = EXIT_USAGE;
         goto out;
     }
-    if (stat(path, &data_st) != 0)
-        pstar_hint = NULL;
-    if (ec_signal_install(&e) < 0 || ec_libsvm_read(path, NULL, &ds, &e) < 0) {
+    if (ec_signal_install(&e) < 0 || read_dataset(data_fd, path, &ropts, &ds, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
-    if (pstar_hint)
-        hint = load_pstar_hint(pstar_hint, &data_st, path, ctx.info);
+    if (pstar_hint && data_unchanged(data_fd, &data_st, &after_st))
+        hint = load_pstar_hint(pstar_hint, &data_st, &after_st, version, ctx.info);
+    close(data_fd);             /* read: the job and its workers need it no more */
+    data_fd = -1;
     if (output && !(ctx.rows = fopen(output, "w"))) {
         fprintf(stderr, "ecopt run: %s: %s\n", output, strerror(errno));
         ctx.rows = stdout;
@@ -903,7 +1028,7 @@ int cmd_run(int argc, char **argv)
     report(&ctx, json_pack("{s:s, s:i, s:s, s:o, s:o, s:o}", "type", "start",
                            "pid", (int)getpid(), "backend",
                            jobspec_backend_name(backend), "dataset",
-                           describe_dataset(&ds), "problem",
+                           dataset_json(&ds, version), "problem",
                            describe_problem(&pb), "params",
                            describe_params(&prm)));
     if (ctx.format == FMT_CSV)
@@ -1006,6 +1131,8 @@ out:
     json_decref(hint);
     ec_problem_clear(&pb);
     ec_dataset_clear(&ds);
+    if (data_fd >= 0)
+        close(data_fd);
     free(text);
     return rc;
 }

@@ -574,7 +574,7 @@ START_TEST(test_upload_invalid)
     server_start(&s);
     before = listing(s.data);
     expect_problem(upload(&s, "name=three-labels", rows, len), 422,
-                   "three-labels:17: third label value 3");
+                   "three-labels:17: a third label value");
     expect_problem(upload(&s, "name=empty", "", 0), 422, "empty:");
     expect_problem(upload(&s, "name=bad.gz", not_gzip, sizeof not_gzip - 1),
                    422, "bad.gz");

@@ -1538,13 +1538,22 @@ START_TEST(test_pstar_cache)
             ck_assert_int_gt(got.computed_at, 0);
         }
     }
-    val.p_star = 0.25;
-    val.bound = NAN;
-    snprintf(val.method, sizeof val.method, "lbfgs");
-    expect_rc(store_pstar_put(st, &key, &val, &err), 0, &err, "replace");
+    /* The same P* again is no news; another one is refused, never stored
+       over the entry (a job that read other bytes must not poison it). */
+    expect_rc(store_pstar_put(st, &key, &val, &err), 0, &err, "same again");
+    {
+        struct store_pstar other = val;
+
+        other.p_star = 0.25;
+        other.bound = NAN;
+        snprintf(other.method, sizeof other.method, "lbfgs");
+        expect_rc(store_pstar_put(st, &key, &other, &err), STORE_ECONFLICT, &err,
+                  "replace");
+        ck_assert_msg(strstr(err.msg, "kept"), "%s", err.msg);
+    }
     expect_rc(store_pstar_get(st, &key, &got, &err), 0, &err, "get");
-    ck_assert(got.p_star == 0.25 && isnan(got.bound));
-    ck_assert_str_eq(got.method, "lbfgs");
+    ck_assert(got.p_star == val.p_star && got.bound == val.bound);
+    ck_assert_str_eq(got.method, "fista");
 
     key.dataset_sha256 = "ABC";
     expect_rc(store_pstar_get(st, &key, &got, &err), STORE_EINVAL, &err,

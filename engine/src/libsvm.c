@@ -41,6 +41,8 @@ struct reader {
     size_t max_line;
     uint64_t max_nnz;
     uint64_t line;          /* 1-based number of the line being parsed */
+    const char *line_start; /* where that line begins, for columns */
+    int redact;             /* messages name columns, never quote bytes */
     char *buf;              /* cap bytes, plus one for a terminating NUL */
     size_t cap;
     ec_dataset ds;          /* y holds the raw labels until the file ends */
@@ -93,10 +95,18 @@ static char *skip_blanks(char *p)
  * an error message, escaping control bytes so that a hostile file cannot
  * write raw bytes into a log, and cutting long tokens short.
  */
-static const char *quote(const char *p, char stop, char out[QUOTE_MAX + 8])
+static const char *quote(const struct reader *r, const char *p, char stop,
+                         int quoted, char out[QUOTE_MAX + 40])
 {
     size_t n = 0;
 
+    if (r->redact) {
+        snprintf(out, QUOTE_MAX + 40, "at column %zu",
+                 (size_t)(p - r->line_start) + 1);
+        return out;
+    }
+    if (quoted)
+        out[n++] = '\'';
     for (; !is_end(*p) && *p != stop; p++) {
         unsigned char c = (unsigned char)*p;
 
@@ -112,6 +122,8 @@ static const char *quote(const char *p, char stop, char out[QUOTE_MAX + 8])
             out[n++] = (char)c;
         }
     }
+    if (quoted)
+        out[n++] = '\'';
     out[n] = '\0';
     return out;
 }
@@ -162,16 +174,16 @@ static int parse_number(char **pp, double *v)
 
 static int parse_label(struct reader *r, char **pp, double *label)
 {
-    char q[QUOTE_MAX + 8], a[32], b[32];
+    char q[QUOTE_MAX + 40], a[32], b[32];
     double lo, hi;
 
     switch (parse_number(pp, label)) {
     case 1:
-        return fail(r, EC_EPARSE, "label '%s' is not a number",
-                    quote(*pp, '\0', q));
+        return fail(r, EC_EPARSE, "label %s is not a number",
+                    quote(r, *pp, '\0', 1, q));
     case 2:
-        return fail(r, EC_EPARSE, "label '%s' is not a finite number",
-                    quote(*pp, '\0', q));
+        return fail(r, EC_EPARSE, "label %s is not a finite number",
+                    quote(r, *pp, '\0', 1, q));
     }
     /* -0 == 0 and "+1" == "1.0", so values, not spellings, are counted. */
     if (r->ds.n_labels == 0) {
@@ -182,6 +194,9 @@ static int parse_label(struct reader *r, char **pp, double *label)
         } else if (*label != r->labels[1]) {
             lo = fmin(r->labels[0], r->labels[1]);
             hi = fmax(r->labels[0], r->labels[1]);
+            if (r->redact)
+                return fail(r, EC_EPARSE, "a third label value (a file "
+                            "holds two at most)");
             return fail(r, EC_EPARSE,
                         "third label value %s (labels so far: %s and %s)",
                         format_label(*label, q), format_label(lo, a),
@@ -198,7 +213,7 @@ static int parse_label(struct reader *r, char **pp, double *label)
 static int parse_index(struct reader *r, char **pp, uint32_t *index)
 {
     char *p = *pp, *t = p;
-    char q[QUOTE_MAX + 8];
+    char q[QUOTE_MAX + 40];
     uint64_t v = 0;
 
     if (*t == '-') {
@@ -206,7 +221,7 @@ static int parse_index(struct reader *r, char **pp, uint32_t *index)
             ;
         if (*t == ':' && t > p + 1)
             return fail(r, EC_EPARSE, "feature index %s is not positive "
-                        "(indices start at 1)", quote(p, ':', q));
+                        "(indices start at 1)", quote(r, p, ':', 0, q));
         t = p;
     }
     /* Stops growing past the limit, so no digit string can overflow v. */
@@ -219,20 +234,20 @@ static int parse_index(struct reader *r, char **pp, uint32_t *index)
             t++;
         if (*t != ':')
             return fail(r, EC_EPARSE,
-                        "feature '%s' has no ':' (expected index:value)",
-                        quote(p, '\0', q));
+                        "feature %s has no ':' (expected index:value)",
+                        quote(r, p, '\0', 1, q));
         return fail(r, EC_EPARSE,
-                    "feature '%s': index is not a plain integer",
-                    quote(p, '\0', q));
+                    "feature %s: index is not a plain integer",
+                    quote(r, p, '\0', 1, q));
     }
     if (v == 0)
         return fail(r, EC_EPARSE,
                     "feature index %s is not positive (indices start at 1)",
-                    quote(p, ':', q));
+                    quote(r, p, ':', 0, q));
     if (v > r->max_index)
         return fail(r, EC_ELIMIT,
                     "feature index %s exceeds the limit %lu (max_index)",
-                    quote(p, ':', q), (unsigned long)r->max_index);
+                    quote(r, p, ':', 0, q), (unsigned long)r->max_index);
     *index = (uint32_t)v;
     *pp = t + 1;
     return 0;
@@ -294,7 +309,7 @@ static int grow_nnz(struct reader *r)
 static int parse_line(struct reader *r, char *s, size_t len)
 {
     ec_dataset *ds = &r->ds;
-    char q[QUOTE_MAX + 8];
+    char q[QUOTE_MAX + 40];
     char *p, *nul;
     double label, value;
     uint32_t feature = 0, prev_feature = 0;
@@ -312,6 +327,7 @@ static int parse_line(struct reader *r, char *s, size_t len)
         return fail(r, EC_EPARSE, "NUL byte at column %zu",
                     (size_t)(nul - s) + 1);
     s[len] = '\0';
+    r->line_start = s;
 
     p = skip_blanks(s);
     if (*p == '\0')
@@ -335,12 +351,12 @@ static int parse_line(struct reader *r, char *s, size_t len)
                         (unsigned long)feature);
         switch (parse_number(&p, &value)) {
         case 1:
-            return fail(r, EC_EPARSE, "feature %lu: value '%s' is not a "
-                        "number", (unsigned long)feature, quote(p, '\0', q));
+            return fail(r, EC_EPARSE, "feature %lu: value %s is not a "
+                        "number", (unsigned long)feature, quote(r, p, '\0', 1, q));
         case 2:
-            return fail(r, EC_EPARSE, "feature %lu: value '%s' is not a "
+            return fail(r, EC_EPARSE, "feature %lu: value %s is not a "
                         "finite number", (unsigned long)feature,
-                        quote(p, '\0', q));
+                        quote(r, p, '\0', 1, q));
         }
         if (ds->nnz == r->max_nnz)
             return fail(r, EC_ELIMIT,
@@ -562,6 +578,7 @@ static int read_file(const char *path, int fd, const ec_libsvm_opts *opts,
                                         : EC_LIBSVM_DEFAULT_MAX_LINE;
     r.max_nnz = opts && opts->max_nnz ? opts->max_nnz
                                       : EC_LIBSVM_DEFAULT_MAX_NNZ;
+    r.redact = opts && opts->redact;
 
     /*
      * strtod follows LC_NUMERIC, and a program that calls setlocale() with

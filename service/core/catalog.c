@@ -104,7 +104,7 @@ static int open_dataset(int dirfd, const char *name, struct stat *st)
     return fd;
 }
 
-static int hash_fd(int fd, char hex[SHA256_HEX_SIZE])
+int catalog_hash_fd(int fd, char hex[SHA256_HEX_SIZE])
 {
     struct sha256 h;
     char *buf = malloc(HASH_CHUNK);
@@ -161,13 +161,14 @@ static int read_fd(const struct app *a, int fd, const char *file,
                    const char *shown, ec_dataset *ds, char *msg, size_t len)
 {
     char path[PATH_MAX + CATALOG_NAME_MAX + 32];
+    ec_libsvm_opts o = {.redact = 1};   /* tenants read the message */
     ec_err e = {0};
     int rc;
 
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     if (access(path, R_OK) != 0)
         snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, file);
-    rc = ec_libsvm_read(path, NULL, ds, &e);
+    rc = ec_libsvm_read(path, &o, ds, &e);
     if (rc < 0)
         replace_all(e.msg, path, shown, msg, len);
     return rc;
@@ -438,7 +439,7 @@ static int file_stats(struct app *a, int dirfd, const char *name,
     if (st_out)
         *st_out = st;
     if (memo_get(a->catalog, name, &st, gen, out) < 0) {
-        if (!(out->ds.name = strdup(name)) || hash_fd(fd, out->ds.sha256) < 0)
+        if (!(out->ds.name = strdup(name)) || catalog_hash_fd(fd, out->ds.sha256) < 0)
             goto fail;
         out->ds.bytes = st.st_size;
         if (row_matches(row, &out->ds)) {

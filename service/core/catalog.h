@@ -23,6 +23,18 @@ struct app;
 #define CATALOG_MAX_UPLOAD_DEFAULT ((size_t)256 << 20)
 /* Uploads in progress are ".upload-" and 12 letters; never a valid name. */
 #define CATALOG_TEMP_PREFIX ".upload-"
+/*
+ * The versions folder of the data directory: every version a name has
+ * pointed at since a job or an upload used it, as a file named by its
+ * SHA-256 (64 hex digits) that is never written again. A name in the
+ * directory is a hard link to its current version; a job is given the
+ * version (ecopt run --dataset-sha256), which cannot change under it.
+ */
+#define CATALOG_VERSIONS_DIR ".versions"
+
+/* The SHA-256 of everything fd holds, read with pread from offset 0.
+   0, or -1 with errno. */
+int catalog_hash_fd(int fd, char hex[65]);
 
 /*
  * What each file was while it stays the same file, so that a listing does

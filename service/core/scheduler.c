@@ -272,25 +272,39 @@ static char *metric_doc(const struct running *r, json_t *rec)
  * -1 when there is nothing to offer; the coordinator then solves, so a
  * failure here costs time, never the job.
  */
-static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
-                            const char *path)
+/*
+ * The version of its dataset the job runs on, in r->sha256, and its loss:
+ * the one it recorded at submit, kept in the versions folder meanwhile
+ * (catalog_pin); for a job that recorded none, the name's version now.
+ * 0, or -1 with a sentence in err: the job cannot run.
+ */
+static int job_version(struct app *a, struct running *r, const struct store_job *job,
+                       char *err, size_t errlen)
 {
     struct jobspec js;
     struct jobspec_errors jerr = {0};
     struct catalog_file df;
+
+    if (jobspec_parse(job->spec, strlen(job->spec), &js, &jerr) < 0) {
+        snprintf(err, errlen, "the stored job spec no longer parses");
+        return -1;
+    }
+    snprintf(r->loss, sizeof r->loss, "%s", ec_loss_name(js.job.loss));
+    if (catalog_file(a, js.job.dataset, &df, err, errlen) < 0)
+        return -1;
+    memcpy(r->sha256, df.sha256, sizeof r->sha256);
+    return 0;
+}
+
+static int write_pstar_hint(struct app *a, struct running *r, const char *path)
+{
     struct store_pstar *v = NULL;
     struct store_err e = {0};
     struct store *st;
-    char err[256];
     size_t n = 0;
     json_t *entries, *root;
     int rc = -1;
 
-    if (jobspec_parse(spec, strlen(spec), &js, &jerr) < 0 ||
-        catalog_file(a, js.job.dataset, &df, err, sizeof err) < 0)
-        return -1;
-    memcpy(r->sha256, df.sha256, sizeof r->sha256);
-    snprintf(r->loss, sizeof r->loss, "%s", ec_loss_name(js.job.loss));
     st = app_reader(a);
     if (store_pstar_list(st, r->sha256, r->loss, 256, &v, &n, &e) < 0)
         fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
@@ -307,8 +321,8 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
                                         "bound", describe_real(v[i].bound), "method",
                                         v[i].method));
     free(v);
-    root = json_pack("{s:o, s:s, s:o}", "file", describe_file_identity(&df.st), "loss",
-                     r->loss, "entries", entries);
+    root = json_pack("{s:s, s:s, s:o}", "sha256", r->sha256, "loss", r->loss,
+                     "entries", entries);
     /* Close-on-exec, as every descriptor of the service: a coordinator
      * started meanwhile must not inherit it. */
     {
@@ -328,8 +342,12 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *spec,
     return rc;
 }
 
-/* A P* the coordinator solved for goes into the cache for the next job. */
-static void cache_pstar(struct running *r, json_t *problem)
+/*
+ * A P* the coordinator solved for goes into the cache for the next job,
+ * when the coordinator read the version the job recorded (it hashed the
+ * bytes it parsed, and says so in its start record's dataset).
+ */
+static void cache_pstar(struct running *r, json_t *dataset, json_t *problem)
 {
     json_t *solver = json_object_get(problem, "solver");
     struct store_pstar_key key = {r->sha256, r->loss,
@@ -338,15 +356,24 @@ static void cache_pstar(struct running *r, json_t *problem)
     struct store_err e = {0};
     const char *method = json_string_value(json_object_get(solver, "method"));
 
+    const char *read = json_string_value(json_object_get(dataset, "sha256"));
+
     if (!r->sha256[0] || json_is_true(json_object_get(solver, "cached")) || !method)
         return;
+    if (!read || strcmp(read, r->sha256) != 0) {
+        fprintf(stderr, "ecopt serve: job %s: error: its coordinator read version "
+                "%.64s of the dataset, not %s: P* not cached\n", r->id,
+                read ? read : "(none)", r->sha256);
+        return;
+    }
     val.p_star = num(problem, "P_star");
     val.bound = num(solver, "bound");
     snprintf(val.method, sizeof val.method, "%s", method);
     if (!isfinite(val.p_star) || !isfinite(key.lambda1) || !isfinite(key.lambda2))
         return;
     if (store_pstar_put(r->app->writer, &key, &val, &e) < 0)
-        fprintf(stderr, "ecopt serve: job %s: P* not cached: %s\n", r->id, e.msg);
+        fprintf(stderr, "ecopt serve: job %s: %sP* not cached: %s\n", r->id,
+                e.code == STORE_ECONFLICT ? "error: " : "", e.msg);
 }
 
 /* The row is in the batch; stored when the batch is full or due. */
@@ -416,7 +443,7 @@ static void on_record(void *ctx, json_t *rec)
         if (store_job_set_running(r->app->writer, r->id, runner_pid(r->rj), problem,
                                   params, &e) < 0)
             fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
-        cache_pstar(r, json_object_get(rec, "problem"));
+        cache_pstar(r, json_object_get(rec, "dataset"), json_object_get(rec, "problem"));
         wunlock(r->app);
         free(problem);
         free(params);
@@ -719,12 +746,20 @@ static void start_jobs(struct sched *s)
             memcpy(r->id, q[0].id, sizeof r->id);
             snprintf(r->owner, sizeof r->owner, "%s", q[0].owner ? q[0].owner : "");
             r->app = a;
-            if (write_pstar_hint(a, r, q[0].spec, hint_path) > 0)
-                o.pstar_hint = hint_path;
         }
         err[0] = '\0';
-        if (!r)
+        int no_data = 0;
+        if (!r) {
             snprintf(err, sizeof err, "out of memory");
+        } else if (job_version(a, r, &q[0], err, sizeof err) < 0) {
+            no_data = 1;        /* err says why: the job fails */
+        } else {
+            o.dataset_sha256 = r->sha256;
+            if (write_pstar_hint(a, r, hint_path) > 0)
+                o.pstar_hint = hint_path;
+        }
+        if (err[0])
+            ;
         else if (!(f = fopen(spec_path, "we"))) {
             werr = errno;
             snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(werr));
@@ -746,7 +781,8 @@ static void start_jobs(struct sched *s)
         }
         if (err[0]) {
             char reason[300];
-            snprintf(reason, sizeof reason, "could not start the coordinator: %s", err);
+            snprintf(reason, sizeof reason, "%s%s",
+                     no_data ? "" : "could not start the coordinator: ", err);
             wlock(a);
             rc = store_job_end(a->writer, q[0].id, STORE_JOB_FAILED, "start_failed",
                                reason, &e);

@@ -71,7 +71,7 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
-    char *argv_buf[20], **env = NULL, *env_owned = NULL;
+    char *argv_buf[24], **env = NULL, *env_owned = NULL;
     char cpu_arg[24], mem_arg[24], uid_arg[24];
     char *const *argv = o->argv;
     int p[2] = {-1, -1}, rc;
@@ -103,6 +103,10 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         if (o->backend) {
             argv_buf[a++] = "--backend";
             argv_buf[a++] = (char *)o->backend;
+        }
+        if (o->dataset_sha256) {
+            argv_buf[a++] = "--dataset-sha256";
+            argv_buf[a++] = (char *)o->dataset_sha256;
         }
         if (o->pstar_hint) {
             argv_buf[a++] = "--pstar-hint";

@@ -21,6 +21,8 @@ struct runner_opts {
     const char *log_path;     /* the coordinator's stdout+stderr, or NULL */
     const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
     const char *pstar_hint;   /* cached P* values (ecopt run --pstar-hint) */
+    const char *dataset_sha256;  /* the dataset's version: ecopt run
+                                    --dataset-sha256 (the catalog only) */
     const char *worker_user;  /* the job runs as this user, or NULL */
     uint32_t worker_uid;      /* or as this uid of its own; 0 none */
     unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */

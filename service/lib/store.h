@@ -407,7 +407,9 @@ int store_pstar_get(struct store *st, const struct store_pstar_key *key,
 int store_pstar_list(struct store *st, const char *dataset_sha256,
                      const char *loss, size_t max, struct store_pstar **out,
                      size_t *n, struct store_err *err);
-/* Inserts or replaces. */
+/* Inserts, never replaces: an entry already there with the same P*
+   (within either bound) is 0, with another P* STORE_ECONFLICT and a
+   message naming both; the entry is kept. */
 int store_pstar_put(struct store *st, const struct store_pstar_key *key,
                     const struct store_pstar *val, struct store_err *err);
 

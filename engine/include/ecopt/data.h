@@ -34,6 +34,9 @@ typedef struct ec_libsvm_opts {
     uint32_t max_index;    /* largest feature index accepted; default 1<<24 */
     size_t max_line;       /* longest line in bytes (without newline); default 1 MiB */
     uint64_t max_nnz;      /* most nonzeros in the whole file; default 1<<31 */
+    int redact;            /* 1: messages name the line, the column and the
+                              rule, and quote no byte of the file (for
+                              files whose reader may not see them) */
 } ec_libsvm_opts;
 
 #define EC_LIBSVM_DEFAULT_MAX_INDEX (1u << 24)

@@ -100,7 +100,9 @@ int store_pstar_put(struct store *st, const struct store_pstar_key *key,
                     const struct store_pstar *val, struct store_err *err)
 {
     char l1[32], l2[32];
+    struct store_pstar old;
     struct use u;
+    double tol;
     int rc;
 
     if ((rc = pstar_key_text(key, l1, l2, err)) < 0)
@@ -119,7 +121,24 @@ int store_pstar_put(struct store *st, const struct store_pstar_key *key,
     bind_text(&u, 6, val->method);
     bind_real(&u, 7, val->bound);
     bind_int(&u, 8, store__now_ms());
-    return exec_use(st, &u, "write the P* cache", err);
+    if ((rc = exec_use(st, &u, "write the P* cache", err)) < 0)
+        return rc;
+    if (sqlite3_changes(st->db) == 1)
+        return 0;
+    /* An entry is never replaced: the same value again is no news, and
+       another one is an error the caller reports. */
+    if ((rc = store_pstar_get(st, key, &old, err)) < 0)
+        return rc;
+    tol = fmax(fmax(isfinite(old.bound) ? old.bound : 0,
+                    isfinite(val->bound) ? val->bound : 0),
+               1e-9 * fmax(1.0, fabs(old.p_star)));
+    if (fabs(old.p_star - val->p_star) <= tol)
+        return 0;
+    return store__set_err(err, STORE_ECONFLICT, 0,
+                          "P* cache: the entry for dataset %.12s, %s loss, lambda1 %s, "
+                          "lambda2 %s holds P* = %.17g (%s); this one found %.17g (%s): "
+                          "the entry is kept", key->dataset_sha256, key->loss, l1, l2,
+                          old.p_star, old.method, val->p_star, val->method);
 }
 
 /* ---- Datasets -------------------------------------------------------- */

@@ -162,9 +162,9 @@ enum job_column {
       " FROM pstar WHERE dataset_sha256 = ?1 AND loss = ?2"                \
       " ORDER BY computed_at DESC LIMIT ?3")                               \
     X(SQL_PSTAR_PUT,                                                       \
-      "INSERT OR REPLACE INTO pstar (dataset_sha256, loss, lambda1,"       \
+      "INSERT INTO pstar (dataset_sha256, loss, lambda1,"                  \
       " lambda2, p_star, method, bound, computed_at)"                      \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                          \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING")   \
     X(SQL_EXP_INSERT,                                                      \
       "INSERT INTO experiments (id, owner, name, spec, created_at)"        \
       " VALUES (?1, ?2, ?3, ?4, ?5)")                                      \
