@@ -508,7 +508,8 @@ START_TEST(test_upload_lifecycle)
     free(r.body);
     snprintf(path, sizeof path, "%s/a9a-up", s.data);
     ck_assert_int_eq(stat(path, &st), 0);
-    ck_assert_int_eq(st.st_mode & 0777, 0640);
+    /* A version is never written again: read-only (it was 0640). */
+    ck_assert_int_eq(st.st_mode & 0777, 0440);
     ck_assert_int_eq(temp_files(s.data), 0);
 
     /* It is listed, with when it came. */
@@ -729,11 +730,21 @@ START_TEST(test_hostile_names)
         struct reply r;
 
         snprintf(q, sizeof q, "name=%s", long_name);
+        json_t *doc;
+
         r = upload(&s, q, body, sizeof body - 1);   /* 128 is fine */
         ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+        doc = json_loads(r.body, 0, NULL);
         free(r.body);
         snprintf(q, sizeof q, "%s/%s", s.data, long_name);
         ck_assert_int_eq(unlink(q), 0);
+        /* and the version it made, kept by its hash */
+        snprintf(q, sizeof q, "%s/.versions/%s", s.data,
+                 json_string_value(json_object_get(doc, "sha256")));
+        ck_assert_int_eq(unlink(q), 0);
+        snprintf(q, sizeof q, "%s/.versions", s.data);
+        ck_assert_int_eq(rmdir(q), 0);
+        json_decref(doc);
     }
     /* Without a token nothing is taken. */
     {

@@ -56,14 +56,15 @@ static json_t *item_json(const struct catalog_item *it)
                          (json_int_t)ds->bytes, "sha256", ds->sha256, "error",
                          text_json(it->error));
     labels = ds->labels ? json_loads(ds->labels, 0, NULL) : NULL;
-    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o}", "name",
+    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o, s:o}", "name",
                      ds->name, "rows", (json_int_t)ds->rows, "d",
                      (json_int_t)ds->d, "nnz", (json_int_t)ds->nnz, "labels",
                      labels ? labels : json_null(), "bytes",
                      (json_int_t)ds->bytes, "sha256", ds->sha256,
                      "uploaded_at",
                      ds->uploaded_at > 0 ? json_integer(ds->uploaded_at)
-                                         : json_null());
+                                         : json_null(),
+                     "owner", ds->owner ? json_string(ds->owner) : json_null());
 }
 
 int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct token *who)
@@ -140,6 +141,21 @@ static int reply_failure(struct http_resp *rs, const char *name,
         return reply_conflict(rs, name, 0);
     case CATALOG_ENOTREG:
         return reply_conflict(rs, name, 1);
+    case CATALOG_EFORBIDDEN: {
+        char detail[400];
+
+        snprintf(detail, sizeof detail, "dataset '%s' is %s%.64s%s; only its owner or an "
+                 "administrator may replace it (upload under another name)", name,
+                 f->detail[0] ? "owned by '" : "the administrators'",
+                 f->detail, f->detail[0] ? "'" : "");
+        return http_reply_problem(rs, 403, NULL, detail,
+                                  json_pack("{s:s, s:o}", "dataset", name, "owner",
+                                            f->detail[0] ? json_string(f->detail)
+                                                         : json_null()));
+    }
+    case CATALOG_ELIMIT:
+        return http_reply_problem(rs, 413, NULL, f->detail,
+                                  json_pack("{s:s, s:s}", "dataset", name, "limit", f->what));
     case CATALOG_EINVALID:
         return api_reply_invalid(rs, "Invalid dataset", f->detail, NULL,
                                  json_pack("{s:s}", "dataset", name));
@@ -216,7 +232,6 @@ int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct tok
     struct upload_sink *s;
     const char *why;
 
-    (void)who;
     if (!name)
         return reject_name(rs, "", "the query parameter is required "
                                    "(POST /v1/datasets?name=NAME)");
@@ -229,6 +244,7 @@ int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct tok
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     snprintf(s->name, sizeof s->name, "%s", name);
     if (!(s->up = catalog_upload_begin(a, name, replace && strcmp(replace, "true") == 0,
+                                       who ? who->name : NULL, who ? who->admin : 1,
                                        &f))) {
         free(s);
         return reply_failure(rs, name, &f);

@@ -27,6 +27,9 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
         json_t *comp = json_object_get(r->spec, "compressor");
 
         json_object_set(row, "compressor_spec", comp ? comp : json_null());
+        json_object_set_new(row, "dataset_sha256", job->dataset_sha256[0]
+                                                       ? json_string(job->dataset_sha256)
+                                                       : json_null());
         json_object_set_new(row, "target", describe_real(r->target));
         json_object_set_new(row, "rounds_to_target",
                             r->reached ? json_integer((json_int_t)r->last.round)

@@ -58,6 +58,9 @@ static json_t *job_json_base(const struct store_job *j)
     json_object_set_new(o, "algorithm", json_string(j->algorithm));
     json_object_set_new(o, "compressor", json_string(j->compressor));
     json_object_set_new(o, "dataset", json_string(j->dataset));
+    json_object_set_new(o, "dataset_sha256", j->dataset_sha256[0]
+                                                 ? json_string(j->dataset_sha256)
+                                                 : json_null());
     json_object_set_new(o, "backend", json_string(j->backend));
     json_object_set_new(o, "workers", json_integer(j->workers));
     json_object_set_new(o, "created_at", ms_or_null(j->created_at));
@@ -143,6 +146,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     char detail[512], location[64];
     long long queued = 0;
     enum jobs_outcome outcome;
+    char version[65];
     int rc;
 
     rc = jobspec_parse(rq->body, rq->body_len, &spec, &errs);
@@ -170,10 +174,11 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
         }
         return api_reply_invalid(rs, "Invalid job", detail, list, NULL);
     }
-    if (jobs_check_spec(a, &spec, &sp) < 0)
+    if (jobs_check_spec(a, &spec, &sp, version) < 0)
         return api_reply_spec_problem(rs, "Invalid job", &sp);
 
-    outcome = jobs_submit(a, &spec, who->name, http_header(rq, "Idempotency-Key"), &job,
+    outcome = jobs_submit(a, &spec, who->name, version, http_header(rq, "Idempotency-Key"),
+                          &job,
                           &queued, &e);
     switch (outcome) {
     case JOBS_NO_MEMORY:

@@ -282,6 +282,10 @@ int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token 
     if (api_load_job(rq, rs, t, &job) < 0)
         return 0;
     finished = store_job_state_is_final(job.state);
+    /* The version of the dataset the rows were computed on (a CSV has no
+       place of its own for it). */
+    if (job.dataset_sha256[0])
+        http_reply_header(rs, "Ecopt-Dataset-Sha256", job.dataset_sha256);
     if (c.max_points > 0) {
         struct store *st = app_reader(a);
         int64_t count = 0;

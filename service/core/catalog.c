@@ -104,6 +104,44 @@ static int open_dataset(int dirfd, const char *name, struct stat *st)
     return fd;
 }
 
+/* The versions folder, created when missing: -1 with errno where the
+   data directory cannot hold it (read-only: then jobs read the name and
+   check its hash, see ecopt run --dataset-sha256). */
+static int open_versions(int dirfd)
+{
+    int fd = openat(dirfd, CATALOG_VERSIONS_DIR,
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd < 0 && errno == ENOENT &&
+        (mkdirat(dirfd, CATALOG_VERSIONS_DIR, 0750) == 0 || errno == EEXIST))
+        fd = openat(dirfd, CATALOG_VERSIONS_DIR,
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd;
+}
+
+/*
+ * Keeps the open file fd, whose SHA-256 is sha, as that version: a hard
+ * link .versions/SHA to the very inode that was hashed (through
+ * /proc/self/fd, so a name replaced meanwhile does not matter). A version
+ * already kept stays as it is. Where it cannot be kept (a read-only data
+ * directory), the job still runs on exactly that version or fails.
+ */
+static void keep_version(int dirfd, int fd, const char *sha)
+{
+    char proc[64];
+    int vfd = open_versions(dirfd);
+
+    if (vfd < 0)
+        return;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (faccessat(vfd, sha, F_OK, AT_SYMLINK_NOFOLLOW) != 0 &&
+        linkat(AT_FDCWD, proc, vfd, sha, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST &&
+        errno != EROFS && errno != EACCES && errno != EPERM)
+        fprintf(stderr, "datasets: version %.12s cannot be kept: %s\n", sha,
+                strerror(errno));
+    close(vfd);
+}
+
 int catalog_hash_fd(int fd, char hex[SHA256_HEX_SIZE])
 {
     struct sha256 h;
@@ -406,6 +444,9 @@ static void store_found(struct app *a, struct catalog_item *fs)
     if (store_dataset_get(a->writer, fs->ds.name, &now, &e) == 0 &&
         row_matches(&now, &fs->ds)) {
         fs->ds.uploaded_at = now.uploaded_at;
+        free(fs->ds.owner);
+        fs->ds.owner = now.owner;
+        now.owner = NULL;
     } else {
         fs->ds.uploaded_at = NOT_UPLOADED;
         if (store_dataset_put(a->writer, &fs->ds, &e) < 0)
@@ -426,7 +467,7 @@ static void store_found(struct app *a, struct catalog_item *fs)
  */
 static int file_stats(struct app *a, int dirfd, const char *name,
                       const struct store_dataset *row, unsigned long gen,
-                      struct catalog_item *out, struct stat *st_out)
+                      struct catalog_item *out, struct stat *st_out, int keep)
 {
     struct stat st, after;
     ec_dataset d = {0};
@@ -466,11 +507,19 @@ static int file_stats(struct app *a, int dirfd, const char *name,
             same_time(&after.st_ctim, &st.st_ctim))
             memo_put(a->catalog, name, &st, gen, out);
     }
+    if (keep && !out->error)
+        keep_version(dirfd, fd, out->ds.sha256);
     close(fd);
-    if (row_matches(row, &out->ds))
+    if (row_matches(row, &out->ds)) {
         out->ds.uploaded_at = row->uploaded_at;
-    else if (!out->error)
+        if (row->owner && !(out->ds.owner = strdup(row->owner))) {
+            catalog_item_clear(out);
+            errno = ENOMEM;
+            return -1;
+        }
+    } else if (!out->error) {
         store_found(a, out);
+    }
     return 0;
 fail:
     err = errno;
@@ -593,7 +642,7 @@ int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
         struct catalog_item *it = &out[count];
 
         if (file_stats(a, dirfd, names[i], find_row(rows, nrows, names[i]),
-                       gen, it, NULL) < 0) {
+                       gen, it, NULL, 0) < 0) {
             if (errno == ENOENT)
                 continue;       /* gone since the directory was read */
             memset(it, 0, sizeof *it);
@@ -649,7 +698,7 @@ int catalog_get(struct app *a, const char *name, struct catalog_item *it,
         return -1;
     }
     found = rc == 0;
-    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, it, NULL);
+    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, it, NULL, 0);
     err = errno;
     store_dataset_clear(&row);
     close(dirfd);
@@ -674,7 +723,7 @@ int catalog_file(struct app *a, const char *name, struct catalog_file *out,
     rc = store_dataset_get(st, name, &row, &e);
     app_reader_done(a, st);
     found = rc == 0;
-    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, &out->st);
+    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, &out->st, 1);
     store_dataset_clear(&row);
     close(dirfd);
     if (rc < 0) {
@@ -706,7 +755,8 @@ struct catalog_upload {
     int dirfd, fd;
     char tmp[sizeof CATALOG_TEMP_PREFIX + TEMP_LETTERS];  /* "" once renamed */
     char name[CATALOG_NAME_MAX + 1];
-    int replace;
+    char owner[64];             /* the uploader; "" with auth off */
+    int replace, admin;
     struct sha256 sha;
     uint64_t bytes;
     int werr;                   /* errno of the first failed write, or 0 */
@@ -825,9 +875,39 @@ static int fail(struct catalog_failure *f, enum catalog_fail kind, int err_no,
     return -1;
 }
 
+/*
+ * Whether the upload may move its name: a name no one has is free; one
+ * taken belongs to the token that uploaded it (the store's row), and a
+ * file with no uploader to the administrators. Admins may move any.
+ */
+static int may_move(struct catalog_upload *up, struct catalog_failure *f)
+{
+    struct store_dataset row = {0};
+    struct store_err e = {0};
+    struct store *st;
+    int rc, ok;
+
+    if (up->admin)
+        return 1;
+    st = app_reader(up->app);
+    rc = store_dataset_get(st, up->name, &row, &e);
+    app_reader_done(up->app, st);
+    if (rc < 0 && rc != STORE_ENOTFOUND) {
+        fail(f, CATALOG_EIO, EIO, "the dataset's owner cannot be read");
+        return 0;
+    }
+    ok = rc == 0 && row.owner && strcmp(row.owner, up->owner) == 0;
+    if (!ok) {
+        fail(f, CATALOG_EFORBIDDEN, EPERM, "the name is another's");
+        snprintf(f->detail, sizeof f->detail, "%s", rc == 0 && row.owner ? row.owner : "");
+    }
+    store_dataset_clear(&row);
+    return ok;
+}
+
 struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
-                                            int replace,
-                                            struct catalog_failure *f)
+                                            int replace, const char *owner,
+                                            int admin, struct catalog_failure *f)
 {
     struct catalog_upload *up;
     struct stat st;
@@ -840,7 +920,9 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
     up->app = a;
     up->fd = -1;
     up->replace = replace;
+    up->admin = admin || !owner;
     snprintf(up->name, sizeof up->name, "%s", name);
+    snprintf(up->owner, sizeof up->owner, "%s", owner ? owner : "");
     sha256_init(&up->sha);
     if ((up->dirfd = open_data_dir(a)) < 0) {
         fail(f, CATALOG_EIO, errno, "the data directory cannot be opened");
@@ -852,6 +934,10 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
         (!S_ISREG(st.st_mode) || !up->replace)) {
         fail(f, S_ISREG(st.st_mode) ? CATALOG_EEXISTS : CATALOG_ENOTREG, EEXIST,
              "the name is taken");
+        upload_free(up);
+        return NULL;
+    }
+    if (fstatat(up->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !may_move(up, f)) {
         upload_free(up);
         return NULL;
     }
@@ -920,7 +1006,30 @@ int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
         goto out;
     }
     it->ds.bytes = (int64_t)up->bytes;
+    if (up->owner[0] && !(it->ds.owner = strdup(up->owner))) {
+        rc = fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
+        goto out;
+    }
     existed = fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (existed && up->replace && !may_move(up, f)) {
+        rc = -1;
+        goto out;
+    }
+    /* The new version, kept by its hash, read-only, before the name moves. */
+    fchmod(up->fd, 0440);
+    {
+        int vfd = open_versions(up->dirfd);
+
+        if (vfd < 0 || (linkat(up->dirfd, up->tmp, vfd, it->ds.sha256, 0) < 0 &&
+                        errno != EEXIST)) {
+            rc = fail(f, CATALOG_EIO, errno, "the version could not be kept");
+            if (vfd >= 0)
+                close(vfd);
+            goto out;
+        }
+        fsync(vfd);
+        close(vfd);
+    }
     if (publish(up) < 0) {
         if (errno == EEXIST)            /* it appeared meanwhile */
             rc = fail(f, CATALOG_EEXISTS, errno, "the name is taken");

@@ -115,7 +115,10 @@ enum catalog_fail {
     CATALOG_EEXISTS,        /* the name is taken and replace was not asked */
     CATALOG_ENOTREG,        /* the name is taken by something not a file */
     CATALOG_EINVALID,       /* the reader refused the file: detail says why */
-    CATALOG_EBUSY           /* the reader ran out of memory: try later */
+    CATALOG_EBUSY,          /* the reader ran out of memory: try later */
+    CATALOG_EFORBIDDEN,     /* the name is another's: detail is the owner
+                               ("" for the administrators') */
+    CATALOG_ELIMIT          /* over a validator limit: detail says which */
 };
 
 struct catalog_failure {
@@ -127,9 +130,11 @@ struct catalog_failure {
 
 struct catalog_upload;
 
+/* owner is the uploading token's name (NULL with auth off: as an admin);
+   only the name's owner or an admin may replace it (CATALOG_EFORBIDDEN). */
 struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
-                                            int replace,
-                                            struct catalog_failure *f);
+                                            int replace, const char *owner,
+                                            int admin, struct catalog_failure *f);
 int catalog_upload_write(struct catalog_upload *up, const char *data,
                          size_t len);
 /* 0 with *it filled and *replaced set when it took an existing name. */

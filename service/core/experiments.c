@@ -45,6 +45,7 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
     struct store_job_new in[EXPERIMENTS_MAX_VARIANTS];
     char *spec_text[EXPERIMENTS_MAX_VARIANTS] = {0};
     char *labels_text[EXPERIMENTS_MAX_VARIANTS] = {0};
+    char versions[EXPERIMENTS_MAX_VARIANTS][65];
     struct jobspec *specs = NULL;
     struct store_experiment_new xn = {0};
     char *xspec = NULL, field[160];
@@ -100,13 +101,15 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
             break;
         }
         json_decref(merged);
-        if (jobs_check_spec(a, &specs[i], &vp) < 0) {
+        if (jobs_check_spec(a, &specs[i], &vp, versions[i]) < 0) {
             snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
             out = invalid(sp, field, vp.detail);
             break;
         }
         if (jobs_row_new(&specs[i], owner, &in[i], &spec_text[i], &labels_text[i]) < 0)
             out = EXPERIMENTS_NO_MEMORY;
+        else
+            in[i].dataset_sha256 = versions[i];
     }
     if (out == EXPERIMENTS_CREATED) {
         xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);

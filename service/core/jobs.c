@@ -57,7 +57,8 @@ int jobs_row_new(const struct jobspec *spec, const char *owner, struct store_job
     return 0;
 }
 
-int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp)
+int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp,
+                    char version[65])
 {
     const ec_job *job = &spec->job;
     const struct config *cfg = &a->cfg;
@@ -78,6 +79,8 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
     }
     rows = df.rows;
     d = df.d;
+    if (version)
+        memcpy(version, df.sha256, sizeof df.sha256);
     /* What depends on the data, checked now rather than when the job
      * starts: the ranges the engine would refuse. */
     if (job->workers > rows)
@@ -111,7 +114,8 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
 }
 
 enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
-                              const char *idempotency_key, struct store_job *job,
+                              const char *version, const char *idempotency_key,
+                              struct store_job *job,
                               long long *queued, struct store_err *e)
 {
     struct store_job_new in = {0};
@@ -124,6 +128,7 @@ enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const c
         out = JOBS_NO_MEMORY;
         goto done;
     }
+    in.dataset_sha256 = version;
     in.idempotency_key = idempotency_key;
     in.request_hash = idempotency_key ? spec_text : NULL;
 

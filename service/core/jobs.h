@@ -29,7 +29,10 @@ int spec_problem_set(struct spec_problem *sp, const char *field, const char *lim
 
 /* The server's rules beyond the spec's own: the dataset exists and fits
    the spec, and the server's limits. 0, or -1 with sp filled. */
-int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp);
+/* version (may be NULL) gets the SHA-256 of the dataset's version now,
+   which the job is to run on (catalog_file keeps it meanwhile). */
+int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp,
+                    char version[65]);
 
 /*
  * A new job's row from a parsed spec: its canonical text and labels are
@@ -49,12 +52,14 @@ enum jobs_outcome {
 };
 
 /*
- * Submits a checked spec for owner, with an Idempotency-Key or NULL. On
+ * Submits a checked spec for owner, with an Idempotency-Key or NULL, to
+ * run on the dataset's version (jobs_check_spec's; NULL: unknown). On
  * JOBS_CREATED and JOBS_REPLAYED *job is the job (the caller clears it);
  * on JOBS_QUEUE_FULL *queued is how many the owner has queued.
  */
 enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
-                              const char *idempotency_key, struct store_job *job,
+                              const char *version, const char *idempotency_key,
+                              struct store_job *job,
                               long long *queued, struct store_err *e);
 
 enum jobs_cancel_outcome {

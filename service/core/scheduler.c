@@ -290,6 +290,10 @@ static int job_version(struct app *a, struct running *r, const struct store_job 
         return -1;
     }
     snprintf(r->loss, sizeof r->loss, "%s", ec_loss_name(js.job.loss));
+    if (job->dataset_sha256[0]) {
+        memcpy(r->sha256, job->dataset_sha256, sizeof r->sha256);
+        return 0;
+    }
     if (catalog_file(a, js.job.dataset, &df, err, errlen) < 0)
         return -1;
     memcpy(r->sha256, df.sha256, sizeof r->sha256);

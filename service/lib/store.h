@@ -153,6 +153,7 @@ struct store_job_new {
     const char *algorithm;       /* "eclk", ...: the list filters by it */
     const char *compressor;      /* "topk", ... */
     const char *dataset;         /* as given in the spec */
+    const char *dataset_sha256;  /* its version at submit; NULL: unknown */
     const char *backend;         /* "process", ... */
     uint32_t workers;            /* >= 1; counted against the limits */
     const char *idempotency_key; /* NULL: none */
@@ -187,6 +188,7 @@ struct store_job {
     char *idempotency_key; /* NULL when none */
     char experiment_id[STORE_ID_LEN + 1]; /* "" when none */
     char *stop_reason;     /* why it ended, a word; NULL while not ended */
+    char dataset_sha256[65]; /* the version it runs on; "" when unknown */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
@@ -475,6 +477,7 @@ struct store_dataset {
     char *labels;        /* JSON array [neg, pos] */
     int64_t bytes;       /* file size */
     int64_t uploaded_at; /* 0 on put: now */
+    char *owner;         /* the token that uploaded it; NULL: the admins' */
 };
 
 void store_dataset_clear(struct store_dataset *ds);

@@ -149,6 +149,7 @@ void store_dataset_clear(struct store_dataset *ds)
         return;
     free(ds->name);
     free(ds->labels);
+    free(ds->owner);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -175,6 +176,7 @@ static int dataset_from_row(sqlite3_stmt *s, struct store_dataset *out,
     out->labels = col_dup(s, 5, &nomem);
     out->bytes = sqlite3_column_int64(s, 6);
     out->uploaded_at = sqlite3_column_int64(s, 7);
+    out->owner = col_dup(s, 8, &nomem);
     if (nomem) {
         store_dataset_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read a dataset: out of memory");
@@ -201,6 +203,7 @@ int store_dataset_put(struct store *st, const struct store_dataset *ds,
     bind_text(&u, 6, ds->labels);
     bind_int(&u, 7, ds->bytes);
     bind_int(&u, 8, ds->uploaded_at ? ds->uploaded_at : store__now_ms());
+    bind_text(&u, 9, ds->owner);
     return exec_use(st, &u, "store a dataset", err);
 }
 

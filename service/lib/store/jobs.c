@@ -101,6 +101,7 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     out->bits_up = col_real(s, JC_BITS_UP);
     out->updated_at = col_int_or(s, JC_UPDATED_AT, 0);
     out->idempotency_key = col_dup(s, JC_IDEM_KEY, &nomem);
+    col_copy(s, JC_DATASET_SHA256, out->dataset_sha256, sizeof out->dataset_sha256);
     col_copy(s, JC_EXPERIMENT_ID, out->experiment_id,
              sizeof out->experiment_id);
     out->stop_reason = col_dup(s, JC_STOP_REASON, &nomem);
@@ -234,6 +235,8 @@ static int job_insert(struct store *st, const struct store_job_new *in,
         bind_text(&u, 12, in->idempotency_key);
         bind_text(&u, 13, in->idempotency_key ? in->request_hash : NULL);
         bind_text(&u, 14, experiment_id);
+        bind_text(&u, 15, in->dataset_sha256 && *in->dataset_sha256 ? in->dataset_sha256
+                                                                   : NULL);
         rc = step(&u);
         if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT_UNIQUE)
             store__sql_fail(st->db, err, rc, "create a job");

@@ -45,14 +45,14 @@
     "j.algorithm, j.compressor, j.dataset, j.backend, j.workers, "         \
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
-    "j.experiment_id, j.stop_reason"
+    "j.experiment_id, j.stop_reason, j.dataset_sha256"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
     JC_LABELS, JC_ALGORITHM, JC_COMPRESSOR, JC_DATASET, JC_BACKEND,
     JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
-    JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON
+    JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -97,9 +97,9 @@ enum job_column {
     X(SQL_JOB_INSERT,                                                      \
       "INSERT INTO jobs (id, owner, spec, name, labels, algorithm,"        \
       " compressor, dataset, backend, workers, created_at, idem_key,"      \
-      " idem_hash, experiment_id)"                                         \
+      " idem_hash, experiment_id, dataset_sha256)"                         \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"   \
-      " ?14)")                                                             \
+      " ?14, ?15)")                                                        \
     X(SQL_LABELS_INSERT, "INSERT INTO job_labels (job_seq, key, value)"    \
                          " SELECT ?1, key, value FROM json_each(?2)")      \
     /* Two paths: a token's own list walks the (owner, seq) index. The    \
@@ -180,14 +180,14 @@ enum job_column {
       " AND x.seq < ?2 ORDER BY x.seq DESC LIMIT ?3")                      \
     X(SQL_DATASET_PUT,                                                     \
       "INSERT OR REPLACE INTO datasets (name, sha256, rows, d, nnz,"       \
-      " labels, bytes, uploaded_at)"                                       \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                          \
+      " labels, bytes, uploaded_at, owner)"                                \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")                      \
     X(SQL_DATASET_GET,                                                     \
-      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at"      \
-      " FROM datasets WHERE name = ?1")                                    \
+      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at,"     \
+      " owner FROM datasets WHERE name = ?1")                              \
     X(SQL_DATASET_LIST,                                                    \
-      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at"      \
-      " FROM datasets ORDER BY name")                                      \
+      "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at,"     \
+      " owner FROM datasets ORDER BY name")                                \
     X(SQL_DATASET_DELETE, "DELETE FROM datasets WHERE name = ?1")
 
 enum statement_id {
