@@ -5,7 +5,7 @@
  * answers instead. Sections, each self-contained with its own adder:
  * HTTP framing, connections and authentication (add_http_cases); jobs
  * that always stop and memory bounded before a job starts
- * (add_job_cases); the others' sections are added beside them in main.
+ * (add_job_cases); datasets: versions, owners, uploads (add_data_cases).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include "serverutil.h"
 #include "testutil.h"
@@ -1143,6 +1145,327 @@ static void add_job_cases(Suite *s)
     suite_add_tcase(s, tc);
 }
 
+/* ---- datasets: versions, owners, uploads ---- */
+
+/* A server of its own data directory (a copy of heart_scale in it), its
+   tokens file, and the current directory it runs in: its own folder. */
+struct data_server {
+    struct server s;
+    char data[128];
+};
+
+static void data_copy(const char *from, const char *to)
+{
+    char cmd[1200];
+
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void data_start(struct data_server *d)
+{
+    char path[256], src[512], cwd[512];
+    FILE *f;
+
+    snprintf(d->s.dir, sizeof d->s.dir, "/tmp/ecopt-tenants-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d->s.dir));
+    snprintf(d->s.db, sizeof d->s.db, "%s/ecopt.db", d->s.dir);
+    snprintf(path, sizeof path, "%s/tokens", d->s.dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs(tokens, f);
+    fclose(f);
+    snprintf(d->data, sizeof d->data, "%s/data", d->s.dir);
+    ck_assert_int_eq(mkdir(d->data, 0755), 0);
+    snprintf(path, sizeof path, "%s/heart_scale", d->data);
+    data_copy(tu_data_path("heart_scale", src, sizeof src), path);
+    /* The server runs where its tokens file is, as a service often does. */
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    setenv("ECOPT_DATA_DIR", d->data, 1);
+    ck_assert_int_eq(chdir(d->s.dir), 0);
+    server_start(&d->s, 1);
+    ck_assert_int_eq(chdir(cwd), 0);
+}
+
+static void data_stop(struct data_server *d)
+{
+    char cmd[300];
+
+    server_stop(&d->s, SIGTERM);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->s.dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* POST /v1/datasets?QUERY with bytes as the body. */
+static struct reply data_upload(const struct server *s, const char *token, const char *query,
+                                const void *body, size_t len)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    struct reply r = {0};
+    char url[512], auth[256];
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/datasets?%s", s->port, query);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(h, auth);
+    h = curl_slist_append(h, "Content-Type: application/octet-stream");
+    h = curl_slist_append(h, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (!r.body)
+        r.body = calloc(1, 1);
+    return r;
+}
+
+/* An upload that must get status; returns its document. */
+static json_t *data_upload_ok(const struct server *s, const char *token, const char *query,
+                              const char *text, long status)
+{
+    struct reply r = data_upload(s, token, query, text, strlen(text));
+    json_t *doc;
+
+    ck_assert_msg(r.status == status, "upload %s: %ld %s", query, r.status, r.body);
+    doc = json_of(&r);
+    free(r.body);
+    return doc;
+}
+
+/* A refused upload: its status and a phrase of its problem+json detail. */
+static void data_refused(struct reply r, long status, const char *phrase)
+{
+    ck_assert_msg(r.status == status, "status %ld, not %ld: %s", r.status, status, r.body);
+    ck_assert_msg(strstr(r.content_type, "application/problem+json"), "%s", r.content_type);
+    ck_assert_msg(strstr(r.body, phrase), "'%s' not in %s", phrase, r.body);
+    free(r.body);
+}
+
+/* The small dataset of n rows the tests upload (distinct per seed). */
+static char *data_rows(int n, int seed)
+{
+    size_t cap = (size_t)n * 64 + 1, len = 0;
+    char *t = malloc(cap);
+
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(t + len, cap - len, "%s 1:%d 2:%g 3:%g\n",
+                                (i + seed) % 3 ? "+1" : "-1", (i * 7 + seed) % 5 + 1,
+                                0.25 * ((i * 13 + seed * 3) % 9), 1.0 / (i + seed + 1));
+    return t;
+}
+
+/* Replacing another tenant's dataset, or the shared reference data. */
+START_TEST(test_data_replace_needs_owner)
+{
+    struct data_server d;
+    char *v1 = data_rows(40, 1), *v2 = data_rows(40, 2);
+    json_t *doc;
+
+    data_start(&d);
+    json_decref(data_upload_ok(&d.s, ALICE, "name=alices", v1, 201));
+    /* bob may neither move alice's name nor the admins' heart_scale ... */
+    data_refused(data_upload(&d.s, BOB, "name=alices&replace=true", v2, strlen(v2)), 403,
+                 "owned by 'alice'");
+    data_refused(data_upload(&d.s, BOB, "name=heart_scale&replace=true", v2, strlen(v2)),
+                 403, "administrators'");
+    /* ... and alice not the admins' either; she moves her own, root any. */
+    data_refused(data_upload(&d.s, ALICE, "name=heart_scale&replace=true", v2, strlen(v2)),
+                 403, "administrators'");
+    doc = data_upload_ok(&d.s, ALICE, "name=alices&replace=true", v2, 200);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "owner")), "alice");
+    json_decref(doc);
+    json_decref(data_upload_ok(&d.s, ROOT, "name=alices&replace=true", v1, 200));
+    doc = data_upload_ok(&d.s, ROOT, "name=heart_scale&replace=true", v1, 200);
+    json_decref(doc);
+    data_stop(&d);
+    free(v1);
+    free(v2);
+}
+END_TEST
+
+/* A file next to the server (its tokens) read through a dataset name. */
+START_TEST(test_data_no_working_directory)
+{
+    struct data_server d;
+    char id[32];
+    json_t *doc;
+    const char *reason, *state;
+
+    data_start(&d);
+    /* A valid dataset named like the file beside the server. */
+    json_decref(data_upload_ok(&d.s, BOB, "name=tokens", "+1 1:1\n-1 2:1\n+1 1:2\n-1 2:2\n",
+                               201));
+    job_create(&d.s, BOB, "{\"dataset\": \"tokens\", \"workers\": 2, \"max_rounds\": 20}",
+               id);
+    doc = job_wait(&d.s, BOB, id, "final", 120);
+    state = json_string_value(json_object_get(doc, "state"));
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_msg(!reason || !strstr(reason, "secret"), "the reason leaks: %s", reason);
+    ck_assert_msg(strcmp(state, "succeeded") == 0, "%s: %s", state, reason);
+    /* It ran on the catalog's bytes (d = 2), not on the tokens file. */
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "problem"), "d")),
+                     2);
+    json_decref(doc);
+    data_stop(&d);
+}
+END_TEST
+
+/* No failure reason quotes a data file's bytes. */
+START_TEST(test_data_reasons_quote_nothing)
+{
+    struct data_server d;
+    struct reply r;
+
+    data_start(&d);
+    static const char leak[] = "+1 1:1\nalice:alice-secret-0123456789 1:1\n";
+
+    r = data_upload(&d.s, BOB, "name=leak", leak, sizeof leak - 1);
+    ck_assert_msg(r.status == 422, "%ld %s", r.status, r.body);
+    ck_assert_msg(!strstr(r.body, "secret"), "quotes the file: %s", r.body);
+    ck_assert_msg(strstr(r.body, "leak:2:"), "names no line: %s", r.body);
+    free(r.body);
+    data_stop(&d);
+}
+END_TEST
+
+/* Job specs for the P* checks: heart_scale-like, a few rounds. */
+static const char race_spec[] =
+    "{\"dataset\": \"%s\", \"workers\": 2, \"max_rounds\": 30, \"lambda2\": 0.01}";
+
+/* P* of `ecopt run` on a file's bytes. */
+static double data_pstar_of(const char *path)
+{
+    char spec_path[] = "/tmp/ecopt-pstar-XXXXXX", cmd[1200], spec[600];
+    const char *bin = getenv("ECOPT_BIN");
+    json_error_t je;
+    json_t *doc;
+    double p;
+    FILE *f;
+    int fd = mkstemp(spec_path);
+
+    ck_assert_int_ge(fd, 0);
+    snprintf(spec, sizeof spec, race_spec, path);
+    ck_assert_int_eq(write(fd, spec, strlen(spec)), (ssize_t)strlen(spec));
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' run %s --format json --quiet --backend inproc 2>/dev/null",
+             bin && *bin ? bin : "build/ecopt", spec_path);
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    doc = json_loadf(f, 0, &je);
+    pclose(f);
+    unlink(spec_path);
+    ck_assert_msg(doc != NULL, "ecopt run on %s: %s", path, je.text);
+    p = json_number_value(json_object_get(json_object_get(doc, "problem"), "P_star"));
+    json_decref(doc);
+    return p;
+}
+
+static int data_same(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(a));
+}
+
+/*
+ * The P* race: bob replaces his dataset in a loop while alice's jobs on
+ * it start. Every job's P* is the P* of the version it recorded, and the
+ * cache is not poisoned: a job afterwards on each version gets its P*.
+ */
+START_TEST(test_data_pstar_race)
+{
+    enum { JOBS = 10 };
+    struct data_server d;
+    char *v[2] = {data_rows(400, 3), data_rows(300, 11)};
+    char sha[2][65], path[2][256], spec[300], ids[JOBS][32];
+    double pstar[2];
+    pid_t flipper;
+
+    data_start(&d);
+    for (int i = 0; i < 2; i++) {
+        json_t *doc;
+        FILE *f;
+
+        snprintf(path[i], sizeof path[i], "%s/v%d.txt", d.s.dir, i);
+        ck_assert_ptr_nonnull(f = fopen(path[i], "w"));
+        fputs(v[i], f);
+        fclose(f);
+        pstar[i] = data_pstar_of(path[i]);
+        doc = data_upload_ok(&d.s, BOB, i ? "name=flip&replace=true" : "name=flip", v[i],
+                             i ? 200 : 201);
+        snprintf(sha[i], sizeof sha[i], "%s",
+                 json_string_value(json_object_get(doc, "sha256")));
+        json_decref(doc);
+    }
+    ck_assert(!data_same(pstar[0], pstar[1]));
+    flipper = fork();
+    if (flipper == 0) {
+        for (int i = 0;; i++) {
+            struct reply r = data_upload(&d.s, BOB, "name=flip&replace=true", v[i % 2],
+                                         strlen(v[i % 2]));
+            free(r.body);
+        }
+    }
+    snprintf(spec, sizeof spec, race_spec, "flip");
+    for (int j = 0; j < JOBS; j++)
+        job_create(&d.s, ALICE, spec, ids[j]);
+    for (int j = 0; j < JOBS; j++)
+        json_decref(job_wait(&d.s, ALICE, ids[j], "final", 300));
+    kill(flipper, SIGKILL);
+    waitpid(flipper, NULL, 0);
+    for (int round = 0; round < 2; round++) {
+        for (int j = 0; j < JOBS; j++) {
+            json_t *doc = job_get(&d.s, ALICE, ids[j]);
+            const char *ver = json_string_value(json_object_get(doc, "dataset_sha256"));
+            json_t *pb = json_object_get(doc, "problem");
+            double p = json_number_value(json_object_get(pb, "P_star"));
+            int k;
+
+            ck_assert_msg(ver, "job %s records no version", ids[j]);
+            k = strcmp(ver, sha[0]) == 0 ? 0 : strcmp(ver, sha[1]) == 0 ? 1 : -1;
+            ck_assert_msg(k >= 0, "job %s: version %s is neither", ids[j], ver);
+            ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "succeeded");
+            ck_assert_msg(data_same(p, pstar[k]), "job %s on version %d: P* %.17g, not %.17g",
+                          ids[j], k, p, pstar[k]);
+            json_decref(doc);
+        }
+        if (round == 1)
+            break;
+        /* After the race, one job on each version, from the cache. */
+        for (int i = 0; i < 2; i++) {
+            struct reply r = data_upload(&d.s, BOB, "name=flip&replace=true", v[i],
+                                         strlen(v[i]));
+            free(r.body);
+            job_create(&d.s, ALICE, spec, ids[i]);
+            json_decref(job_wait(&d.s, ALICE, ids[i], "final", 120));
+        }
+        for (int j = 2; j < JOBS; j++)
+            snprintf(ids[j], sizeof ids[j], "%s", ids[j % 2]);
+    }
+    data_stop(&d);
+    free(v[0]);
+    free(v[1]);
+}
+END_TEST
+
+static void add_data_cases(Suite *s)
+{
+    TCase *tc = tcase_create("data");
+
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_data_replace_needs_owner);
+    tcase_add_test(tc, test_data_no_working_directory);
+    tcase_add_test(tc, test_data_reasons_quote_nothing);
+    tcase_add_test(tc, test_data_pstar_race);
+    suite_add_tcase(s, tc);
+}
+
 /* ---- main ---- */
 
 int main(void)
@@ -1153,7 +1476,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_ALL);
     add_http_cases(s);
     add_job_cases(s);
-    /* The other sections' adders go here (add_data_cases). */
+    add_data_cases(s);
     rc = tu_run(s);
     curl_global_cleanup();
     return rc;
