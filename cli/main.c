@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "validator.h"
 
 #ifndef ECOPT_VERSION
 #define ECOPT_VERSION "0.1.0"
@@ -44,6 +45,9 @@ int main(int argc, char **argv)
         printf("ecopt %s\n", ECOPT_VERSION);
         return EXIT_OK;
     }
+    /* Not listed: the server's upload validator (validator.h). */
+    if (strcmp(argv[1], "__validate-upload") == 0)
+        return validator_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve") == 0)

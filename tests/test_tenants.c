@@ -1454,6 +1454,126 @@ START_TEST(test_data_pstar_race)
 }
 END_TEST
 
+/* gzip of text repeated `repeat` times; *out_len its size. */
+static unsigned char *data_gzip(const char *text, size_t len, size_t repeat, size_t *out_len)
+{
+    z_stream z = {0};
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *out = malloc(cap);
+    int zr;
+
+    ck_assert_int_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY),
+                     Z_OK);
+    for (size_t r = 0; r < repeat; r++) {
+        z.next_in = (unsigned char *)text;
+        z.avail_in = (uInt)len;
+        while (z.avail_in) {
+            if (cap - n < 1 << 15)
+                out = realloc(out, cap *= 2);
+            z.next_out = out + n;
+            z.avail_out = (uInt)(cap - n);
+            ck_assert_int_eq(deflate(&z, Z_NO_FLUSH), Z_OK);
+            n = cap - z.avail_out;
+        }
+    }
+    do {
+        if (cap - n < 1 << 15)
+            out = realloc(out, cap *= 2);
+        z.next_out = out + n;
+        z.avail_out = (uInt)(cap - n);
+        zr = deflate(&z, Z_FINISH);
+        n = cap - z.avail_out;
+    } while (zr != Z_STREAM_END);
+    deflateEnd(&z);
+    *out_len = n;
+    return out;
+}
+
+/* The server's peak resident memory (VmHWM) in kB. */
+static long data_hwm_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    ck_assert_ptr_nonnull(f = fopen(path, "r"));
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    ck_assert_int_gt(kb, 0);
+    return kb;
+}
+
+/*
+ * The gzip bomb: about 1 MB that inflates to 1.2 GB of valid rows. The
+ * server's peak memory stays within 100 MB of what it was, and the reply
+ * is a 413 naming the limit the validator met.
+ */
+START_TEST(test_data_gzip_bomb)
+{
+    struct data_server d;
+    char *chunk = malloc(1 << 20);
+    unsigned char *gz;
+    size_t gzlen, k = 0;
+    long before, after;
+    struct reply r;
+
+    while (k + 6 <= 1 << 20) {
+        memcpy(chunk + k, "1 1:1\n", 6);
+        k += 6;
+    }
+    gz = data_gzip(chunk, k, 1200, &gzlen);    /* 1.2 GB once inflated */
+    free(chunk);
+    data_start(&d);
+    before = data_hwm_kb(d.s.pid);
+    r = data_upload(&d.s, BOB, "name=bomb", gz, gzlen);
+    after = data_hwm_kb(d.s.pid);
+    ck_assert_msg(after - before < 100 * 1024, "VmHWM %ld kB -> %ld kB for %zu bytes of gzip",
+                  before, after, gzlen);
+    ck_assert_msg(r.status == 413 || r.status == 422, "%ld %s", r.status, r.body);
+    ck_assert_msg(strstr(r.body, "upload_max_"), "names no limit: %s", r.body);
+    free(r.body);
+    free(gz);
+    data_stop(&d);
+}
+END_TEST
+
+/* gzip with bytes after its end; a file of labels only (d = 0); limits. */
+START_TEST(test_data_upload_refusals)
+{
+    static const char rows[] = "+1 1:1\n-1 2:1\n";
+    struct data_server d;
+    unsigned char *gz, *junk;
+    size_t gzlen;
+    char *many = data_rows(20, 5);
+
+    gz = data_gzip(rows, sizeof rows - 1, 1, &gzlen);
+    junk = malloc(gzlen + 16);
+    memcpy(junk, gz, gzlen);
+    memcpy(junk + gzlen, "trailing-garbage", 16);
+    setenv("ECOPT_UPLOAD_MAX_ROWS", "10", 1);
+    data_start(&d);
+    unsetenv("ECOPT_UPLOAD_MAX_ROWS");
+    {
+        struct reply r = data_upload(&d.s, BOB, "name=ok.gz", gz, gzlen);
+
+        ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+        free(r.body);
+    }
+    data_refused(data_upload(&d.s, BOB, "name=junk.gz", junk, gzlen + 16), 422,
+                 "trailing garbage");
+    data_refused(data_upload(&d.s, BOB, "name=nod", "+1\n-1\n+1\n", 9), 422, "d = 0");
+    data_refused(data_upload(&d.s, BOB, "name=many", many, strlen(many)), 413,
+                 "upload_max_rows");
+    data_stop(&d);
+    free(gz);
+    free(junk);
+    free(many);
+}
+END_TEST
+
 static void add_data_cases(Suite *s)
 {
     TCase *tc = tcase_create("data");
@@ -1463,6 +1583,8 @@ static void add_data_cases(Suite *s)
     tcase_add_test(tc, test_data_no_working_directory);
     tcase_add_test(tc, test_data_reasons_quote_nothing);
     tcase_add_test(tc, test_data_pstar_race);
+    tcase_add_test(tc, test_data_gzip_bomb);
+    tcase_add_test(tc, test_data_upload_refusals);
     suite_add_tcase(s, tc);
 }
 

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "validator.h"
 #include "ecopt/data.h"
 #include "sha256.h"
 
@@ -993,14 +994,33 @@ int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
         goto out;
     }
     sha256_final_hex(&up->sha, it->ds.sha256);
-    rc = read_fd(a, up->fd, up->tmp, up->name, &d, f->detail, sizeof f->detail);
-    if (rc < 0) {
-        fail(f, rc == EC_ENOMEM ? CATALOG_EBUSY : CATALOG_EINVALID, 0,
-             "the file is not a dataset");
-        goto out;
+    /* Decompressed and parsed in a limited child, never in the server. */
+    {
+        struct validator_limits lim = {a->cfg.upload_max_bytes, a->cfg.upload_max_rows,
+                                       a->cfg.upload_max_nnz, a->cfg.upload_max_d,
+                                       a->cfg.upload_validator_mem,
+                                       a->cfg.upload_validator_cpu};
+        struct validator_result v;
+
+        if (validator_run(a->cfg.exe, up->fd, up->name, a->cfg.worker_user, &lim, &v) < 0) {
+            snprintf(f->detail, sizeof f->detail, "%s", v.error);
+            rc = fail(f, CATALOG_EBUSY, 0, "the upload could not be validated");
+            goto out;
+        }
+        if (v.status) {
+            snprintf(f->detail, sizeof f->detail, "%s", v.error);
+            rc = fail(f, v.status == 413 ? CATALOG_ELIMIT : CATALOG_EINVALID, 0,
+                      v.status != 413 ? "the file is not a dataset"
+                      : v.limit ? v.limit : "upload_limit");
+            goto out;
+        }
+        d.n_rows = (uint32_t)v.rows;
+        d.d = (uint32_t)v.d;
+        d.nnz = (uint64_t)v.nnz;
+        d.label_neg = v.label_neg;
+        d.label_pos = v.label_pos;
+        rc = stats_from(&d, &it->ds);
     }
-    rc = stats_from(&d, &it->ds);
-    ec_dataset_clear(&d);
     if (rc < 0 || !(it->ds.name = strdup(up->name))) {
         rc = fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
         goto out;

@@ -103,6 +103,16 @@ static int parse_uid_range(const char *s, struct config *c, char *err, size_t er
     return 0;
 }
 
+/* Keys of the settings without a letter of their own (past any char). */
+enum {
+    KEY_UPLOAD_MAX_BYTES = 256,
+    KEY_UPLOAD_MAX_ROWS,
+    KEY_UPLOAD_MAX_NNZ,
+    KEY_UPLOAD_MAX_D,
+    KEY_UPLOAD_VALIDATOR_MEM,
+    KEY_UPLOAD_VALIDATOR_CPU
+};
+
 /* One setting from either source; `what` names it in messages. */
 static int apply(struct config *c, int key, const char *v, const char *what,
                  char *err, size_t errlen)
@@ -226,6 +236,36 @@ static int apply(struct config *c, int key, const char *v, const char *what,
         c->worker_cpu_limit = (unsigned)u;
         c->worker_cpu_set = 1;
         return 0;
+    case KEY_UPLOAD_MAX_BYTES:
+        if (parse_uint(v, 1, 1ull << 50, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_max_bytes = u;
+        return 0;
+    case KEY_UPLOAD_MAX_ROWS:
+        if (parse_uint(v, 1, UINT32_MAX, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_max_rows = u;
+        return 0;
+    case KEY_UPLOAD_MAX_NNZ:
+        if (parse_uint(v, 1, 1ull << 40, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_max_nnz = u;
+        return 0;
+    case KEY_UPLOAD_MAX_D:
+        if (parse_uint(v, 1, UINT32_MAX, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_max_d = u;
+        return 0;
+    case KEY_UPLOAD_VALIDATOR_MEM:
+        if (parse_uint(v, 64, 1u << 30, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_validator_mem = (unsigned)u;
+        return 0;
+    case KEY_UPLOAD_VALIDATOR_CPU:
+        if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_validator_cpu = (unsigned)u;
+        return 0;
     case 'm':
         if (strcmp(v, "0") != 0 &&
             parse_uint(v, 16, 1u << 30, &u, err, errlen, what) < 0)
@@ -340,6 +380,12 @@ static const struct {
     {'i', "worker-uids", "ECOPT_WORKER_UIDS"},
     {'c', "worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT"},
     {'m', "worker-mem-limit", "ECOPT_WORKER_MEM_LIMIT"},
+    {KEY_UPLOAD_MAX_BYTES, "upload-max-bytes", "ECOPT_UPLOAD_MAX_BYTES"},
+    {KEY_UPLOAD_MAX_ROWS, "upload-max-rows", "ECOPT_UPLOAD_MAX_ROWS"},
+    {KEY_UPLOAD_MAX_NNZ, "upload-max-nnz", "ECOPT_UPLOAD_MAX_NNZ"},
+    {KEY_UPLOAD_MAX_D, "upload-max-d", "ECOPT_UPLOAD_MAX_D"},
+    {KEY_UPLOAD_VALIDATOR_MEM, "upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM"},
+    {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

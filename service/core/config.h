@@ -41,6 +41,11 @@ struct config {
     unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
     int worker_cpu_set;           /* given, not the --max-seconds default */
     unsigned worker_mem_limit;    /* MB of address space per worker; 0 none */
+    /* The upload validator's limits (validator.h; 0: its defaults). */
+    uint64_t upload_max_bytes;    /* decompressed */
+    uint64_t upload_max_rows, upload_max_nnz, upload_max_d;
+    unsigned upload_validator_mem;    /* MB */
+    unsigned upload_validator_cpu;    /* s */
 };
 
 /* Defaults, then the environment (ECOPT_*), then argv; a sentence naming
