@@ -1596,6 +1596,34 @@ START_TEST(test_data_upload_refusals)
 }
 END_TEST
 
+/*
+ * A data directory without a write bit (shared reference data) is left as
+ * it is, even by a server running as root: no versions folder is made in
+ * it, and a job there still runs on the version it recorded, read by its
+ * name and checked against its hash.
+ */
+START_TEST(test_data_readonly_directory)
+{
+    struct data_server d;
+    char id[32], path[200];
+    struct stat st;
+    json_t *doc;
+
+    data_start(&d);
+    ck_assert_int_eq(chmod(d.data, 0555), 0);
+    job_create(&d.s, ALICE, "{\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20}",
+               id);
+    doc = job_wait(&d.s, ALICE, id, "final", 120);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "succeeded");
+    ck_assert_ptr_nonnull(json_string_value(json_object_get(doc, "dataset_sha256")));
+    json_decref(doc);
+    snprintf(path, sizeof path, "%s/.versions", d.data);
+    ck_assert_msg(stat(path, &st) != 0 && errno == ENOENT, "%s was made", path);
+    ck_assert_int_eq(chmod(d.data, 0755), 0);
+    data_stop(&d);
+}
+END_TEST
+
 static void add_data_cases(Suite *s)
 {
     TCase *tc = tcase_create("data");
@@ -1607,6 +1635,7 @@ static void add_data_cases(Suite *s)
     tcase_add_test(tc, test_data_pstar_race);
     tcase_add_test(tc, test_data_gzip_bomb);
     tcase_add_test(tc, test_data_upload_refusals);
+    tcase_add_test(tc, test_data_readonly_directory);
     suite_add_tcase(s, tc);
 }
 

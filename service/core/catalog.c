@@ -105,14 +105,23 @@ static int open_dataset(int dirfd, const char *name, struct stat *st)
     return fd;
 }
 
-/* The versions folder, created when missing: -1 with errno where the
-   data directory cannot hold it (read-only: then jobs read the name and
-   check its hash, see ecopt run --dataset-sha256). */
+/*
+ * The versions folder, created when missing: -1 with errno where the data
+ * directory cannot hold it (then jobs read the name and check its hash,
+ * see ecopt run --dataset-sha256). A directory whose mode has no write
+ * bit is read-only by intent, even to a service running as root: nothing
+ * is created in it (EROFS).
+ */
 static int open_versions(int dirfd)
 {
     int fd = openat(dirfd, CATALOG_VERSIONS_DIR,
                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
 
+    if (fd < 0 && errno == ENOENT && fstat(dirfd, &st) == 0 && !(st.st_mode & 0222)) {
+        errno = EROFS;
+        return -1;
+    }
     if (fd < 0 && errno == ENOENT &&
         (mkdirat(dirfd, CATALOG_VERSIONS_DIR, 0750) == 0 || errno == EEXIST))
         fd = openat(dirfd, CATALOG_VERSIONS_DIR,
