@@ -393,6 +393,55 @@ START_TEST(test_problem_types)
 }
 END_TEST
 
+START_TEST(test_retry_and_log)
+{
+    struct server s;
+    char endless[32], done[32], path[128], again[32];
+    struct reply r;
+    json_t *doc, *old;
+
+    server_start(&s, 0);
+    job_create(&s, ALICE, endless_job, endless);
+    job_create(&s, ALICE, budget_job, done);
+    job_cancel(&s, ALICE, endless, 30);
+    json_decref(job_wait(&s, ALICE, done, "succeeded", 60));
+    /* A cancelled job again: a new job, the same spec and owner. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/retry", endless);
+    r = req(&s, "POST", path, BOB, NULL, NULL);     /* not Bob's */
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    r = req(&s, "POST", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    snprintf(again, sizeof again, "%s", str_of(doc, "id"));
+    ck_assert_str_ne(again, endless);
+    old = job_get(&s, ALICE, endless);
+    ck_assert(json_equal(json_object_get(doc, "spec"), json_object_get(old, "spec")));
+    ck_assert_str_eq(str_of(doc, "owner"), "alice");
+    json_decref(old);
+    json_decref(doc);
+    free(r.body);
+    job_cancel(&s, ALICE, again, 30);
+    /* A succeeded job is not retried. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/retry", done);
+    r = req(&s, "POST", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 409);
+    ck_assert_msg(strstr(r.body, "only a failed, cancelled or interrupted job"), "%s", r.body);
+    free(r.body);
+    /* The coordinator's log, for its owner only. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/log", done);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_msg(strstr(r.content_type, "text/plain") == r.content_type, "%s", r.content_type);
+    ck_assert_msg(r.len > 0 && strstr(r.body, "heart_scale"), "%s", r.body);
+    free(r.body);
+    r = req(&s, "GET", path, BOB, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("conventions");
@@ -406,6 +455,7 @@ int main(void)
     tcase_add_test(tc, test_experiments_list_and_compare);
     tcase_add_test(tc, test_unknown_query);
     tcase_add_test(tc, test_problem_types);
+    tcase_add_test(tc, test_retry_and_log);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -135,6 +135,50 @@ json_t *api_job_json(const struct store_job *j)
     return job_json(j);
 }
 
+/* What a submission (or a retry) gets; clears *job. */
+static int reply_submitted(struct http_resp *rs, struct app *a, enum jobs_outcome outcome,
+                           struct store_job *job, long long queued,
+                           const struct store_err *e, const struct spec_problem *sp)
+{
+    char detail[200], location[64];
+    int rc;
+
+    switch (outcome) {
+    case JOBS_NO_MEMORY:
+        store_job_clear(job);
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+    case JOBS_INVALID:
+        store_job_clear(job);
+        return api_reply_spec_problem(rs, "Invalid job", sp);
+    case JOBS_QUEUE_FULL:
+        store_job_clear(job);
+        snprintf(detail, sizeof detail,
+                 "max_queued_per_token: at most %u queued jobs per token (you have %lld)",
+                 a->cfg.max_queued_per_token, queued);
+        http_reply_header(rs, "Retry-After", "10");
+        return http_reply_problem(rs, 429, NULL, detail,
+                                  json_pack("{s:s, s:I}", "limit", "max_queued_per_token",
+                                            "value", (json_int_t)a->cfg.max_queued_per_token));
+    case JOBS_KEY_REUSED:
+        store_job_clear(job);
+        return api_reply_invalid(rs, NULL,
+                                 "Idempotency-Key was already used with a different "
+                                 "request body",
+                                 NULL, json_pack("{s:s}", "field", "Idempotency-Key"));
+    case JOBS_STORE_FAILED:
+        store_job_clear(job);
+        return api_reply_store(rs, e, "job not created");
+    case JOBS_CREATED:
+    case JOBS_REPLAYED:
+        break;
+    }
+    snprintf(location, sizeof location, "/v1/jobs/%s", job->id);
+    http_reply_header(rs, "Location", location);
+    rc = http_reply_json(rs, outcome == JOBS_REPLAYED ? 200 : 201, job_json(job));
+    store_job_clear(job);
+    return rc;
+}
+
 int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
     struct app *a = rq->app;
@@ -143,7 +187,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     struct spec_problem sp;
     struct store_job job = {0};
     struct store_err e = {0};
-    char detail[512], location[64];
+    char detail[512];
     long long queued = 0;
     enum jobs_outcome outcome;
     char version[65];
@@ -180,33 +224,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     outcome = jobs_submit(a, &spec, who->name, version, http_header(rq, "Idempotency-Key"),
                           &job,
                           &queued, &e);
-    switch (outcome) {
-    case JOBS_NO_MEMORY:
-        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
-    case JOBS_QUEUE_FULL:
-        snprintf(detail, sizeof detail,
-                 "max_queued_per_token: at most %u queued jobs per token (you have %lld)",
-                 a->cfg.max_queued_per_token, queued);
-        http_reply_header(rs, "Retry-After", "10");
-        return http_reply_problem(rs, 429, NULL, detail,
-                                  json_pack("{s:s, s:I}", "limit", "max_queued_per_token",
-                                            "value", (json_int_t)a->cfg.max_queued_per_token));
-    case JOBS_KEY_REUSED:
-        return api_reply_invalid(rs, NULL,
-                                 "Idempotency-Key was already used with a different "
-                                 "request body",
-                                 NULL, json_pack("{s:s}", "field", "Idempotency-Key"));
-    case JOBS_STORE_FAILED:
-        return api_reply_store(rs, &e, "job not created");
-    case JOBS_CREATED:
-    case JOBS_REPLAYED:
-        break;
-    }
-    snprintf(location, sizeof location, "/v1/jobs/%s", job.id);
-    http_reply_header(rs, "Location", location);
-    rc = http_reply_json(rs, outcome == JOBS_REPLAYED ? 200 : 201, job_json(&job));
-    store_job_clear(&job);
-    return rc;
+    return reply_submitted(rs, a, outcome, &job, queued, &e, &sp);
 }
 
 int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t)
@@ -345,4 +363,40 @@ int h_job_delete(struct http_req *rq, struct http_resp *rs, const struct token *
     if (jobs_delete(rq->app, http_param(rq, "id"), api_owner_of(who), &e) < 0)
         return api_reply_store(rs, &e, "no such job");
     return http_reply_text(rs, 204, "text/plain", "", 0);
+}
+
+int h_job_retry(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct store_job job = {0};
+    struct store_err e = {0};
+    struct spec_problem sp = {0};
+    long long queued = 0;
+    enum jobs_outcome outcome;
+
+    outcome = jobs_retry(rq->app, http_param(rq, "id"), api_owner_of(who), &job, &sp, &queued,
+                         &e);
+    if (outcome == JOBS_STORE_FAILED && e.code == STORE_ENOTFOUND) {
+        store_job_clear(&job);
+        return api_reply_store(rs, &e, "no such job");
+    }
+    return reply_submitted(rs, rq->app, outcome, &job, queued, &e, &sp);
+}
+
+#define LOG_MAX ((size_t)4 << 20)       /* the log's last 4 MiB */
+
+int h_job_log(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct store_err e = {0};
+    char *text;
+    size_t len;
+    int truncated, rc;
+
+    if (jobs_log(rq->app, http_param(rq, "id"), api_owner_of(who), LOG_MAX, &text, &len,
+                 &truncated, &e) < 0)
+        return api_reply_store(rs, &e, e.msg[0] ? e.msg : "no such job");
+    if (truncated)
+        http_reply_header(rs, "X-Log-Truncated", "the first bytes are left out: the last 4 MiB");
+    rc = http_reply_text(rs, 200, "text/plain; charset=utf-8", text, len);
+    free(text);
+    return rc;
 }

@@ -25,6 +25,8 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN, NULL},
     {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN, NULL},
     {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0, API_TOKEN, NULL},
+    {"POST", "/v1/jobs/{id}/retry", h_job_retry, 0, API_TOKEN, NULL},
+    {"GET", "/v1/jobs/{id}/log", h_job_log, 0, API_TOKEN, NULL},
     {"GET", "/v1/jobs/{id}/metrics", h_job_metrics, 0, API_TOKEN,
       "after,limit,every,max_points,wait,format"},
     {"GET", "/v1/jobs/{id}/events", h_job_events, 0, API_TOKEN, "after"},

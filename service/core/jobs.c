@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -214,4 +217,83 @@ int jobs_delete(struct app *a, const char *id, const char *owner, struct store_e
     snprintf(path, sizeof path, "%s/%s.log", a->cfg.state_dir, id);
     unlink(path);
     return 0;
+}
+
+int jobs_log(struct app *a, const char *id, const char *owner, size_t max, char **text,
+             size_t *len, int *truncated, struct store_err *e)
+{
+    struct store_job job = {0};
+    char path[PATH_MAX + 64];
+    struct stat st;
+    off_t from;
+    ssize_t n;
+    int fd, rc;
+
+    *text = NULL;
+    *len = 0;
+    *truncated = 0;
+    if ((rc = jobs_get(a, id, owner, &job, e)) < 0)
+        return rc;
+    snprintf(path, sizeof path, "%s/%s.log", a->cfg.state_dir, job.id);
+    store_job_clear(&job);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(fd, &st) < 0 ||
+        !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        e->code = STORE_ENOTFOUND;
+        snprintf(e->msg, sizeof e->msg, "job %s has no log yet", id);
+        return STORE_ENOTFOUND;
+    }
+    from = st.st_size > (off_t)max ? st.st_size - (off_t)max : 0;
+    *truncated = from > 0;
+    if (!(*text = malloc((size_t)(st.st_size - from) + 1))) {
+        close(fd);
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        return STORE_ENOMEM;
+    }
+    while ((size_t)(from + (off_t)*len) < (size_t)st.st_size &&
+           (n = pread(fd, *text + *len, (size_t)(st.st_size - from) - *len,
+                      from + (off_t)*len)) > 0)
+        *len += (size_t)n;
+    (*text)[*len] = '\0';
+    close(fd);
+    return 0;
+}
+
+enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
+                             struct store_job *job, struct spec_problem *sp,
+                             long long *queued, struct store_err *e)
+{
+    struct jobspec spec;
+    struct jobspec_errors errs = {0};
+    struct store_job old = {0};
+    enum jobs_outcome out;
+    char version[65] = "";
+
+    if (jobs_get(a, id, owner, &old, e) < 0)
+        return JOBS_STORE_FAILED;
+    if (old.state != STORE_JOB_FAILED && old.state != STORE_JOB_CANCELLED &&
+        old.state != STORE_JOB_INTERRUPTED) {
+        e->code = STORE_ESTATE;
+        snprintf(e->msg, sizeof e->msg,
+                 "job %s is %s: only a failed, cancelled or interrupted job is retried",
+                 old.id, store_job_state_name(old.state));
+        *job = old;
+        return JOBS_STORE_FAILED;
+    }
+    /* The server's rules may have changed since: check it again. */
+    if (jobspec_parse(old.spec, strlen(old.spec), &spec, &errs) < 0) {
+        spec_problem_set(sp, errs.count ? errs.item[0].field : "spec", NULL, 0, "%s",
+                         errs.count ? errs.item[0].detail : "the stored spec is invalid");
+        store_job_clear(&old);
+        return JOBS_INVALID;
+    }
+    if (jobs_check_spec(a, &spec, sp, version) < 0) {
+        store_job_clear(&old);
+        return JOBS_INVALID;
+    }
+    out = jobs_submit(a, &spec, old.owner, version, NULL, job, queued, e);
+    store_job_clear(&old);
+    return out;
 }

@@ -48,7 +48,8 @@ enum jobs_outcome {
     JOBS_QUEUE_FULL,        /* the owner has max_queued_per_token queued */
     JOBS_KEY_REUSED,        /* the key was used with another body */
     JOBS_STORE_FAILED,      /* e says why */
-    JOBS_NO_MEMORY
+    JOBS_NO_MEMORY,
+    JOBS_INVALID            /* jobs_retry: the spec no longer passes (sp) */
 };
 
 /*
@@ -78,6 +79,26 @@ enum jobs_cancel_outcome jobs_cancel(struct app *a, const char *id, const char *
 /* Deletes an ended job that owner (NULL: anyone's) may see, with its rows,
    cached pages, spec and log files. 0, or a STORE_* code with e filled. */
 int jobs_delete(struct app *a, const char *id, const char *owner, struct store_err *e);
+
+/*
+ * The coordinator's log of the job id that owner (NULL: anyone's) may
+ * see: its last max bytes into *text (malloc'd, the caller frees it),
+ * *truncated set when the log was longer. 0; a STORE_* code with e filled
+ * (STORE_ENOTFOUND: no such job, or it has no log yet).
+ */
+int jobs_log(struct app *a, const char *id, const char *owner, size_t max, char **text,
+             size_t *len, int *truncated, struct store_err *e);
+
+/*
+ * Submits an ended job (failed, cancelled or interrupted) again: a new
+ * job of the same spec and owner, on its dataset's current version,
+ * checked as any submission is. Outcomes
+ * as for jobs_submit; JOBS_STORE_FAILED with STORE_ESTATE when the job has
+ * not ended or succeeded, *job then the original.
+ */
+enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
+                             struct store_job *job, struct spec_problem *sp,
+                             long long *queued, struct store_err *e);
 
 /* The job id that owner (NULL: anyone's) may see, from a reader. */
 int jobs_get(struct app *a, const char *id, const char *owner, struct store_job *job,

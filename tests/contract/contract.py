@@ -171,12 +171,20 @@ if jid:
     call("GET", "/v1/jobs/%s/plot.svg?x=bits" % jid, "/v1/jobs/{id}/plot.svg")
     call("GET", "/v1/jobs/%s/plot.svg?x=nope" % jid, "/v1/jobs/{id}/plot.svg")
     call("POST", "/v1/jobs/%s/cancel" % jid, "/v1/jobs/{id}/cancel")      # ended: 409
+    call("POST", "/v1/jobs/%s/retry" % jid, "/v1/jobs/{id}/retry")        # succeeded: 409
+    call("GET", "/v1/jobs/%s/log" % jid, "/v1/jobs/{id}/log")
 call("GET", "/v1/jobs/j_0000000000000000/metrics", "/v1/jobs/{id}/metrics")
 if run.get("id") if isinstance(run, dict) else False:
     call("POST", "/v1/jobs/%s/cancel" % run["id"], "/v1/jobs/{id}/cancel")
     wait_final(run["id"])
+    s, again = call("POST", "/v1/jobs/%s/retry" % run["id"], "/v1/jobs/{id}/retry")
+    if s == 201:
+        call("POST", "/v1/jobs/%s/cancel" % again["id"], "/v1/jobs/{id}/cancel")
+        wait_final(again["id"])
     call("DELETE", "/v1/jobs/" + run["id"], "/v1/jobs/{id}")
 call("DELETE", "/v1/jobs/j_0000000000000000", "/v1/jobs/{id}")
+call("POST", "/v1/jobs/j_0000000000000000/retry", "/v1/jobs/{id}/retry")
+call("GET", "/v1/jobs/j_0000000000000000/log", "/v1/jobs/{id}/log")
 
 # Experiments and comparisons.
 xbody = {"name": "contract", "base": {"dataset": "heart_scale", "workers": 2,
