@@ -373,6 +373,20 @@ START_TEST(test_problem_types)
     ck_assert_int_eq(json_array_size(json_object_get(doc, "errors")), 3);
     json_decref(doc);
     free(r.body);
+    /* What the engine would refuse at start is refused at submit. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"gd\","
+            " \"compressor\": {\"type\": \"topk\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "gd sends uncompressed messages"), "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"eclk\","
+            " \"compressor\": {\"type\": \"randk-unbiased\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "compressor.type: randk-unbiased is not a contraction"), "%s",
+                  r.body);
+    free(r.body);
     r = req(&s, "GET", "/problems/invalid-job", NULL, NULL, NULL);
     ck_assert_int_eq(r.status, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "errors"));

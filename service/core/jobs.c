@@ -74,6 +74,19 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
         return spec_problem_set(sp, "backend", NULL, 0,
                             "mpi is not available through the service yet; "
                             "use process or inproc");
+    /* What the engine would refuse when the job starts, refused now. */
+    if (!ec_algo_compresses(job->algorithm) && job->compressor.type != EC_COMP_NONE)
+        return spec_problem_set(sp, "compressor", NULL, 0,
+                                "%s sends uncompressed messages, so the compressor must "
+                                "be none (got %s)",
+                                ec_algo_name(job->algorithm),
+                                ec_comp_name(job->compressor.type));
+    if (job->compressor.type == EC_COMP_RANDK_UNBIASED ||
+        job->compressor.type == EC_COMP_DITHER_UNBIASED)
+        return spec_problem_set(sp, "compressor.type", NULL, 0,
+                                "%s is not a contraction; use randk or dither (DIANA's "
+                                "shifts use the unbiased form by themselves)",
+                                ec_comp_name(job->compressor.type));
     if ((rule = catalog_name_check(job->dataset)))
         return spec_problem_set(sp, "dataset", NULL, 0, "%s", rule);
     if (catalog_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
