@@ -442,6 +442,39 @@ START_TEST(test_retry_and_log)
     ck_assert_int_eq(r.status, 409);
     ck_assert_msg(strstr(r.body, "only a failed, cancelled or interrupted job"), "%s", r.body);
     free(r.body);
+    /* Labels and name edited after submit; the list's label filter sees it. */
+    snprintf(path, sizeof path, "/v1/jobs/%s", done);
+    r = req(&s, "PATCH", path, ALICE,
+            "{\"name\": \"first try\", \"labels\": {\"lr\": \"0.1\", \"gone\": null}}",
+            NULL);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_str_eq(str_of(doc, "name"), "first try");
+    ck_assert_str_eq(str_of(json_object_get(doc, "labels"), "lr"), "0.1");
+    ck_assert_str_eq(str_of(json_object_get(json_object_get(doc, "spec"), "labels"), "lr"),
+                     "0.1");
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs?label=lr=0.1", ALICE, NULL, NULL);
+    doc = json_of(&r);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 1);
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "PATCH", path, ALICE, "{\"labels\": {\"lr\": null}}", NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs?label=lr", ALICE, NULL, NULL);
+    doc = json_of(&r);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 0);
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "PATCH", path, ALICE, "{\"algorithm\": \"gd\"}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "name and labels can be changed"), "%s", r.body);
+    free(r.body);
+    r = req(&s, "PATCH", path, BOB, "{\"name\": \"mine\"}", NULL);
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
     /* The coordinator's log, for its owner only. */
     snprintf(path, sizeof path, "/v1/jobs/%s/log", done);
     r = req(&s, "GET", path, ALICE, NULL, NULL);

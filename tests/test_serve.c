@@ -613,7 +613,8 @@ START_TEST(test_openapi_matches_routes)
             continue;
         if (in_paths && sscanf(line, "    %15[a-z]:", method) == 1 &&
             (strcmp(method, "get") == 0 || strcmp(method, "post") == 0 ||
-             strcmp(method, "delete") == 0 || strcmp(method, "put") == 0)) {
+             strcmp(method, "delete") == 0 || strcmp(method, "put") == 0 ||
+             strcmp(method, "patch") == 0)) {
             int found = 0;
             for (size_t i = 0; i < api_nroutes; i++)
                 if (strcasecmp(api_routes[i].method, method) == 0 &&

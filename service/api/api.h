@@ -130,6 +130,7 @@ int h_job_get(struct http_req *rq, struct http_resp *rs, const struct token *who
 int h_job_cancel(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_job_delete(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_job_retry(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_job_patch(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_job_log(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_job_metrics(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_job_events(struct http_req *rq, struct http_resp *rs, const struct token *who);

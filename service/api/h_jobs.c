@@ -400,3 +400,33 @@ int h_job_log(struct http_req *rq, struct http_resp *rs, const struct token *who
     free(text);
     return rc;
 }
+
+int h_job_patch(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    json_t *patch = http_body_json(rq, rs);
+    struct store_job job = {0};
+    struct store_err e = {0};
+    struct spec_problem sp;
+    int rc;
+
+    if (!patch)
+        return 0;
+    switch (jobs_relabel(a, http_param(rq, "id"), api_owner_of(who), patch, &job, &sp, &e)) {
+    case JOBS_CREATED:
+        rc = http_reply_json(rs, 200, job_json(&job));
+        break;
+    case JOBS_INVALID:
+        rc = api_reply_spec_problem(rs, "Invalid job", &sp);
+        break;
+    case JOBS_STORE_FAILED:
+        rc = api_reply_store(rs, &e, "no such job");
+        break;
+    default:
+        rc = http_reply_problem(rs, 500, NULL, "out of memory", NULL);
+        break;
+    }
+    store_job_clear(&job);
+    json_decref(patch);
+    return rc;
+}

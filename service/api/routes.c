@@ -24,6 +24,7 @@ const struct api_route api_routes[] = {
       "state,algorithm,dataset,label,stop_reason,cursor,limit"},
     {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN, NULL},
     {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN, NULL},
+    {"PATCH", "/v1/jobs/{id}", h_job_patch, HTTP_JSON_BODY, API_TOKEN, NULL},
     {"POST", "/v1/jobs/{id}/cancel", h_job_cancel, 0, API_TOKEN, NULL},
     {"POST", "/v1/jobs/{id}/retry", h_job_retry, 0, API_TOKEN, NULL},
     {"GET", "/v1/jobs/{id}/log", h_job_log, 0, API_TOKEN, NULL},

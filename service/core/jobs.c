@@ -310,3 +310,87 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
     store_job_clear(&old);
     return out;
 }
+
+enum jobs_outcome jobs_relabel(struct app *a, const char *id, const char *owner,
+                               json_t *patch, struct store_job *job, struct spec_problem *sp,
+                               struct store_err *e)
+{
+    json_t *doc = NULL, *labels, *value, *canon = NULL;
+    struct jobspec spec;
+    struct jobspec_errors errs = {0};
+    struct store_job old = {0};
+    char *spec_text = NULL, *labels_text = NULL;
+    enum jobs_outcome out = JOBS_CREATED;
+    const char *key;
+
+    memset(sp, 0, sizeof *sp);
+    if (!json_is_object(patch)) {
+        spec_problem_set(sp, "", NULL, 0, "the body must be an object with name and/or labels");
+        return JOBS_INVALID;
+    }
+    json_object_foreach(patch, key, value) {
+        if (strcmp(key, "name") && strcmp(key, "labels")) {
+            spec_problem_set(sp, key, NULL, 0, "unknown key; a job's name and labels can be "
+                             "changed, nothing else");
+            return JOBS_INVALID;
+        }
+    }
+    if (jobs_get(a, id, owner, &old, e) < 0)
+        return JOBS_STORE_FAILED;
+    if (!(doc = json_loads(old.spec, 0, NULL))) {
+        out = JOBS_NO_MEMORY;
+        goto done;
+    }
+    if ((value = json_object_get(patch, "name"))) {
+        if (json_is_null(value) || (json_is_string(value) && !*json_string_value(value)))
+            json_object_del(doc, "name");
+        else
+            json_object_set(doc, "name", value);    /* the spec's checks judge it */
+    }
+    if ((value = json_object_get(patch, "labels"))) {
+        if (!json_is_object(value)) {
+            spec_problem_set(sp, "labels", NULL, 0,
+                             "must be an object of KEY: string (null deletes KEY)");
+            out = JOBS_INVALID;
+            goto done;
+        }
+        if (!json_is_object(labels = json_object_get(doc, "labels"))) {
+            json_object_set_new(doc, "labels", json_object());
+            labels = json_object_get(doc, "labels");
+        }
+        json_object_foreach(value, key, value) {
+            if (json_is_null(value))
+                json_object_del(labels, key);
+            else
+                json_object_set(labels, key, value);
+        }
+    }
+    if (jobspec_from_json(doc, &spec, &errs) < 0) {
+        spec_problem_set(sp, errs.count ? errs.item[0].field : "", NULL, 0, "%s",
+                         errs.count ? errs.item[0].detail : "invalid");
+        out = JOBS_INVALID;
+        goto done;
+    }
+    canon = jobspec_to_json(&spec);
+    spec_text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    labels = canon ? json_object_get(canon, "labels") : NULL;
+    labels_text = json_is_object(labels) ? json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)
+                                         : strdup("{}");
+    if (!spec_text || !labels_text) {
+        out = JOBS_NO_MEMORY;
+        goto done;
+    }
+    pthread_mutex_lock(&a->wlock);
+    if (store_job_set_labels(a->writer, old.id, owner, spec.name, labels_text, spec_text, e) < 0)
+        out = JOBS_STORE_FAILED;
+    else if (store_job_get(a->writer, old.id, NULL, job, e) < 0)
+        out = JOBS_STORE_FAILED;
+    pthread_mutex_unlock(&a->wlock);
+done:
+    json_decref(canon);
+    json_decref(doc);
+    free(spec_text);
+    free(labels_text);
+    store_job_clear(&old);
+    return out;
+}

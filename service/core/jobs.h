@@ -100,6 +100,17 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
                              struct store_job *job, struct spec_problem *sp,
                              long long *queued, struct store_err *e);
 
+/*
+ * Edits a job's name and labels after submit, in any state: patch is
+ * {"name": string|null, "labels": {KEY: string|null}} (null deletes),
+ * both optional, checked as a spec's are. On JOBS_CREATED (the edit was
+ * made) *job is the job after it; JOBS_INVALID with sp naming the field;
+ * JOBS_STORE_FAILED with e (STORE_ENOTFOUND: no such job).
+ */
+enum jobs_outcome jobs_relabel(struct app *a, const char *id, const char *owner,
+                               json_t *patch, struct store_job *job, struct spec_problem *sp,
+                               struct store_err *e);
+
 /* The job id that owner (NULL: anyone's) may see, from a reader. */
 int jobs_get(struct app *a, const char *id, const char *owner, struct store_job *job,
              struct store_err *e);

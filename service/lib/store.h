@@ -295,6 +295,15 @@ struct store_counts {
 
 int store_counts(struct store *st, const char *owner,
                  struct store_counts *out, struct store_err *err);
+/*
+ * A job's name and labels (a JSON object) after submit, with its spec
+ * text that holds them, for the job id that owner (NULL: anyone's) may
+ * see, in any state. 0, or STORE_ENOTFOUND and the like.
+ */
+int store_job_set_labels(struct store *st, const char *id, const char *owner,
+                         const char *name, const char *labels_json, const char *spec_json,
+                         struct store_err *err);
+
 /* How many jobs are in each state, all owners, by enum store_job_state. */
 int store_job_state_counts(struct store *st, int64_t out[STORE_JOB_STATE_COUNT],
                            struct store_err *err);

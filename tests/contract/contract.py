@@ -161,6 +161,10 @@ if jid:
     wait_final(jid)
     call("GET", "/v1/jobs/" + jid, "/v1/jobs/{id}")
     call("GET", "/v1/jobs/" + jid, "/v1/jobs/{id}", tok=other)
+    call("PATCH", "/v1/jobs/" + jid, "/v1/jobs/{id}",
+         body={"name": "renamed", "labels": {"suite": None, "round": "2"}})
+    call("PATCH", "/v1/jobs/" + jid, "/v1/jobs/{id}", body={"labels": {"bad key": "x"}})
+    call("PATCH", "/v1/jobs/" + jid, "/v1/jobs/{id}", body={"state": "queued"})
     call("GET", "/v1/jobs/%s/metrics?limit=3" % jid, "/v1/jobs/{id}/metrics")
     call("GET", "/v1/jobs/%s/metrics?format=csv" % jid, "/v1/jobs/{id}/metrics")
     call("GET", "/v1/jobs/%s/metrics?limit=0" % jid, "/v1/jobs/{id}/metrics")
@@ -184,6 +188,7 @@ if run.get("id") if isinstance(run, dict) else False:
     call("DELETE", "/v1/jobs/" + run["id"], "/v1/jobs/{id}")
 call("DELETE", "/v1/jobs/j_0000000000000000", "/v1/jobs/{id}")
 call("POST", "/v1/jobs/j_0000000000000000/retry", "/v1/jobs/{id}/retry")
+call("PATCH", "/v1/jobs/j_0000000000000000", "/v1/jobs/{id}", body={"name": "x"})
 call("GET", "/v1/jobs/j_0000000000000000/log", "/v1/jobs/{id}/log")
 
 # Experiments and comparisons.

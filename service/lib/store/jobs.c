@@ -839,3 +839,39 @@ int store_job_state_counts(struct store *st, int64_t out[STORE_JOB_STATE_COUNT],
     done(&u);
     return rc;
 }
+
+int store_job_set_labels(struct store *st, const char *id, const char *owner,
+                         const char *name, const char *labels_json, const char *spec_json,
+                         struct store_err *err)
+{
+    int64_t seq = 0;
+    struct use u;
+    int rc;
+
+    if ((rc = store__tx_begin(st, "label a job", err)) < 0)
+        return rc;
+    rc = store__job_seq(st, id, &seq, err);
+    if (rc == 0) {
+        u = use(st, SQL_JOB_SET_LABELS);
+        bind_int(&u, 1, seq);
+        bind_text(&u, 2, owner);
+        bind_text(&u, 3, name ? name : "");
+        bind_text(&u, 4, labels_json);
+        bind_text(&u, 5, spec_json);
+        rc = exec_use(st, &u, "label a job", err);
+        if (rc == 0 && sqlite3_changes(st->db) != 1)
+            rc = store__set_err(err, STORE_ENOTFOUND, 0, "no job %s", id);
+    }
+    if (rc == 0) {
+        u = use(st, SQL_LABELS_CLEAR);
+        bind_int(&u, 1, seq);
+        rc = exec_use(st, &u, "label a job", err);
+    }
+    if (rc == 0) {
+        u = use(st, SQL_LABELS_INSERT);
+        bind_int(&u, 1, seq);
+        bind_text(&u, 2, labels_json);
+        rc = exec_use(st, &u, "label a job", err);
+    }
+    return store__tx_end(st, rc, "label a job", err);
+}

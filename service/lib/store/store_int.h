@@ -132,6 +132,10 @@ enum job_column {
       " coalesce(sum(state = 'running' AND owner = ?1), 0),"               \
       " coalesce(sum(state = 'queued' AND owner = ?1), 0)"                 \
       " FROM jobs WHERE state IN ('queued', 'running')")                   \
+    X(SQL_JOB_SET_LABELS,                                                  \
+      "UPDATE jobs SET name = ?3, labels = ?4, spec = ?5"                  \
+      " WHERE seq = ?1 AND (?2 IS NULL OR owner = ?2)")                    \
+    X(SQL_LABELS_CLEAR, "DELETE FROM job_labels WHERE job_seq = ?1")       \
     X(SQL_STATE_COUNTS, "SELECT state, count(*) FROM jobs GROUP BY state")  \
     X(SQL_RECOVER,                                                         \
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
