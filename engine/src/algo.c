@@ -36,6 +36,50 @@ int ec_algo_has_init(ec_algo_id a)
     return is_katyusha(a) || a == EC_ALGO_EF21;
 }
 
+/*
+ * ECLK's rule for its compressor (README, "ECLK's defaults"): the margin
+ * c of the inflation, and the guard's threshold, a growth of ||grad f(w)||
+ * past this many times the best seen.
+ */
+#define ECLK_C 0.5
+#define ECLK_GUARD 4.0
+
+const char *ec_eclk_rule_name(ec_eclk_rule r)
+{
+    switch (r) {
+    case EC_ECLK_PLAIN:
+        return "plain";
+    case EC_ECLK_NOMINAL:
+        return "nominal";
+    case EC_ECLK_ONLINE:
+        return "online";
+    }
+    return NULL;
+}
+
+double ec_eclk_inflation(double delta, double c)
+{
+    double a_max = 2.0 * sin(M_PI * delta / (2.0 * (2.0 - delta)));
+
+    return fmax(1.0, (1.0 / 3.0) / (c * a_max));
+}
+
+void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff)
+{
+    p->eclk_rule = rule;
+    p->delta_eff = delta_eff;
+    p->inflation = rule == EC_ECLK_PLAIN ? 1.0
+                                         : ec_eclk_inflation(delta_eff, p->eclk_c);
+    p->L_delta = p->inflation * p->L_eff;
+    p->sigma = p->mu / p->L_delta;
+    p->theta2 = 0.5;
+    p->theta1 = fmin(sqrt(2.0 * p->sigma / (3.0 * p->p)), 0.5);
+    p->eta = p->theta2 / ((1.0 + p->theta2) * p->theta1);
+    p->theory_step = p->eta / p->L_delta;
+    if (!p->step_given)
+        p->gamma = p->step_multiplier * p->theory_step;
+}
+
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e)
 {
@@ -114,6 +158,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
             p->p = job->p;
         else if (p->algo == EC_ALGO_ECLK)
             p->p = fmax((double)p->batch / m, p->delta);
+        else if (p->algo == EC_ALGO_LKATYUSHA)
+            p->p = 1.0;      /* ECLK's rule at delta = 1 */
         else
             p->p = (double)p->batch / m;
         if (!(p->p > 0.0 && p->p <= 1.0))
@@ -121,15 +167,32 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                               p->p);
     }
 
+    p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
+    if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
+        return ec_err_set(e, EC_EINVAL, "step_multiplier must be > 0 (got %g)",
+                          p->step_multiplier);
+    if (!isnan(job->step_size)) {
+        if (!(job->step_size > 0.0) || !isfinite(job->step_size))
+            return ec_err_set(e, EC_EINVAL, "step_size must be > 0 (got %g)",
+                              job->step_size);
+        p->gamma = job->step_size;
+        p->step_given = 1;
+    }
+
     switch (p->algo) {
     case EC_ALGO_ECLK:
     case EC_ALGO_LKATYUSHA:
         p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
-        p->sigma = pb->mu / p->L_eff;
-        p->theta2 = 0.5;
-        p->theta1 = fmin(sqrt(2.0 * p->sigma / (3.0 * p->p)), 0.5);
-        p->eta = p->theta2 / ((1.0 + p->theta2) * p->theta1);
-        p->theory_step = p->eta / p->L_eff;
+        p->mu = pb->mu;
+        p->eclk_c = ECLK_C;
+        /* The online rule starts from the nominal delta, which is safe, and
+         * moves with the measured contraction; a given step, or nothing to
+         * measure (Q = none), keeps the nominal one. */
+        ec_params_set_eclk(p,
+                           p->algo == EC_ALGO_ECLK && p->comp.type != EC_COMP_NONE &&
+                                   !p->step_given
+                               ? EC_ECLK_ONLINE : EC_ECLK_NOMINAL,
+                           p->delta);
         break;
     case EC_ALGO_GD:
     case EC_ALGO_EC_GD:
@@ -140,7 +203,10 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     case EC_ALGO_EC_SGD:
     case EC_ALGO_EC_LSVRG:
     case EC_ALGO_EC_SGD_DIANA:
-        p->theory_step = 1.0 / pb->L;
+        /* The expected smoothness of the mean of n minibatch gradients,
+         * the constant ECLK's step is built from too. */
+        p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
+        p->theory_step = 1.0 / p->L_eff;
         break;
     case EC_ALGO_EF21: {
         double r = sqrt(1.0 - p->delta);
@@ -151,18 +217,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     default:
         return ec_err_set(e, EC_EINVAL, "algorithm: unknown");
     }
-    p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
-    if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
-        return ec_err_set(e, EC_EINVAL, "step_multiplier must be > 0 (got %g)",
-                          p->step_multiplier);
-    if (!isnan(job->step_size)) {
-        if (!(job->step_size > 0.0) || !isfinite(job->step_size))
-            return ec_err_set(e, EC_EINVAL, "step_size must be > 0 (got %g)",
-                              job->step_size);
-        p->gamma = job->step_size;
-    } else {
+    if (!p->step_given)
         p->gamma = p->step_multiplier * p->theory_step;
-    }
     return 0;
 }
 
@@ -178,10 +234,43 @@ static void draw_coin(ec_model *m)
 static void katyusha_x(ec_model *m)
 {
     const ec_params *p = m->prm;
-    double t3 = 1.0 - p->theta1 - p->theta2;
+    double t3 = 1.0 - m->theta1 - p->theta2;
 
     for (uint32_t j = 0; j < m->d; j++)
-        m->x[j] = p->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
+        m->x[j] = m->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
+}
+
+static int online(const ec_params *p)
+{
+    return p->algo == EC_ALGO_ECLK && p->eclk_rule == EC_ECLK_ONLINE;
+}
+
+/* The model's constants from a copy of prm with the given contraction and
+ * guard factor (which multiplies the inflation). */
+static void model_constants(ec_model *m, double delta_eff, double guard)
+{
+    ec_params q = *m->prm;
+
+    ec_params_set_eclk(&q, q.eclk_rule, delta_eff);
+    if (guard != 1.0) {
+        q.inflation *= guard;
+        q.L_delta = q.inflation * q.L_eff;
+        q.sigma = q.mu / q.L_delta;
+        q.theta1 = fmin(sqrt(2.0 * q.sigma / (3.0 * q.p)), 0.5);
+        q.eta = q.theta2 / ((1.0 + q.theta2) * q.theta1);
+        q.theory_step = q.eta / q.L_delta;
+        q.gamma = q.step_multiplier * q.theory_step;
+    }
+    m->gamma = q.gamma;
+    m->theta1 = q.theta1;
+    m->eta = q.eta;
+    m->sigma = q.sigma;
+    m->delta_eff = delta_eff;
+    m->inflation = q.inflation;
+    if (delta_eff < m->delta_min)
+        m->delta_min = delta_eff;
+    if (delta_eff > m->delta_max)
+        m->delta_max = delta_eff;
 }
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
@@ -201,11 +290,24 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w = calloc(d, sizeof *m->w);
         m->tmp = calloc(d, sizeof *m->tmp);
     }
+    if (online(prm)) {
+        m->w_best = calloc(d, sizeof *m->w_best);
+        m->u_best = calloc(d, sizeof *m->u_best);
+    }
     if (!m->x || !m->u ||
-        (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp))) {
+        (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp)) ||
+        (online(prm) && (!m->w_best || !m->u_best))) {
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
     }
+    m->gamma = prm->gamma;
+    m->theta1 = prm->theta1;
+    m->eta = prm->eta;
+    m->sigma = prm->sigma;
+    m->delta_eff = m->delta_min = m->delta_max = prm->delta_eff;
+    m->inflation = prm->inflation;
+    m->best_gnorm = INFINITY;
+    m->guard = 1.0;
     ec_rng_seed(&m->rng, prm->seed, 0xc0171);
     m->initialised = !ec_algo_has_init(prm->algo);
     return 0;
@@ -221,12 +323,89 @@ void ec_model_clear(ec_model *m)
     free(m->w);
     free(m->u);
     free(m->tmp);
+    free(m->w_best);
+    free(m->u_best);
     memset(m, 0, sizeof *m);
+}
+
+void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out)
+{
+    out->delta_eff = m->delta_eff;
+    out->inflation = m->inflation;
+    out->delta_min = m->delta_min;
+    out->delta_max = m->delta_max;
+    out->updates = m->updates;
+    out->restarts = m->restarts;
 }
 
 const double *ec_model_point(const ec_model *m)
 {
     return is_katyusha(m->prm->algo) ? m->y : m->x;
+}
+
+/* EF21's next iterate prox(x - gamma g) into out (which may be m->x):
+ * the one computation both the workers and the model make. */
+static void ef21_next(const ec_model *m, double *out)
+{
+    const ec_params *p = m->prm;
+
+    for (uint32_t j = 0; j < m->d; j++)
+        out[j] = m->x[j] - p->gamma * m->u[j];
+    ec_prox_l1(out, m->d, p->gamma * m->pb->lambda1);
+}
+
+static double norm2(const double *v, uint32_t d)
+{
+    double s = 0.0;
+
+    for (uint32_t j = 0; j < d; j++)
+        s += v[j] * v[j];
+    return s;
+}
+
+/*
+ * ECLK's online rule, on a coin round (w and u were just refreshed): the
+ * workers' sums since the last coin round give the realised contraction
+ * 1 - sum ||e'||^2 / sum ||e + gamma D||^2, and the constants follow it,
+ * never below the nominal delta. The guard keeps the best snapshot by
+ * ||grad f(w)|| and, when ||grad f(w)|| grows past guard times the best,
+ * restarts from it with the inflation doubled.
+ */
+static void online_update(ec_model *m, const ec_down *down)
+{
+    const ec_params *p = m->prm;
+    uint32_t d = m->d;
+    double gn = sqrt(norm2(m->u, d)), delta;
+
+    if (gn < m->best_gnorm) {
+        m->best_gnorm = gn;
+        memcpy(m->w_best, m->w, d * sizeof *m->w);
+        memcpy(m->u_best, m->u, d * sizeof *m->u);
+    } else if (gn > ECLK_GUARD * m->best_gnorm) {
+        /* Growth the estimate did not prevent: back to the best snapshot,
+         * with a doubled constant and a fresh estimate. The workers clear
+         * their error memories when they see the restart. */
+        memcpy(m->w, m->w_best, d * sizeof *m->w);
+        memcpy(m->y, m->w_best, d * sizeof *m->y);
+        memcpy(m->z, m->w_best, d * sizeof *m->z);
+        memcpy(m->u, m->u_best, d * sizeof *m->u);
+        m->restarts++;
+        m->guard *= 2.0;
+        m->est_in = m->est_out = 0.0;
+        model_constants(m, m->delta_eff, m->guard);
+        m->updates++;
+        return;
+    }
+    /* The memories start empty: the first 1/delta rounds would flatter the
+     * compressor, so they are not counted. */
+    if (!down->has_stats || !(down->ef_in > 0.0) ||
+        (double)m->round * p->delta < 1.0)
+        return;
+    m->est_in += down->ef_in;
+    m->est_out += down->ef_out;
+    delta = fmin(fmax(1.0 - m->est_out / m->est_in, p->delta), 1.0);
+    model_constants(m, delta, m->guard);
+    m->updates++;
 }
 
 void ec_model_apply(ec_model *m, const ec_down *down)
@@ -242,22 +421,19 @@ void ec_model_apply(ec_model *m, const ec_down *down)
         if (is_katyusha(p->algo)) {
             draw_coin(m);
             katyusha_x(m);
-        } else {
-            for (uint32_t j = 0; j < d; j++)
-                m->x[j] -= p->gamma * m->u[j];
-            ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
         }
+        /* EF21 takes its first step in round 1, so row 0 is x0. */
         return;
     }
 
     if (is_katyusha(p->algo)) {
-        double es = p->eta * p->sigma, inv = 1.0 / (1.0 + es);
+        double es = m->eta * m->sigma, inv = 1.0 / (1.0 + es);
 
         /* z' = prox((eta sigma x + z - v - gamma u) / (1 + eta sigma)) */
         for (uint32_t j = 0; j < d; j++)
             m->tmp[j] = (es * m->x[j] + m->z[j] - down->v[j] -
-                         p->gamma * m->u[j]) * inv;
-        ec_prox_l1(m->tmp, d, p->gamma * pb->lambda1 * inv);
+                         m->gamma * m->u[j]) * inv;
+        ec_prox_l1(m->tmp, d, m->gamma * pb->lambda1 * inv);
         /* The coin moves w to the y from before this round; the workers
          * sent grad f_tau at that y, so u follows it. */
         if (m->coin) {
@@ -265,21 +441,25 @@ void ec_model_apply(ec_model *m, const ec_down *down)
             memcpy(m->u, down->a, d * sizeof *m->u);
         }
         for (uint32_t j = 0; j < d; j++) {
-            m->y[j] = m->x[j] + p->theta1 * (m->tmp[j] - m->z[j]);
+            m->y[j] = m->x[j] + m->theta1 * (m->tmp[j] - m->z[j]);
             m->z[j] = m->tmp[j];
         }
         m->round++;
+        if (online(p) && m->coin)
+            online_update(m, down);
         draw_coin(m);
         katyusha_x(m);
         return;
     }
 
     if (p->algo == EC_ALGO_EF21) {
-        /* g += mean c;  x = prox(x - gamma g) */
-        for (uint32_t j = 0; j < d; j++) {
+        /* x = prox(x - gamma g), as every worker computed it; g += mean c,
+         * the c's being taken at that new x. */
+        ef21_next(m, m->x);
+        for (uint32_t j = 0; j < d; j++)
             m->u[j] += down->v[j];
-            m->x[j] -= p->gamma * m->u[j];
-        }
+        m->round++;
+        return;
     } else {
         /* The workers sent gamma-scaled messages: x = prox(x - mean q). */
         for (uint32_t j = 0; j < d; j++)
@@ -320,12 +500,13 @@ uint64_t ec_up_bits(const ec_up *up)
 
     if (up->has_extra)
         b += up->extra.value_bits + up->extra.index_bits;
-    return b;
+    return b + (up->has_stats ? 128 : 0);
 }
 
 uint64_t ec_up_paper_bits(const ec_up *up)
 {
-    return up->q.paper_bits + (up->has_extra ? up->extra.paper_bits : 0);
+    return up->q.paper_bits + (up->has_extra ? up->extra.paper_bits : 0) +
+           (up->has_stats ? 128 : 0);
 }
 
 int ec_down_init(ec_down *down, uint32_t d)
@@ -460,16 +641,37 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
  * Error feedback: t = e + gamma g;  q = Q(t);  e = t - q.
  * With Q = none, t is exactly gamma g and e stays exactly zero.
  */
-static void error_feedback(ec_worker *w, const double *g, ec_msg *q)
+static void error_feedback(ec_worker *w, const double *g, double gamma,
+                           ec_msg *q)
 {
     uint32_t d = w->pb->d;
-    double gamma = w->prm->gamma;
 
     for (uint32_t j = 0; j < d; j++)
         w->e[j] += gamma * g[j];
     ec_compress(w->comp, w->e, &w->rng, q);
     for (uint32_t i = 0; i < q->nnz; i++)
         w->e[q->idx[i]] -= q->val[i];
+}
+
+/* ECLK's error feedback, also summing ||e + gamma D||^2 and ||e'||^2 for
+ * the online rule. */
+static void error_feedback_measured(ec_worker *w, const double *g,
+                                    double gamma, ec_msg *q)
+{
+    uint32_t d = w->pb->d;
+    double in = 0.0, out = 0.0;
+
+    for (uint32_t j = 0; j < d; j++) {
+        w->e[j] += gamma * g[j];
+        in += w->e[j] * w->e[j];
+    }
+    ec_compress(w->comp, w->e, &w->rng, q);
+    for (uint32_t i = 0; i < q->nnz; i++)
+        w->e[q->idx[i]] -= q->val[i];
+    for (uint32_t j = 0; j < d; j++)
+        out += w->e[j] * w->e[j];
+    w->ef_in += in;
+    w->ef_out += out;
 }
 
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
@@ -480,6 +682,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
     double *g = w->buf;
 
     up->has_extra = 0;
+    up->has_stats = 0;
+    up->ef_in = up->ef_out = 0.0;
     up->q.nnz = 0;
     up->q.value_bits = up->q.index_bits = up->q.paper_bits = 0;
     if (!m->initialised) {
@@ -494,13 +698,23 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 
     switch (p->algo) {
     case EC_ALGO_ECLK:
+        if (w->restarts != m->restarts) {
+            /* The model restarted from its best snapshot: so does the
+             * error memory. */
+            memset(w->e, 0, d * sizeof *w->e);
+            w->ef_in = w->ef_out = 0.0;
+            w->restarts = m->restarts;
+        }
         local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
-        error_feedback(w, g, &up->q);
+        if (online(p))
+            error_feedback_measured(w, g, m->gamma, &up->q);
+        else
+            error_feedback(w, g, m->gamma, &up->q);
         break;
     case EC_ALGO_LKATYUSHA:
         local_grad(w, m->x, m->w, g);
         for (uint32_t j = 0; j < d; j++)
-            g[j] *= p->gamma;
+            g[j] *= m->gamma;
         msg_dense(&up->q, g, d);
         break;
     case EC_ALGO_GD:
@@ -508,13 +722,13 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
     case EC_ALGO_EC_GD:
     case EC_ALGO_EC_SGD:
         local_grad(w, m->x, NULL, g);
-        error_feedback(w, g, &up->q);
+        error_feedback(w, g, p->gamma, &up->q);
         break;
     case EC_ALGO_EC_LSVRG:
         local_grad(w, m->x, w->w_local, g);
         for (uint32_t j = 0; j < d; j++)
             g[j] += w->mu_local[j];
-        error_feedback(w, g, &up->q);
+        error_feedback(w, g, p->gamma, &up->q);
         /* Each worker refreshes its own reference point with probability p. */
         if (ec_rng_uniform(&w->rng) < p->p) {
             memcpy(w->w_local, m->x, d * sizeof *m->x);
@@ -530,11 +744,14 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         up->has_extra = 1;
         for (uint32_t j = 0; j < d; j++)
             g[j] = w->buf2[j] + m->u[j];       /* g_hat - h_tau + h */
-        error_feedback(w, g, &up->q);
+        error_feedback(w, g, p->gamma, &up->q);
         ec_msg_axpy(&up->extra, p->alpha, w->h);
         break;
     case EC_ALGO_EF21:
-        ec_shard_grad(pb, w->tau, m->x, g);
+        /* c = Q(grad f_tau(x') - g_tau) at the x' = prox(x - gamma g) the
+         * model moves to as it applies this round. */
+        ef21_next(m, w->buf2);
+        ec_shard_grad(pb, w->tau, w->buf2, g);
         for (uint32_t j = 0; j < d; j++)
             g[j] -= w->h[j];
         ec_compress(w->comp, g, &w->rng, &up->q);
@@ -548,6 +765,12 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         ec_shard_grad(pb, w->tau, m->y, w->buf2);
         msg_dense(&up->extra, w->buf2, d);
         up->has_extra = 1;
+        if (online(p)) {
+            up->has_stats = 1;
+            up->ef_in = w->ef_in;
+            up->ef_out = w->ef_out;
+            w->ef_in = w->ef_out = 0.0;
+        }
     }
 }
 
@@ -585,8 +808,15 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
     memset(down->a, 0, d * sizeof *down->a);
     down->init = !m->initialised;
     down->has_a = 0;
+    down->has_stats = 0;
+    down->ef_in = down->ef_out = 0.0;
     down->bits = down->paper_bits = 0;
     for (uint32_t t = 0; t < n; t++) {
+        if (ups[t].has_stats) {
+            down->ef_in += ups[t].ef_in;
+            down->ef_out += ups[t].ef_out;
+            down->has_stats = 1;
+        }
         ec_msg_axpy(&ups[t].q, 1.0, down->v);
         if (ups[t].has_extra) {
             ec_msg_axpy(&ups[t].extra, 1.0, down->a);
@@ -601,4 +831,8 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
         count_broadcast(down->v, d, &down->bits, &down->paper_bits);
     if (down->has_a)
         count_broadcast(down->a, d, &down->bits, &down->paper_bits);
+    if (down->has_stats) {
+        down->bits += 128;
+        down->paper_bits += 128;
+    }
 }

@@ -220,6 +220,7 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
     }
     sum->rounds = model.round;
     sum->last = row;
+    ec_model_eclk_report(&model, &sum->eclk);
 out:
     free(tmp);
     free(tmp2);

@@ -20,6 +20,27 @@
 #include "ecopt/problem.h"
 #include "ecopt/rng.h"
 
+/*
+ * How ECLK accounts for its compressor (see ec_params_resolve and the
+ * README): the parameters are the loopless-Katyusha theory values computed
+ * from an inflated smoothness L_delta = inflation(delta) L_eff.
+ */
+typedef enum ec_eclk_rule {
+    EC_ECLK_PLAIN = 0,       /* inflation 1: delta ignored */
+    EC_ECLK_NOMINAL,         /* delta = the compressor's nominal contraction */
+    EC_ECLK_ONLINE           /* the realised contraction, measured (default) */
+} ec_eclk_rule;
+
+const char *ec_eclk_rule_name(ec_eclk_rule r);
+
+/*
+ * The inflation of L_eff that keeps error feedback's delayed gradients
+ * stable in ECLK's y-sequence: max(1, (1/3) / (c a_max(delta))) with
+ * a_max(delta) = 2 sin(pi delta / (2 (2 - delta))), the largest stable
+ * gain of x' = x - a x_{k - tau} at the delay tau = (1 - delta)/delta.
+ */
+double ec_eclk_inflation(double delta, double c);
+
 /* Every value a job runs with, resolved from the job and the problem. */
 typedef struct ec_params {
     ec_algo_id algo;
@@ -35,6 +56,16 @@ typedef struct ec_params {
     double gamma;             /* the step the run uses */
     double alpha;             /* DIANA shift step 1/(1+omega) */
     double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha */
+    /* eclk: L_delta = inflation L_eff, the constant sigma, theta1, eta and
+     * the theory step are computed from; delta_eff the contraction used
+     * (these are the starting values under the online rule). */
+    ec_eclk_rule eclk_rule;
+    double eclk_c;            /* the margin c of the inflation rule */
+    double delta_eff;
+    double inflation;
+    double L_delta;
+    double mu;
+    int step_given;           /* step_size set: gamma does not follow L_delta */
     uint64_t seed;
     uint32_t n;
     uint32_t d;
@@ -44,6 +75,9 @@ typedef struct ec_params {
  * resolves every parameter; the sentence in e names the field and range. */
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e);
+/* eclk, lkatyusha: recomputes L_delta, sigma, theta1, eta, the theory
+ * step and gamma for the contraction delta_eff under the given rule. */
+void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
 /* Whether the algorithm compresses (gd, sgd and lkatyusha do not). */
 int ec_algo_compresses(ec_algo_id a);
 /* Whether the first exchange is an initialisation (dense gradients). */
@@ -61,10 +95,31 @@ typedef struct ec_model {
     ec_rng rng;               /* the shared coin's generator */
     double *x, *y, *z, *w, *u;
     double *tmp;              /* scratch for the L-Katyusha update */
+    /* The constants in use: prm's, except that ECLK's online rule moves
+     * them as its estimate of the realised contraction moves. */
+    double gamma, theta1, eta, sigma;
+    double delta_eff, inflation;
+    double est_in, est_out;   /* sums of ||e + gamma D||^2 and ||e'||^2 */
+    uint64_t updates;         /* times the constants were recomputed */
+    uint64_t restarts;        /* guard restarts from the best snapshot */
+    double guard;             /* 2^restarts: a further factor of inflation */
+    double delta_min, delta_max;   /* range of delta_eff over the run */
+    double best_gnorm;        /* smallest ||grad f(w)|| seen */
+    double *w_best, *u_best;  /* that w and its gradient */
 } ec_model;
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
                   ec_err *e);
+
+/* What ECLK's online rule did over a run, for the job's summary. */
+typedef struct ec_eclk_report {
+    double delta_eff;         /* the contraction in use at the end */
+    double inflation;         /* L_delta / L_eff at the end */
+    double delta_min, delta_max;
+    uint64_t updates, restarts;
+} ec_eclk_report;
+
+void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out);
 void ec_model_clear(ec_model *m);
 /* The point whose objective is reported: y for eclk/lkatyusha, else x. */
 const double *ec_model_point(const ec_model *m);
@@ -75,6 +130,10 @@ typedef struct ec_up {
     ec_msg q;
     ec_msg extra;
     int has_extra;
+    /* ECLK online rule, on coin rounds: the worker's sums of
+     * ||e + gamma D||^2 and ||e'||^2 since its last report. */
+    int has_stats;
+    double ef_in, ef_out;
 } ec_up;
 
 int ec_up_init(ec_up *up, uint32_t d);
@@ -89,6 +148,8 @@ typedef struct ec_down {
     double *a;
     int has_a;
     int init;                 /* this is the init exchange's broadcast */
+    int has_stats;            /* the sums of the uplinks' ef_in, ef_out */
+    double ef_in, ef_out;
     uint64_t bits;            /* as sent: sparse or dense, whichever smaller */
     uint64_t paper_bits;
 } ec_down;
@@ -107,6 +168,8 @@ typedef struct ec_worker {
     double *w_local, *mu_local;   /* ec-lsvrg: w_tau, grad f_tau(w_tau) */
     double *buf, *buf2;
     uint32_t *rows;
+    double ef_in, ef_out;     /* ECLK: sums since the last coin round */
+    uint64_t restarts;        /* the model's restarts this worker has seen */
 } ec_worker;
 
 int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,

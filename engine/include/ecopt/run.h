@@ -45,6 +45,7 @@ typedef struct ec_summary {
     uint64_t rounds;
     ec_metric last;          /* the final evaluation */
     uint64_t evals;
+    ec_eclk_report eclk;     /* ECLK's constants at the end (see algo.h) */
 } ec_summary;
 
 /* Called at every evaluation point; a nonzero return cancels the job. */
