@@ -23,8 +23,11 @@
 #define WIRE_STEP_FIXED 20u    /* dflags, bits, paper_bits */
 
 #define UP_HAS_EXTRA 0x1u
+#define UP_HAS_STATS 0x2u      /* ECLK's two error-feedback sums follow */
 #define STEP_INIT 0x1u
 #define STEP_HAS_A 0x2u
+#define STEP_HAS_STATS 0x4u    /* their sums over the workers follow */
+#define WIRE_STATS 16u         /* f64 ef_in | f64 ef_out */
 
 #define VEC_DENSE 0u
 #define VEC_SPARSE 1u
@@ -391,8 +394,9 @@ size_t ec_wire_max_payload(uint32_t d)
     /* dither with every level nonzero is the largest message (its
      * parameters and 12 bytes an entry); two dense vectors the largest
      * STEP; ERROR's text bounds the small frames. */
-    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d);
-    uint64_t step = WIRE_STEP_FIXED + 2 * (WIRE_VEC_FIXED + 8 * (uint64_t)d);
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS;
+    uint64_t step = WIRE_STEP_FIXED + 2 * (WIRE_VEC_FIXED + 8 * (uint64_t)d) +
+                    WIRE_STATS;
     uint64_t max = up > step ? up : step;
 
     if (max < WIRE_MAX_TEXT)
@@ -560,12 +564,19 @@ long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
     assert(!up->has_extra || msg_consistent(&up->extra));
     if (up->has_extra)
         payload += msg_size(up->extra.type, up->extra.nnz);
+    if (up->has_stats)
+        payload += WIRE_STATS;
     if ((n = frame_begin(&w, buf, cap, EC_WIRE_UP, 0, payload, round)) < 0)
         return n;
-    wr_u32(&w, up->has_extra ? UP_HAS_EXTRA : 0);
+    wr_u32(&w, (up->has_extra ? UP_HAS_EXTRA : 0) |
+                   (up->has_stats ? UP_HAS_STATS : 0));
     write_msg(&w, &up->q);
     if (up->has_extra)
         write_msg(&w, &up->extra);
+    if (up->has_stats) {
+        wr_f64(&w, up->ef_in);
+        wr_f64(&w, up->ef_out);
+    }
     assert((long)w.pos == n);
     return n;
 }
@@ -616,16 +627,23 @@ long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
         na = vec_count(down->a, d);
         payload += vec_size(na, d);
     }
+    if (down->has_stats)
+        payload += WIRE_STATS;
     n = frame_begin(&w, buf, cap, EC_WIRE_STEP, EC_WIRE_STEP_HAS_DOWN, payload,
                     round);
     if (n < 0)
         return n;
-    wr_u32(&w, (down->init ? STEP_INIT : 0) | (down->has_a ? STEP_HAS_A : 0));
+    wr_u32(&w, (down->init ? STEP_INIT : 0) | (down->has_a ? STEP_HAS_A : 0) |
+                   (down->has_stats ? STEP_HAS_STATS : 0));
     wr_u64(&w, down->bits);
     wr_u64(&w, down->paper_bits);
     write_vec(&w, down->v, d, nv);
     if (down->has_a)
         write_vec(&w, down->a, d, na);
+    if (down->has_stats) {
+        wr_f64(&w, down->ef_in);
+        wr_f64(&w, down->ef_out);
+    }
     assert((long)w.pos == n);
     return n;
 }
@@ -825,7 +843,7 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if ((rc = rd_need(&r, 4, e)) < 0)
         return rc;
     flags = rd_u32(&r);
-    if (flags & ~UP_HAS_EXTRA)
+    if (flags & ~(UP_HAS_EXTRA | UP_HAS_STATS))
         return ec_err_set(e, EC_EPROTO,
                           "UP flags 0x%" PRIx32 " has unknown bits", flags);
     if ((rc = read_msg(&r, d, &out->q, "q", e)) < 0)
@@ -837,6 +855,14 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
         msg_empty(&out->extra, d);
     if (rc < 0)
         return rc;
+    out->has_stats = (flags & UP_HAS_STATS) != 0;
+    out->ef_in = out->ef_out = 0.0;
+    if (out->has_stats) {
+        if ((rc = rd_need(&r, WIRE_STATS, e)) < 0)
+            return rc;
+        out->ef_in = rd_f64(&r);
+        out->ef_out = rd_f64(&r);
+    }
     return rd_end(&r, e);
 }
 
@@ -915,7 +941,7 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
     if ((rc = rd_need(&r, WIRE_STEP_FIXED, e)) < 0)
         return rc;
     dflags = rd_u32(&r);
-    if (dflags & ~(STEP_INIT | STEP_HAS_A))
+    if (dflags & ~(STEP_INIT | STEP_HAS_A | STEP_HAS_STATS))
         return ec_err_set(e, EC_EPROTO,
                           "STEP broadcast flags 0x%" PRIx32 " has unknown bits",
                           dflags);
@@ -929,7 +955,17 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
         rc = read_vec(&r, d, out->a, "a", e);
     else
         memset(out->a, 0, (size_t)d * sizeof *out->a);
-    if (rc < 0 || (rc = rd_end(&r, e)) < 0)
+    if (rc < 0)
+        return rc;
+    out->has_stats = (dflags & STEP_HAS_STATS) != 0;
+    out->ef_in = out->ef_out = 0.0;
+    if (out->has_stats) {
+        if ((rc = rd_need(&r, WIRE_STATS, e)) < 0)
+            return rc;
+        out->ef_in = rd_f64(&r);
+        out->ef_out = rd_f64(&r);
+    }
+    if ((rc = rd_end(&r, e)) < 0)
         return rc;
     *has_down = 1;
     return 0;

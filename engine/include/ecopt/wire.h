@@ -21,10 +21,14 @@
  *   WELCOME  u32 n | u32 d                                             (8)
  *   STOP     empty
  *   ERROR    the text's bytes, no NUL, at most 1024
- *   UP       u32 flags (bit0: has_extra) | message q | [message extra]
+ *   UP       u32 flags (bit0: has_extra, bit1: has_stats) | message q |
+ *            [message extra] | [f64 ef_in | f64 ef_out]
  *   STEP     empty without a broadcast; with one (header flag
- *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a) |
- *            u64 bits | u64 paper_bits | vector v | [vector a]
+ *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a,
+ *            bit2 has_stats) | u64 bits | u64 paper_bits | vector v |
+ *            [vector a] | [f64 ef_in | f64 ef_out]
+ *            (the stats are ECLK's error-feedback sums on coin rounds, for
+ *            its online contraction estimate: see ecopt/algo.h)
  *
  *   message  u8 type | u8 reserved | u16 reserved | u32 nnz             (8)
  *            then by type (an ec_comp_type):
