@@ -758,7 +758,7 @@ static void write_tables(const char *dir)
                     header(f, title);
                     fprintf(f,
                             "%s: N = %u rows, d = %u. Logistic loss, 20 workers, contiguous "
-                            "split, batch 1, theory steps, in process.\n"
+                            "split, batch 1, default steps (README, Defaults), in process.\n"
                             "Round budget R: %llu for gd, ec-gd, ec-gd-diana, ef21 (a full "
                             "local gradient per round), %llu for the others; evaluation "
                             "every %u and %u rounds respectively (rounds are multiples of it).\n"
@@ -943,7 +943,7 @@ static void write_accel(const char *dir, int nlam, double slopes[4], int npts[4]
 
     header(f, "Acceleration: rounds to relative gap 1e-6 as kappa grows");
     fprintf(f, "mushrooms, logistic, 20 workers, contiguous split, topk k = %u "
-               "(ceil(d/20)), batch 1, theory steps, seed 1. Budgets per lambda2_rel: "
+               "(ceil(d/20)), batch 1, default steps, seed 1. Budgets per lambda2_rel: "
                "ec-gd-diana and ef21 (a full local gradient per round) ",
             k_frac(datasets[DS_MUSHROOMS].ds.d));
     for (int l = 0; l < nlam; l++)
@@ -1025,7 +1025,7 @@ static void write_p(const char *dir, int nseeds)
 
     header(f, "ECLK: bits to relative gap 1e-6 as p varies around delta = k/d");
     fprintf(f, "mushrooms (d = %u), lambda2_rel 1e-3, logistic, 20 workers, contiguous "
-               "split, batch 1, theory steps for each p, budget 60000 rounds; median of %d "
+               "split, batch 1, default steps for each p, budget 60000 rounds; median of %d "
                "seeds. The default p is max(b/m, delta) = delta here. Bits are uplink bits "
                "per worker, the dense gradients of the coin rounds included.\n",
             d, nseeds);
@@ -1106,12 +1106,12 @@ static void write_steps(const char *dir)
     header(f, "Step multipliers: what converges, what diverges");
     fprintf(f, "mushrooms, lambda2_rel 1e-3, logistic, 20 workers, contiguous split, "
                "batch 1, topk k = %u for the compressing methods (none for lkatyusha "
-               "and gd), seed 1. Step = multiplier x the algorithm's theory step "
-               "(DESIGN.md section 6). \"converged\": reached relative gap 1e-6 (rounds "
+               "and gd), seed 1. Step = multiplier x the algorithm's default step "
+               "(README, Defaults). \"converged\": reached relative gap 1e-6 (rounds "
                "given); \"diverged\": the engine stopped it (gap not finite, or above "
                "1e6 times the start); otherwise not reached, with the final gap. "
                "Budgets: 5000 rounds for gd, ec-gd, ec-gd-diana, ef21; 20000 for the "
-               "others.\n\n| algorithm | compressor | theory step |",
+               "others.\n\n| algorithm | compressor | default step |",
             k_frac(datasets[DS_MUSHROOMS].ds.d));
     for (unsigned m = 0; m < nm; m++)
         fprintf(f, " x%g |", step_mults[m]);
@@ -1130,12 +1130,14 @@ static void write_steps(const char *dir)
                                : prob_get(DS_MUSHROOMS, 1e-3);
 
         if (a == NALGOS) {
-            fprintf(f, "\n## Smaller steps for ECLK where its theory step fails\n\n"
+            fprintf(f, "\n## Smaller steps for ECLK where the plain L-Katyusha constants failed\n\n"
                        "a9a at lambda2_rel 1e-4 with randk and dither, madelon at "
-                       "1e-3 with topk (where ECLK does not reach 1e-6 at its theory "
-                       "step in the tables), seed 1, budgets %llu (a9a) and %llu "
-                       "(madelon) rounds, the same rules.\n\n"
-                       "| problem | compressor | theory step |",
+                       "1e-3 with topk (where ECLK did not reach 1e-6 before its "
+                       "defaults accounted for delta), seed 1, budgets %llu (a9a) "
+                       "and %llu (madelon) rounds, the same rules; the step is "
+                       "the multiplier times the default step (for ECLK's online "
+                       "rule, the step it starts with).\n\n"
+                       "| problem | compressor | default step |",
                     (unsigned long long)datasets[DS_A9A].rounds_stoch,
                     (unsigned long long)datasets[DS_MADELON].rounds_stoch);
             for (unsigned m = 0; m < nm; m++)

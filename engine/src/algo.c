@@ -42,7 +42,9 @@ int ec_algo_has_init(ec_algo_id a)
  * past this many times the best seen.
  */
 #define ECLK_C 0.5
-#define ECLK_GUARD 4.0
+/* EF21's default step, as a multiple of its theorem's (README). */
+#define EF21_STEP_FACTOR 64.0
+#define ECLK_GUARD 10.0
 
 const char *ec_eclk_rule_name(ec_eclk_rule r)
 {
@@ -167,6 +169,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                               p->p);
     }
 
+    p->step_factor = 1.0;
     p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
         return ec_err_set(e, EC_EINVAL, "step_multiplier must be > 0 (got %g)",
@@ -211,7 +214,11 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     case EC_ALGO_EF21: {
         double r = sqrt(1.0 - p->delta);
         double theta = 1.0 - r, beta = p->delta < 1.0 ? (1.0 - p->delta) / (1.0 - r) : 0.0;
-        p->theory_step = 1.0 / (pb->L_f + pb->L_tilde * sqrt(beta / theta));
+        /* The theorem's step is far from the largest stable one, and the
+         * reference code is always run at a multiple of it. */
+        p->step_factor = p->delta < 1.0 ? EF21_STEP_FACTOR : 1.0;
+        p->theory_step = p->step_factor /
+                         (pb->L_f + pb->L_tilde * sqrt(beta / theta));
         break;
     }
     default:

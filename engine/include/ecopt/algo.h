@@ -52,6 +52,8 @@ typedef struct ec_params {
     double omega;             /* of shift_comp (DIANA) */
     double p;                 /* eclk, lkatyusha: coin; ec-lsvrg: refresh */
     double theory_step;       /* the default step before the multiplier */
+    double step_factor;       /* ef21: theory_step is this times its
+                                 theorem's step; 1 for the others */
     double step_multiplier;
     double gamma;             /* the step the run uses */
     double alpha;             /* DIANA shift step 1/(1+omega) */
