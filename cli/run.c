@@ -452,6 +452,34 @@ out:
     json_decref(root);
 }
 
+/* The resolved parameters as the service stores them, with ECLK's rule
+ * for its compressor's contraction. */
+static json_t *params_json(const ec_params *prm)
+{
+    json_t *o = describe_params(prm);
+
+    if (o && prm->algo == EC_ALGO_EF21)
+        json_object_set_new(o, "step_factor", describe_real(prm->step_factor));
+    if (o && prm->algo == EC_ALGO_ECLK) {
+        json_object_set_new(o, "delta_rule",
+                            json_string(ec_eclk_rule_name(prm->eclk_rule)));
+        json_object_set_new(o, "delta_eff", describe_real(prm->delta_eff));
+        json_object_set_new(o, "inflation", describe_real(prm->inflation));
+        json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
+        json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
+    }
+    return o;
+}
+
+/* What ECLK's online rule did over the run. */
+static json_t *eclk_json(const ec_eclk_report *r)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:I, s:I}", "delta_eff", r->delta_eff,
+                     "inflation", r->inflation, "delta_min", r->delta_min,
+                     "delta_max", r->delta_max, "updates", (json_int_t)r->updates,
+                     "restarts", (json_int_t)r->restarts);
+}
+
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                         const ec_job *job, const ec_problem *pb,
                         const ec_params *prm, enum jobspec_backend backend)
@@ -483,13 +511,22 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
     if (c->type == EC_COMP_DITHER)
         fprintf(o, " s = %u", c->s);
     fprintf(o, " (delta = %.4g), batch %u\n", prm->delta, prm->batch);
-    fprintf(o, "parameters step = %.6g (theory %.6g x %g)", prm->gamma,
+    fprintf(o, "parameters step = %.6g (default %.6g x %g)", prm->gamma,
             prm->theory_step, prm->step_multiplier);
+    if (prm->algo == EC_ALGO_EF21)
+        fprintf(o, ", default = %g x the theorem's step", prm->step_factor);
     if (!isnan(prm->p))
         fprintf(o, ", p = %.4g", prm->p);
     if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA)
         fprintf(o, ", theta1 = %.4g, theta2 = %.4g, eta = %.4g, L_eff = %.6g",
                 prm->theta1, prm->theta2, prm->eta, prm->L_eff);
+    if (prm->algo == EC_ALGO_ECLK)
+        fprintf(o, "\ncontraction %s rule: delta_eff = %.4g, inflation %.4g "
+                   "(c = %g), L_delta = %.6g%s",
+                ec_eclk_rule_name(prm->eclk_rule), prm->delta_eff,
+                prm->inflation, prm->eclk_c, prm->L_delta,
+                prm->eclk_rule == EC_ECLK_ONLINE
+                    ? "; delta_eff follows the measured contraction" : "");
     if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA)
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
@@ -562,6 +599,12 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
                     prm->comp.type == EC_COMP_NONE ? "d values" : "k indices + k values");
         fprintf(o, ", %.1f bytes down per worker per round\n", r->wire_down / sum->rounds);
     }
+    if (prm->algo == EC_ALGO_ECLK && prm->eclk_rule == EC_ECLK_ONLINE)
+        fprintf(o, "contraction delta_eff %.4g at the end (%.4g..%.4g over the "
+                   "run), inflation %.4g, %llu updates, %llu restarts\n",
+                sum->eclk.delta_eff, sum->eclk.delta_min, sum->eclk.delta_max,
+                sum->eclk.inflation, (unsigned long long)sum->eclk.updates,
+                (unsigned long long)sum->eclk.restarts);
     fprintf(o, "wall time  %.3f s\n", r->seconds);
 }
 
@@ -1030,7 +1073,7 @@ int cmd_run(int argc, char **argv)
                            jobspec_backend_name(backend), "dataset",
                            dataset_json(&ds, version), "problem",
                            describe_problem(&pb), "params",
-                           describe_params(&prm)));
+                           params_json(&prm)));
     if (ctx.format == FMT_CSV)
         fprintf(ctx.rows, "%s\n", describe_csv_header);
     if (ctx.format == FMT_JSON)
@@ -1067,19 +1110,27 @@ int cmd_run(int argc, char **argv)
         snprintf(sum.reason, sizeof sum.reason,
                  "the report channel closed at round %llu",
                  (unsigned long long)sum.rounds);
-    report(&ctx, json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final",
-                           "status", status_of(sum.stop), "stop",
-                           ec_stop_name(sum.stop), "reason", sum.reason,
-                           "rounds", (json_int_t)sum.rounds, "last",
-                           describe_metric(&sum.last)));
+    {
+        json_t *fin = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final",
+                                "status", status_of(sum.stop), "stop",
+                                ec_stop_name(sum.stop), "reason", sum.reason,
+                                "rounds", (json_int_t)sum.rounds, "last",
+                                describe_metric(&sum.last));
+        if (fin && prm.algo == EC_ALGO_ECLK)
+            json_object_set_new(fin, "eclk", eclk_json(&sum.eclk));
+        report(&ctx, fin);
+    }
     if (ctx.tty && !ctx.quiet)
         fputc('\n', ctx.info);
     if (ctx.format == FMT_JSON) {
         json_t *doc = json_pack("{s:o, s:o, s:o, s:o, s:O}", "spec",
                                 jobspec_to_json(&spec), "problem",
                                 describe_problem(&pb), "params",
-                                describe_params(&prm), "summary",
+                                params_json(&prm), "summary",
                                 describe_summary(&sum), "rows", ctx.json_rows);
+        if (doc && prm.algo == EC_ALGO_ECLK)
+            json_object_set_new(json_object_get(doc, "summary"), "eclk",
+                                eclk_json(&sum.eclk));
         if (!doc || json_dumpf(doc, ctx.rows, JSON_INDENT(1)) < 0) {
             fprintf(stderr, "ecopt run: cannot write JSON\n");
             json_decref(doc);
