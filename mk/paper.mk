@@ -13,3 +13,11 @@ bench-paper: $(BUILD)/bench/bench_paper
 bench-paper-quick: $(BUILD)/bench/bench_paper
 	@mkdir -p $(BUILD)/paper-quick
 	$(BUILD)/bench/bench_paper --quick --out $(BUILD)/paper-quick --jobs 2
+
+# ECLK at its defaults on six datasets and five compressors, beside the
+# plain L-Katyusha constants and the nominal-delta rule (about 30 CPU
+# minutes): the table of bench/results/eclk-defaults.md.
+.PHONY: bench-eclk-defaults
+bench-eclk-defaults: $(BUILD)/bench/bench_eclk_defaults
+	$(BUILD)/bench/bench_eclk_defaults --jobs 2 --out $(BUILD)/eclk-defaults-table.md
+	@echo "table in $(BUILD)/eclk-defaults-table.md"
