@@ -37,14 +37,14 @@ int ec_algo_has_init(ec_algo_id a)
 }
 
 /*
- * ECLK's rule for its compressor (README, "ECLK's defaults"): the margin
- * c of the inflation, and the guard's threshold, a growth of ||grad f(w)||
- * past this many times the best seen.
+ * ECLK's rule for its compressor (README, "Defaults"): the margin c of
+ * the inflation, and the guard's threshold, a growth of ||grad f(w)|| past
+ * this many times the best seen.
  */
 #define ECLK_C 0.5
-/* EF21's default step, as a multiple of its theorem's (README). */
-#define EF21_STEP_FACTOR 64.0
 #define ECLK_GUARD 10.0
+/* EF21's default step, as a multiple of its theorem's (README, "Defaults"). */
+#define EF21_STEP_FACTOR 64.0
 
 const char *ec_eclk_rule_name(ec_eclk_rule r)
 {
