@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs the Debian packages ecopt builds, tests and runs with. The
-# Makefile, CI and the Dockerfile all use this one list.
+# Installs the Debian packages ecopt builds, tests and runs with (curl: the
+# tests run the README's curl walk-through). The Makefile, CI and the
+# Dockerfile all use this one list.
 # As root it installs what is missing; otherwise it prints the apt-get line.
 # Given package names, it does the same for those instead (fuzz/ uses it).
 # python3-jsonschema, python3-yaml and prometheus (for promtool) serve
@@ -10,7 +11,7 @@ set -eu
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
       libcurl4-openssl-dev nettle-dev
-      python3-jsonschema python3-yaml prometheus"
+      python3-jsonschema python3-yaml prometheus curl"
 [ $# -gt 0 ] && PKGS="$*"
 
 missing=""
