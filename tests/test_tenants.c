@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/capability.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -701,6 +702,36 @@ static int http_fds_to(pid_t pid, const char *path)
     return n;
 }
 
+/*
+ * Whether this process may read where another user's descriptors lead
+ * (/proc/PID/fd/N of a coordinator that dropped to nobody): that is ptrace
+ * access, CAP_SYS_PTRACE, which root in a container lacks. Whether a
+ * descriptor is open (lstat of its entry) needs no capability.
+ */
+static int http_fd_links_readable(void)
+{
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    unsigned long long eff = 0;
+
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &eff) == 1)
+            break;
+    fclose(f);
+    return (int)((eff >> CAP_SYS_PTRACE) & 1);
+}
+
+/* Whether pid has descriptor fd open, its link readable or not. */
+static int http_fd_present(pid_t pid, int fd)
+{
+    char link[64];
+    struct stat st;
+
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, fd);
+    return lstat(link, &st) == 0;
+}
+
 /* Whether descriptor fd of pid lacks close-on-exec (0 when not open). */
 static int http_fd_inheritable(pid_t pid, int fd)
 {
@@ -780,10 +811,21 @@ START_TEST(test_http_descriptors)
     free(r.body);
     for (double until = tu_now() + 10; (nkids = http_children(s.pid, kids, 8)) < 1;)
         ck_assert_msg(tu_now() < until, "no coordinator under the server");
+    /* Without CAP_SYS_PTRACE the links of a coordinator that dropped to
+     * nobody cannot be read: then only its report pipe is seen; that ecopt
+     * run closes what it inherited, test_http_run_closes_inherited shows
+     * (a coordinator of this user, readable). */
+    if (!http_fd_links_readable())
+        fprintf(stderr, "test_tenants: no CAP_SYS_PTRACE (a container's root): "
+                "the coordinators' links are not read\n");
     for (int i = 0; i < nkids; i++)
-        ck_assert_msg(http_fd_open(kids[i], 3) && http_fds_to(kids[i], marker) == 0,
-                      "coordinator %d holds the service's inherited descriptor (or "
-                      "has no report pipe)", kids[i]);
+        if (http_fd_links_readable())
+            ck_assert_msg(http_fd_open(kids[i], 3) && http_fds_to(kids[i], marker) == 0,
+                          "coordinator %d holds the service's inherited descriptor (or "
+                          "has no report pipe)", kids[i]);
+        else
+            ck_assert_msg(http_fd_present(kids[i], 3), "coordinator %d has no report pipe",
+                          kids[i]);
     ck_assert_msg(http_fds_without_cloexec(s.pid, inherited, which, sizeof which) == 0,
                   "the service's own descriptors without close-on-exec:%s", which);
     close(sfd);
