@@ -34,7 +34,8 @@ static void table_free(struct auth_table *t)
 {
     if (!t)
         return;
-    explicit_bzero(t->tokens, t->n * sizeof *t->tokens);
+    if (t->tokens)              /* a table read from a bad file may have none */
+        explicit_bzero(t->tokens, t->n * sizeof *t->tokens);
     free(t->tokens);
     free(t);
 }
