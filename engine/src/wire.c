@@ -204,6 +204,22 @@ static double rd_f64(rd *r)
     return v;
 }
 
+/* ECLK's error-feedback sums, when the frame says it has them (UP and
+   STEP alike); 0 and 0 when it does not. */
+static int rd_stats(rd *r, int has, double *ef_in, double *ef_out, ec_err *e)
+{
+    int rc;
+
+    *ef_in = *ef_out = 0.0;
+    if (!has)
+        return 0;
+    if ((rc = rd_need(r, WIRE_STATS, e)) < 0)
+        return rc;
+    *ef_in = rd_f64(r);
+    *ef_out = rd_f64(r);
+    return 0;
+}
+
 /* The length of the longest prefix of s[0..n) that does not end inside a
  * UTF-8 sequence: a cut backs up over continuation bytes to a lead byte. */
 static size_t utf8_prefix(const char *s, size_t len, size_t n)
@@ -856,13 +872,8 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if (rc < 0)
         return rc;
     out->has_stats = (flags & UP_HAS_STATS) != 0;
-    out->ef_in = out->ef_out = 0.0;
-    if (out->has_stats) {
-        if ((rc = rd_need(&r, WIRE_STATS, e)) < 0)
-            return rc;
-        out->ef_in = rd_f64(&r);
-        out->ef_out = rd_f64(&r);
-    }
+    if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
+        return rc;
     return rd_end(&r, e);
 }
 
@@ -958,13 +969,8 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
     if (rc < 0)
         return rc;
     out->has_stats = (dflags & STEP_HAS_STATS) != 0;
-    out->ef_in = out->ef_out = 0.0;
-    if (out->has_stats) {
-        if ((rc = rd_need(&r, WIRE_STATS, e)) < 0)
-            return rc;
-        out->ef_in = rd_f64(&r);
-        out->ef_out = rd_f64(&r);
-    }
+    if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
+        return rc;
     if ((rc = rd_end(&r, e)) < 0)
         return rc;
     *has_down = 1;
