@@ -148,16 +148,23 @@ static inline size_t on_header(char *p, size_t sz, size_t n, void *ctx)
 }
 
 /* One request; token NULL for none; body NULL for none. */
-static inline struct reply req(const struct server *s, const char *method,
-                        const char *path, const char *token, const char *body,
-                        const char *extra_header)
+/* The same from a given source address on the loopback (NULL: the
+   default one). */
+static inline struct reply req_from(const struct server *s, const char *method,
+                                    const char *path, const char *token,
+                                    const char *body, const char *extra_header,
+                                    const char *from)
 {
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
     struct reply r = {0};
-    char url[512], auth[256];
+    char url[512], auth[256], iface[64];
 
     snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
+    if (from) {
+        snprintf(iface, sizeof iface, "host!%s", from);
+        curl_easy_setopt(c, CURLOPT_INTERFACE, iface);
+    }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -183,6 +190,13 @@ static inline struct reply req(const struct server *s, const char *method,
     if (!r.body)
         r.body = calloc(1, 1);
     return r;
+}
+
+static inline struct reply req(const struct server *s, const char *method,
+                               const char *path, const char *token, const char *body,
+                               const char *extra_header)
+{
+    return req_from(s, method, path, token, body, extra_header, NULL);
 }
 
 static inline json_t *json_of(const struct reply *r)

@@ -223,34 +223,7 @@ END_TEST
 static struct reply http_get_from(const struct server *s, const char *path,
                                   const char *token, const char *from)
 {
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
-    struct reply r = {0};
-    char url[256], auth[256], iface[64];
-
-    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", s->port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
-    if (from) {
-        snprintf(iface, sizeof iface, "host!%s", from);
-        curl_easy_setopt(c, CURLOPT_INTERFACE, iface);
-    }
-    if (token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        h = curl_slist_append(h, auth);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    }
-    ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    if (!r.body)
-        r.body = calloc(1, 1);
-    return r;
+    return req_from(s, "GET", path, token, NULL, NULL, from);
 }
 
 /* Requests without a token are not guesses: many of them do not lock out
