@@ -62,15 +62,18 @@ static const char run_usage[] =
     "                              (default $ECOPT_DATA_DIR)\n"
     "  -b, --backend NAME          inproc (workers simulated in this process),\n"
     "                              process (forked workers over sockets) or\n"
-    "                              mpi (mpirun -np n+1; extra mpirun\n"
+    "                              mpi (mpirun -np P+1; extra mpirun\n"
     "                              arguments from $ECOPT_MPIRUN_ARGS);\n"
     "                              default: the job's backend, else process\n"
+    "      --procs P               processes (MPI ranks) hosting the n\n"
+    "                              workers, 1..n; default: the job's procs,\n"
+    "                              else min(n, online CPUs)\n"
     "      --report-fd N           write progress records (JSON lines, see\n"
     "                              api/report-format.md) to descriptor N\n"
     "      --round-timeout SEC     fail the job if a worker takes longer to\n"
     "                              answer (process backend; default 60)\n"
-    "      --worker-mem-limit MB   address-space limit of each worker\n"
-    "      --worker-cpu-limit SEC  CPU time limit of each worker\n"
+    "      --worker-mem-limit MB   address-space limit of each worker process\n"
+    "      --worker-cpu-limit SEC  CPU time limit of each worker process\n"
     "      --worker-user NAME      run the job (workers and, once the data\n"
     "                              is loaded, the coordinator) as this user;\n"
     "                              needs root\n"
@@ -482,9 +485,11 @@ static json_t *eclk_json(const ec_eclk_report *r)
 
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                         const ec_job *job, const ec_problem *pb,
-                        const ec_params *prm, enum jobspec_backend backend)
+                        const ec_params *prm, enum jobspec_backend backend,
+                        uint32_t procs)
 {
     const ec_comp_spec *c = &prm->comp;
+    char procs_text[64] = "";
 
     fprintf(o, "dataset    %s: %u rows, d = %u, nnz = %llu, labels %g -> -1, %g -> +1\n",
             path, ds->n_rows, ds->d, (unsigned long long)ds->nnz,
@@ -530,9 +535,12 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
     if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA)
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
-    fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend %s\n",
+    if (procs)
+        snprintf(procs_text, sizeof procs_text, " (%u workers on %u process%s)",
+                 job->workers, procs, procs == 1 ? "" : "es");
+    fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend %s%s\n",
             (unsigned long long)job->max_rounds, job->target, job->eval_every,
-            (unsigned long long)job->seed, jobspec_backend_name(backend));
+            (unsigned long long)job->seed, jobspec_backend_name(backend), procs_text);
 }
 
 static int on_metric(void *vctx, const ec_metric *row)
@@ -687,12 +695,12 @@ static int supervise_mpirun(char **av)
 }
 
 /*
- * --backend mpi from the plain binary: run `mpirun -np n+1 ecopt-mpi
+ * --backend mpi from the plain binary: run `mpirun -np P+1 ecopt-mpi
  * run ... --mpi-rank`, which runs the same job with rank 0 coordinating.
  * ecopt-mpi is looked up beside this binary (or $ECOPT_MPI_BIN); extra
  * mpirun arguments come from $ECOPT_MPIRUN_ARGS, split at spaces.
  */
-static int exec_mpirun(int argc, char **argv, uint32_t workers,
+static int exec_mpirun(int argc, char **argv, uint32_t procs,
                        const char *hostfile)
 {
     char self[4096], bin[4200], np[16], *extra = NULL, *tok, *save = NULL;
@@ -721,7 +729,7 @@ static int exec_mpirun(int argc, char **argv, uint32_t workers,
         free(av);
         return EXIT_USAGE;
     }
-    snprintf(np, sizeof np, "%u", workers + 1);
+    snprintf(np, sizeof np, "%u", procs + 1);
     av[ac++] = "mpirun";
     av[ac++] = "-np";
     av[ac++] = np;
@@ -795,6 +803,7 @@ int cmd_run(int argc, char **argv)
         {"pstar-hint", required_argument, NULL, 'P'},
         {"dataset-sha256", required_argument, NULL, 'S'},
         {"mpi-rank", no_argument, NULL, 'Z'},
+        {"procs", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -805,7 +814,7 @@ int cmd_run(int argc, char **argv)
     const char *pstar_hint = NULL, *version = NULL;
     int data_fd = -1;
     ec_libsvm_opts ropts = {0};
-    long long worker_uid = -1;
+    long long worker_uid = -1, procs_flag = 0;
     struct stat data_st, after_st;
     int mpi_rank_mode = 0;
 #ifdef ECOPT_WITH_MPI
@@ -898,6 +907,16 @@ int cmd_run(int argc, char **argv)
         case 'Z':
             mpi_rank_mode = 1;
             break;
+        case 'W':
+            errno = 0;
+            procs_flag = strtoll(optarg, &end, 10);
+            if (errno || *end || end == optarg || procs_flag < 1 ||
+                procs_flag > EC_JOB_MAX_WORKERS) {
+                fprintf(stderr, "ecopt run: --procs must be in 1..%u (got '%s')\n",
+                        (unsigned)EC_JOB_MAX_WORKERS, optarg);
+                return EXIT_USAGE;
+            }
+            break;
         case 'M': {
             double mb = strtod(optarg, &end);
             if (*end || end == optarg || !(mb >= 16) || mb > 1e9) {
@@ -969,6 +988,17 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     ctx.job = &spec.job;
+    if (procs_flag > 0)
+        spec.procs = (uint32_t)procs_flag;
+    if (spec.procs > spec.job.workers) {
+        snprintf(err, sizeof err, "--procs %u is more than the job's %u workers",
+                 spec.procs, spec.job.workers);
+        fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    popts.procs = ec_procs_resolve(spec.job.workers, spec.procs);
     backend = spec.backend;
     if (backend_flag)
         jobspec_backend_from_name(backend_flag, &backend);
@@ -980,7 +1010,7 @@ int cmd_run(int argc, char **argv)
             rc = EXIT_USAGE;
             goto out;
         }
-        rc = exec_mpirun(argc, argv, spec.job.workers, hostfile);
+        rc = exec_mpirun(argc, argv, popts.procs, hostfile);
         goto out;
     }
     if (mpi_rank_mode) {
@@ -1001,7 +1031,7 @@ int cmd_run(int argc, char **argv)
                 ec_params_resolve(&spec.job, &pb, &prm, &e) < 0)
                 rc = EXIT_USAGE;    /* rank 0 meets the same error and says it */
             else
-                rc = ec_mpi_worker(&pb, &prm, rank);
+                rc = ec_mpi_worker(&pb, &prm, rank, size);
             ec_mpi_finalize();
             goto out;
         }
@@ -1066,7 +1096,8 @@ int cmd_run(int argc, char **argv)
         rc = EXIT_INTERNAL;
         goto out;
     }
-    print_setup(ctx.info, path, &ds, &spec.job, &pb, &prm, backend);
+    print_setup(ctx.info, path, &ds, &spec.job, &pb, &prm, backend,
+                backend == JOBSPEC_BACKEND_INPROC ? 0 : popts.procs);
     fflush(ctx.info);
     report(&ctx, json_pack("{s:s, s:i, s:s, s:o, s:o, s:o}", "type", "start",
                            "pid", (int)getpid(), "backend",

@@ -19,7 +19,7 @@ static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
     "max_rounds", "target", "eval_every", "seed", "shuffle", "max_seconds",
-    "name", "labels", "backend",
+    "name", "labels", "backend", "procs",
 };
 
 static const char *const compressor_keys[] = {"type", "k", "k_frac", "s"};
@@ -812,6 +812,15 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     if (read_choice(c, "backend", member(doc, "backend"), backend_names,
                     JOBSPEC_BACKEND_COUNT, &index) == 1)
         spec->backend = (enum jobspec_backend)index;
+    if (read_int(c, "procs", member(doc, "procs"), 1, EC_JOB_MAX_WORKERS,
+                 &x) == 1) {
+        if ((uint32_t)x > job->workers)
+            fail(c, "procs", member(doc, "procs"),
+                 "must be at most workers; a process hosts one or more "
+                 "workers");
+        else
+            spec->procs = (uint32_t)x;
+    }
 }
 
 int jobspec_from_json(json_t *doc, struct jobspec *out,
@@ -983,6 +992,8 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "labels", labels, &ok);
     labels = NULL;
     put(doc, "backend", json_string(jobspec_backend_name(spec->backend)),
+        &ok);
+    put(doc, "procs", spec->procs ? json_integer(spec->procs) : json_null(),
         &ok);
     if (ok)
         return doc;

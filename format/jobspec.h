@@ -54,6 +54,9 @@ struct jobspec {
     unsigned nlabels;
     struct jobspec_label labels[JOBSPEC_LABELS_MAX];   /* sorted by key */
     enum jobspec_backend backend;              /* default process */
+    uint32_t procs;                            /* processes (MPI ranks)
+                                                  hosting the workers,
+                                                  1..workers; 0: unset */
 };
 
 /*

@@ -119,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ec_wire_header h;
     ec_err e = {0};
-    uint32_t d, u[3];
+    uint32_t d, u[4];
     uint8_t *hb, *pb;
     size_t hlen;
     char text[2048];
@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     switch (h.type) {
     case EC_WIRE_HELLO:
-        rc = ec_wire_decode_hello(pb, h.length, &u[0], &u[1], &u[2], &e);
+        rc = ec_wire_decode_hello(pb, h.length, &u[0], &u[1], &u[2], &u[3], &e);
         break;
     case EC_WIRE_WELCOME:
         rc = ec_wire_decode_welcome(pb, h.length, &u[0], &u[1], &e);
@@ -167,6 +167,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = ec_wire_decode_up(pb, h.length, d, &up, &e);
         if (rc == 0)
             round_trip_up(&up, h.round, d);
+        ec_up_clear(&up);
+        break;
+    }
+    case EC_WIRE_UPS: {
+        ec_wire_ups_rd it;
+        const uint8_t *one;
+        size_t onelen;
+        uint32_t worker;
+        ec_up up;
+
+        if (ec_up_init(&up, d) < 0)
+            abort();
+        rc = ec_wire_ups_open(&it, pb, h.length, &e);
+        while (rc == 0 &&
+               (rc = ec_wire_ups_next(&it, &worker, &one, &onelen, &e)) == 1) {
+            if (one < pb || one + onelen > pb + h.length)
+                abort();   /* an entry outside the payload */
+            rc = ec_wire_decode_up(one, onelen, d, &up, &e);
+            if (rc == 0)
+                round_trip_up(&up, h.round, d);
+        }
         ec_up_clear(&up);
         break;
     }

@@ -82,7 +82,7 @@ static void frames_for(const char *dir, uint32_t d)
     if (!buf || !x || ec_up_init(&up, d) < 0 || ec_down_init(&down, d) < 0)
         exit(1);
     ec_rng_seed(&r, 7, d);
-    put(dir, "hello", d, buf, ec_wire_encode_hello(buf, cap, 3, 4242, d));
+    put(dir, "hello", d, buf, ec_wire_encode_hello(buf, cap, 3, 2, 4242, d));
     put(dir, "welcome", d, buf, ec_wire_encode_welcome(buf, cap, 8, d));
     put(dir, "stop", d, buf, ec_wire_encode_stop(buf, cap, 99));
     put(dir, "error", d, buf, ec_wire_encode_error(buf, cap, 5,
@@ -111,6 +111,15 @@ static void frames_for(const char *dir, uint32_t d)
         }
         put(dir, ups[i].name, d, buf,
             ec_wire_encode_up(buf, cap, 10 + i, &up));
+    }
+    /* A process's frame: the last UP above for workers 3 and 4. */
+    {
+        long len = ec_wire_ups_begin(buf, cap, 20);
+
+        len = ec_wire_ups_add(buf, cap, (size_t)len, 3, &up);
+        if (len > 0)
+            len = ec_wire_ups_add(buf, cap, (size_t)len, 4, &up);
+        put(dir, "ups", d, buf, len);
     }
     ec_up_clear(&up);
     ec_down_clear(&down);

@@ -133,7 +133,7 @@ static pid_t start_long(char *spec, size_t len)
 {
     pid_t pid;
 
-    tu_write_temp_str("{\"dataset\": \"a9a\", \"workers\": 3, \"algorithm\": \"eclk\","
+    tu_write_temp_str("{\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3, \"algorithm\": \"eclk\","
                       " \"compressor\": {\"type\": \"topk\", \"k\": 1},"
                       " \"max_rounds\": 100000000, \"target\": 0}", spec, len);
     pid = fork();

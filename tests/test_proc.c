@@ -77,24 +77,33 @@ START_TEST(test_process_equals_inproc)
         ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
         ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
         ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
-        a.n = b.n = 0;
+        a.n = 0;
         ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
-        ck_assert_msg(ec_run_process(&pb, &prm, &job, NULL, keep, &b, &sb, &e) == 0,
-                      "%s", e.msg);
-        ck_assert_msg(sb.stop == sa.stop, "%s: %s", ec_algo_name(algo), sb.reason);
-        ck_assert_uint_eq(a.n, b.n);
-        for (unsigned i = 0; i < a.n; i++) {
-            if (b.r[i].round > 0) {      /* frames crossed the sockets */
-                ck_assert_double_gt(b.r[i].wire_up, 0.0);
-                ck_assert_double_gt(b.r[i].wire_down, 0.0);
+        for (unsigned i = 0; i < a.n; i++)
+            a.r[i].seconds = a.r[i].wire_up = a.r[i].wire_down = 0;
+        /* One process per worker, one hosting all, and blocks of 3 and 2. */
+        for (uint32_t procs = 1; procs <= 5; procs += procs == 2 ? 3 : 1) {
+            ec_proc_opts opts = {0};
+
+            opts.procs = procs;
+            b.n = 0;
+            ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &b, &sb, &e) == 0,
+                          "%s", e.msg);
+            ck_assert_msg(sb.stop == sa.stop, "%s: %s", ec_algo_name(algo), sb.reason);
+            ck_assert_uint_eq(a.n, b.n);
+            for (unsigned i = 0; i < a.n; i++) {
+                if (b.r[i].round > 0) {      /* frames crossed the sockets */
+                    ck_assert_double_gt(b.r[i].wire_up, 0.0);
+                    ck_assert_double_gt(b.r[i].wire_down, 0.0);
+                }
+                b.r[i].seconds = 0;
+                b.r[i].wire_up = 0;
+                b.r[i].wire_down = 0;
+                ck_assert_msg(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]) == 0,
+                              "%s/%s on %u processes: row %u differs: P %.17g vs %.17g",
+                              ec_algo_name(algo), ec_comp_name(comps[c].type),
+                              procs, i, a.r[i].P, b.r[i].P);
             }
-            a.r[i].seconds = b.r[i].seconds = 0;
-            a.r[i].wire_up = b.r[i].wire_up = 0;
-            a.r[i].wire_down = b.r[i].wire_down = 0;
-            ck_assert_msg(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]) == 0,
-                          "%s/%s row %u differs: P %.17g vs %.17g",
-                          ec_algo_name(algo), ec_comp_name(comps[c].type), i,
-                          a.r[i].P, b.r[i].P);
         }
         ec_problem_clear(&pb);
         runs++;
@@ -250,8 +259,14 @@ static double wait_job(struct job_proc *jp, double timeout)
     return tu_now() - t0;
 }
 
+/* One worker per process, so each worker is a process to signal. */
 static const char long_job[] =
-    "{\"dataset\": \"a9a\", \"workers\": 6, \"algorithm\": \"eclk\","
+    "{\"dataset\": \"a9a\", \"workers\": 6, \"procs\": 6, \"algorithm\": \"eclk\","
+    " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 10000000,"
+    " \"target\": 0, \"eval_every\": 50}";
+/* The same six workers on two processes of three. */
+static const char hosted_job[] =
+    "{\"dataset\": \"a9a\", \"workers\": 6, \"procs\": 2, \"algorithm\": \"eclk\","
     " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 10000000,"
     " \"target\": 0, \"eval_every\": 50}";
 
@@ -266,17 +281,18 @@ static void all_gone(const pid_t *pids, int n)
  * coordinator when target < 0): the job ends within 2 s with status 3, the
  * given state and reason, and every worker is gone.
  */
-static void signal_case(int target, int sig, const char *state, const char *reason)
+static void signal_case_of(const char *job, int procs, int target, int sig,
+                           const char *state, const char *reason)
 {
     struct job_proc jp;
     pid_t kids[16];
     int n;
     double took;
 
-    start_job(&jp, NULL, "", long_job);
+    start_job(&jp, NULL, "", job);
     ck_assert(wait_record(&jp, "metric", 30));
     n = children(jp.pid, kids, 16);
-    ck_assert_int_eq(n, 6);
+    ck_assert_int_eq(n, procs);
     kill(target < 0 ? jp.pid : kids[target], sig);
     took = wait_job(&jp, 10);
     ck_assert_double_lt(took, 2.0);
@@ -286,9 +302,22 @@ static void signal_case(int target, int sig, const char *state, const char *reas
     all_gone(kids, n);
 }
 
+static void signal_case(int target, int sig, const char *state, const char *reason)
+{
+    signal_case_of(long_job, 6, target, sig, state, reason);
+}
+
 START_TEST(test_sigkill_worker)
 {
     signal_case(4, SIGKILL, "failed", "worker 4 died (signal 9) at round ");
+}
+END_TEST
+
+/* A process hosting several workers is named with its block. */
+START_TEST(test_sigkill_host)
+{
+    signal_case_of(hosted_job, 2, 1, SIGKILL, "failed",
+                   "process 1 (workers 3-5) died (signal 9) at round ");
 }
 END_TEST
 
@@ -333,6 +362,13 @@ START_TEST(test_worker_faults)
         {"ECOPT_FAULT=truncate:0:25", "", "worker 0 closed its connection mid-frame at round 25"},
         {"ECOPT_FAULT=hang:3:20", "--round-timeout 0.5",
          "worker 3 did not answer within the round timeout of 0.5 s at round 20"},
+        /* A hosted worker's fault is its process's. */
+        {"ECOPT_FAULT=exit:4:30", "--procs 2",
+         "process 1 (workers 3-5) exited with status 3 at round 30"},
+        {"ECOPT_FAULT=garbage:2:40", "--procs 2",
+         "process 0 (workers 0-2) sent a bad frame (bad magic"},
+        {"ECOPT_FAULT=hang:5:20", "--procs 3 --round-timeout 0.5",
+         "process 2 (workers 4-5) did not answer within the round timeout of 0.5 s at round 20"},
     };
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -390,6 +426,7 @@ int main(void)
     tcase_add_loop_test(eq, test_process_equals_inproc, 0, EC_ALGO_COUNT);
     tcase_set_timeout(faults, 120);
     tcase_add_test(faults, test_sigkill_worker);
+    tcase_add_test(faults, test_sigkill_host);
     tcase_add_test(faults, test_sigterm_coordinator);
     tcase_add_test(faults, test_sigkill_coordinator);
     tcase_add_test(faults, test_worker_faults);

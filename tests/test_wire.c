@@ -102,7 +102,7 @@ typedef struct sink {
     ec_up up;
     ec_down down;
     int has_down;
-    uint32_t u[3];
+    uint32_t u[4];
     char text[2048];
 } sink;
 
@@ -126,7 +126,8 @@ static int decode_payload(const ec_wire_header *h, const uint8_t *p,
 {
     switch (h->type) {
     case EC_WIRE_HELLO:
-        return ec_wire_decode_hello(p, len, &s->u[0], &s->u[1], &s->u[2], e);
+        return ec_wire_decode_hello(p, len, &s->u[0], &s->u[1], &s->u[2],
+                                    &s->u[3], e);
     case EC_WIRE_WELCOME:
         return ec_wire_decode_welcome(p, len, &s->u[0], &s->u[1], e);
     case EC_WIRE_STEP:
@@ -138,6 +139,18 @@ static int decode_payload(const ec_wire_header *h, const uint8_t *p,
         return len == 0 ? 0 : ec_err_set(e, EC_EPROTO, "STOP has a payload");
     case EC_WIRE_ERROR:
         return ec_wire_decode_error(p, len, s->text, sizeof s->text, e);
+    case EC_WIRE_UPS: {
+        ec_wire_ups_rd it;
+        const uint8_t *one;
+        size_t onelen;
+        uint32_t worker;
+        int rc = ec_wire_ups_open(&it, p, len, e);
+
+        while (rc == 0 &&
+               (rc = ec_wire_ups_next(&it, &worker, &one, &onelen, e)) == 1)
+            rc = ec_wire_decode_up(one, onelen, s->d, &s->up, e);
+        return rc;
+    }
     }
     ck_abort_msg("header decode let type %u through", (unsigned)h->type);
     return EC_EINVAL;
@@ -226,7 +239,7 @@ static int make_frames(frame *f)
 
     ec_rng_seed(&r, 7, 0);
     f[n].name = "HELLO";
-    f[n].len = ec_wire_encode_hello(f[n].buf, sizeof f[n].buf, 3, 4242, d);
+    f[n].len = ec_wire_encode_hello(f[n].buf, sizeof f[n].buf, 3, 5, 4242, d);
     n++;
     f[n].name = "WELCOME";
     f[n].len = ec_wire_encode_welcome(f[n].buf, sizeof f[n].buf, 8, d);
@@ -366,6 +379,99 @@ START_TEST(test_up_round_trip)
         ec_up_clear(&up);
         free(x);
     }
+}
+END_TEST
+
+/* A UPS frame carries each hosted worker's UP in order; each entry decodes
+ * to the message encoded, and every inconsistency of the entries is a
+ * protocol error. */
+START_TEST(test_ups_round_trip)
+{
+    const uint32_t d = 40;
+    double x[40];
+    ec_compressor *c = make_comp(EC_COMP_TOPK, 3, 0, d);
+    ec_up up[3], out;
+    ec_rng r;
+    ec_wire_header h;
+    ec_wire_ups_rd it;
+    ec_err e = {0};
+    uint8_t buf[4096], small[64], *p;
+    const uint8_t *one;
+    size_t onelen;
+    uint32_t worker;
+    long len;
+    int got;
+
+    ec_rng_seed(&r, 11, 0);
+    ck_assert_int_eq(ec_up_init(&out, d), 0);
+    len = ec_wire_ups_begin(buf, sizeof buf, 42);
+    ck_assert_int_eq(len, EC_WIRE_HEADER_SIZE + 4);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(ec_up_init(&up[i], d), 0);
+        fill(x, d, &r);
+        ec_compress(c, x, &r, &up[i].q);
+        up[i].has_stats = i == 1;
+        up[i].ef_in = 2.5;
+        up[i].ef_out = i == 1 ? 0.25 : 0.0;
+        if (!up[i].has_stats)
+            up[i].ef_in = 0.0;
+        len = ec_wire_ups_add(buf, sizeof buf, (size_t)len, 5 + i, &up[i]);
+        ck_assert_int_gt(len, 0);
+    }
+    /* No room: EC_ELIMIT, the frame so far untouched. */
+    memcpy(small, buf, sizeof small);
+    ck_assert_int_eq(ec_wire_ups_add(small, sizeof small, EC_WIRE_HEADER_SIZE + 4,
+                                     9, &up[0]), EC_ELIMIT);
+    ck_assert_int_eq(ec_wire_header_decode(buf, (size_t)len,
+                                           ec_wire_max_payload_ups(d, 3), &h, &e), 0);
+    ck_assert_uint_eq(h.type, EC_WIRE_UPS);
+    ck_assert_uint_eq(h.round, 42);
+    ck_assert_uint_eq(h.length, (size_t)len - EC_WIRE_HEADER_SIZE);
+    ck_assert_int_eq(ec_wire_ups_open(&it, buf + EC_WIRE_HEADER_SIZE, h.length, &e), 0);
+    for (int i = 0; i < 3; i++) {
+        got = ec_wire_ups_next(&it, &worker, &one, &onelen, &e);
+        ck_assert_int_eq(got, 1);
+        ck_assert_uint_eq(worker, 5 + i);
+        ck_assert_uint_eq(onelen, ec_wire_up_payload(&up[i]));
+        ck_assert_int_eq(ec_wire_decode_up(one, onelen, d, &out, &e), 0);
+        assert_same_msg(&out.q, &up[i].q);
+        ck_assert_int_eq(out.has_stats, up[i].has_stats);
+        ck_assert(out.ef_out == up[i].ef_out);
+    }
+    ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), 0);
+    /* A UPS frame's limit grows with the workers it carries. */
+    ck_assert_int_eq(ec_wire_header_decode(buf, (size_t)len,
+                                           h.length - 1, &h, &e),
+                     EC_EPROTO);
+    ck_assert_uint_ge(ec_wire_max_payload_ups(d, 3), 3 * ec_wire_max_payload_ups(d, 1) / 2);
+
+    /* Hostile payloads: a count above the entries, trailing bytes, an
+     * entry length past the end. */
+    p = malloc(h.length + 8);
+    memcpy(p, buf + EC_WIRE_HEADER_SIZE, h.length);
+    p[0] = 4;
+    ck_assert_int_eq(ec_wire_ups_open(&it, p, h.length, &e), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), 1);
+    ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), EC_EPROTO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "truncated"));
+    p[0] = 3;
+    memset(p + h.length, 0, 8);
+    ck_assert_int_eq(ec_wire_ups_open(&it, p, h.length + 8, &e), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), 1);
+    ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), EC_EPROTO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "trailing"));
+    p[8] = 0xff;           /* the first entry's length, low byte */
+    p[9] = 0xff;
+    ck_assert_int_eq(ec_wire_ups_open(&it, p, h.length, &e), 0);
+    ck_assert_int_eq(ec_wire_ups_next(&it, &worker, &one, &onelen, &e), EC_EPROTO);
+    ck_assert_int_eq(ec_wire_ups_open(&it, p, 3, &e), EC_EPROTO);
+    free(p);
+    for (int i = 0; i < 3; i++)
+        ec_up_clear(&up[i]);
+    ec_up_clear(&out);
+    ec_compressor_free(c);
 }
 END_TEST
 
@@ -676,13 +782,20 @@ START_TEST(test_small_frames_round_trip)
     long n;
 
     sink_init(&s, 4);
-    n = ec_wire_encode_hello(buf, sizeof buf, 7, 31337, 0xfffffffeu);
-    ck_assert_int_eq(n, EC_WIRE_HEADER_SIZE + 12);
+    n = ec_wire_encode_hello(buf, sizeof buf, 7, 9, 31337, 0xfffffffeu);
+    ck_assert_int_eq(n, EC_WIRE_HEADER_SIZE + 16);
     ck_assert_int_eq(decode_frame(buf, (size_t)n, &s, &h, &e), 0);
     ck_assert_uint_eq(h.type, EC_WIRE_HELLO);
     ck_assert_uint_eq(s.u[0], 7);
-    ck_assert_uint_eq(s.u[1], 31337);
-    ck_assert_uint_eq(s.u[2], 0xfffffffeu);
+    ck_assert_uint_eq(s.u[1], 9);
+    ck_assert_uint_eq(s.u[2], 31337);
+    ck_assert_uint_eq(s.u[3], 0xfffffffeu);
+    /* A process hosts at least one worker, and no block passes 2^32. */
+    n = ec_wire_encode_hello(buf, sizeof buf, 7, 0, 1, 10);
+    ck_assert_int_eq(decode_frame(buf, (size_t)n, &s, &h, &e), EC_EPROTO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "HELLO for 0 workers"));
+    n = ec_wire_encode_hello(buf, sizeof buf, 0xfffffff0u, 0x20, 1, 10);
+    ck_assert_int_eq(decode_frame(buf, (size_t)n, &s, &h, &e), EC_EPROTO);
 
     n = ec_wire_encode_welcome(buf, sizeof buf, 16, 123);
     ck_assert_int_eq(n, EC_WIRE_HEADER_SIZE + 8);
@@ -876,37 +989,39 @@ static const struct header_case {
     const char *sentence;   /* a substring of e.msg */
     uint64_t round;         /* HELLO and WELCOME must say 0 */
 } header_cases[] = {
-    {"bad magic", 0x12345678, 1, EC_WIRE_UP, 0, 10, 4000,
+    {"bad magic", 0x12345678, EC_WIRE_VERSION, EC_WIRE_UP, 0, 10, 4000,
      "bad magic 0x12345678", 5},
     {"bad version", EC_WIRE_MAGIC, 7, EC_WIRE_UP, 0, 10, 4000,
      "unsupported version 7", 5},
     {"version 0", EC_WIRE_MAGIC, 0, EC_WIRE_UP, 0, 10, 4000,
      "unsupported version 0", 5},
-    {"unknown type", EC_WIRE_MAGIC, 1, 99, 0, 10, 4000,
+    {"unknown type", EC_WIRE_MAGIC, EC_WIRE_VERSION, 99, 0, 10, 4000,
      "unknown frame type 99", 5},
-    {"type 0", EC_WIRE_MAGIC, 1, 0, 0, 10, 4000, "unknown frame type 0", 5},
-    {"type 7", EC_WIRE_MAGIC, 1, 7, 0, 10, 4000, "unknown frame type 7", 5},
-    {"oversize", EC_WIRE_MAGIC, 1, EC_WIRE_UP, 0, 1000000, 4000,
+    {"type 0", EC_WIRE_MAGIC, EC_WIRE_VERSION, 0, 0, 10, 4000, "unknown frame type 0", 5},
+    {"type 8", EC_WIRE_MAGIC, EC_WIRE_VERSION, 8, 0, 10, 4000, "unknown frame type 8", 5},
+    {"version 1", EC_WIRE_MAGIC, 1, EC_WIRE_UP, 0, 10, 4000,
+     "unsupported version 1", 5},
+    {"oversize", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_UP, 0, 1000000, 4000,
      "payload length 1000000 over the limit 4000", 5},
-    {"oversize u32", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 1, UINT32_MAX, 4000,
+    {"oversize u32", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_STEP, 1, UINT32_MAX, 4000,
      "over the limit", 5},
-    {"flags on UP", EC_WIRE_MAGIC, 1, EC_WIRE_UP, 1, 10, 4000,
+    {"flags on UP", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_UP, 1, 10, 4000,
      "unknown flags 0x1", 5},
-    {"flags on STEP", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 3, 10, 4000,
+    {"flags on STEP", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_STEP, 3, 10, 4000,
      "unknown flags 0x2", 5},
-    {"HELLO short", EC_WIRE_MAGIC, 1, EC_WIRE_HELLO, 0, 11, 4000,
+    {"HELLO short", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_HELLO, 0, 11, 4000,
      "HELLO payload length 11", 0},
-    {"WELCOME long", EC_WIRE_MAGIC, 1, EC_WIRE_WELCOME, 0, 9, 4000,
+    {"WELCOME long", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_WELCOME, 0, 9, 4000,
      "WELCOME payload length 9", 0},
-    {"STOP payload", EC_WIRE_MAGIC, 1, EC_WIRE_STOP, 0, 1, 4000,
+    {"STOP payload", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_STOP, 0, 1, 4000,
      "STOP payload length 1", 5},
-    {"STEP empty payload", EC_WIRE_MAGIC, 1, EC_WIRE_STEP, 0, 8, 4000,
+    {"STEP empty payload", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_STEP, 0, 8, 4000,
      "STEP payload length 8", 5},
-    {"ERROR too long", EC_WIRE_MAGIC, 1, EC_WIRE_ERROR, 0, 1025, 4000,
+    {"ERROR too long", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_ERROR, 0, 1025, 4000,
      "ERROR text length 1025", 5},
-    {"HELLO round", EC_WIRE_MAGIC, 1, EC_WIRE_HELLO, 0, 12, 4000,
+    {"HELLO round", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_HELLO, 0, 16, 4000,
      "HELLO frame with round 5 (must be 0)", 5},
-    {"WELCOME round", EC_WIRE_MAGIC, 1, EC_WIRE_WELCOME, 0, 8, 4000,
+    {"WELCOME round", EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_WELCOME, 0, 8, 4000,
      "WELCOME frame with round 1 (must be 0)", 1},
 };
 
@@ -1195,7 +1310,7 @@ END_TEST
 
 START_TEST(test_small_payload_rejects)
 {
-    static const uint8_t hello[13] = {0};
+    static const uint8_t hello[17] = {0, 0, 0, 0, 1};
     static const uint8_t text_nul[] = {'b', 'a', 'd', 0, 'x'};
     uint8_t *big = calloc(1025, 1), *p;
     char buf[64];
@@ -1204,8 +1319,8 @@ START_TEST(test_small_payload_rejects)
 
     ck_assert_ptr_nonnull(big);
     memset(big, 'y', 1025);
-    p = dup_exact(hello, 13);
-    ck_assert_int_eq(ec_wire_decode_hello(p, 13, &a, &b, &c, &e), EC_EPROTO);
+    p = dup_exact(hello, 17);
+    ck_assert_int_eq(ec_wire_decode_hello(p, 17, &a, &b, &c, &c, &e), EC_EPROTO);
     ck_assert_ptr_nonnull(strstr(e.msg, "trailing"));
     ck_assert_int_eq(ec_wire_decode_welcome(p, 9, &a, &b, &e), EC_EPROTO);
     ck_assert_int_eq(ec_wire_decode_welcome(p, 7, &a, &b, &e), EC_EPROTO);
@@ -1253,7 +1368,7 @@ START_TEST(test_encode_too_small)
             switch (h.type) {
             case EC_WIRE_HELLO:
                 got = ec_wire_encode_hello(buf, (size_t)cap, s.u[0], s.u[1],
-                                           s.u[2]);
+                                           s.u[2], s.u[3]);
                 break;
             case EC_WIRE_WELCOME:
                 got = ec_wire_encode_welcome(buf, (size_t)cap, s.u[0], s.u[1]);
@@ -1379,6 +1494,7 @@ static Suite *wire_suite(void)
 
     tcase_add_loop_test(tc, test_up_round_trip, 0, COUNT(all_types));
     tcase_add_test(tc, test_up_init_exchange);
+    tcase_add_test(tc, test_ups_round_trip);
     tcase_add_loop_test(tc, test_up_bits_every_type, 0, COUNT(all_types));
     tcase_add_test(tc, test_randk_indices_match_compress);
     tcase_add_test(tc, test_step_round_trip);

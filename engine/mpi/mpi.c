@@ -47,9 +47,10 @@ static int mpi_send(int dest, const uint8_t *buf, size_t len)
                : -1;
 }
 
-/* Receives the probed message from src into buf, checking its size and
- * header before use. Returns 1 or < 0 with e set. */
-static int mpi_recv_from(int src, uint8_t *buf, size_t max_payload,
+/* Receives the probed message from src into buf (grown to it when b is
+ * given), checking its size and header before use. Returns 1 or < 0 with
+ * e set. */
+static int mpi_recv_from(int src, uint8_t *buf, ec_buf *b, size_t max_payload,
                          ec_wire_header *h, ec_err *e)
 {
     MPI_Status st;
@@ -67,6 +68,12 @@ static int mpi_recv_from(int src, uint8_t *buf, size_t max_payload,
         free(sink);
         return ec_err_set(e, EC_EPROTO, "message of %d bytes from rank %d is "
                           "not a frame within the limit", count, src);
+    }
+    if (b) {
+        if (ec_buf_reserve(b, (size_t)count) < 0)
+            return ec_err_set(e, EC_ENOMEM, "out of memory for a frame of "
+                              "%d bytes", count);
+        buf = b->p;
     }
     if (MPI_Recv(buf, count, MPI_BYTE, src, FRAME_TAG, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -92,24 +99,36 @@ static int chan_recv(void *ctx, uint8_t *buf, size_t max_payload,
                      ec_wire_header *h, ec_err *e)
 {
     (void)ctx;
-    return mpi_recv_from(0, buf, max_payload, h, e);
+    return mpi_recv_from(0, buf, NULL, max_payload, h, e);
 }
 
-int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank)
+int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank,
+                  int size)
 {
     ec_chan ch = {NULL, chan_send, chan_recv};
+    uint32_t first, count;
 
-    return ec_worker_serve(&ch, pb, prm, (uint32_t)(rank - 1));
+    ec_procs_block(pb->n, (uint32_t)(size - 1), (uint32_t)(rank - 1), &first,
+                   &count);
+    return ec_worker_serve(&ch, pb, prm, first, count);
 }
 
 /* ---- the coordinator ------------------------------------------------------ */
 
+/* Rank p + 1 hosts workers first .. first + count - 1. */
+struct rank {
+    uint32_t first, count;
+    ec_buf in;
+    size_t in_len, max_payload;
+};
+
 struct mpi_co {
     const ec_problem *pb;
-    uint32_t n;
-    uint8_t *sendbuf, *recvbuf;
-    size_t bufcap, max_payload;
-    ec_up *ups;
+    uint32_t n, np;
+    uint8_t *sendbuf;
+    size_t bufcap;
+    struct rank *ranks;
+    ec_up up;
     const ec_down *last_down;
     int have_down;
     double timeout;
@@ -129,32 +148,35 @@ static void fail(ec_summary *sum, ec_stop stop, const char *fmt, ...)
     va_end(ap);
 }
 
-/* One frame from a worker rank that must be `type`; ERROR becomes the
- * reason. Returns 0 or -1 with sum filled. */
+/* One frame from rank src that must be `type`; ERROR becomes the reason.
+ * Returns 0 or -1 with sum filled. */
 static int expect(struct mpi_co *co, int src, uint16_t type,
                   ec_wire_header *h, ec_summary *sum)
 {
+    struct rank *rk = &co->ranks[src - 1];
     ec_err e = {0};
-    char text[1100];
+    char text[1100], name[64];
 
-    if (mpi_recv_from(src, co->recvbuf, co->max_payload, h, &e) != 1) {
-        fail(sum, EC_STOP_FAILED, "worker %d sent a bad frame (%.200s) at round %llu",
-             src - 1, e.msg, (unsigned long long)co->round);
+    ec_procs_name(rk->first, rk->count, (uint32_t)(src - 1), name, sizeof name);
+    if (mpi_recv_from(src, NULL, &rk->in, rk->max_payload, h, &e) != 1) {
+        fail(sum, EC_STOP_FAILED, "%s sent a bad frame (%.200s) at round %llu",
+             name, e.msg, (unsigned long long)co->round);
         return -1;
     }
     if (h->type == EC_WIRE_ERROR &&
-        ec_wire_decode_error(co->recvbuf + EC_WIRE_HEADER_SIZE, h->length, text,
+        ec_wire_decode_error(rk->in.p + EC_WIRE_HEADER_SIZE, h->length, text,
                              sizeof text, &e) == 0) {
-        fail(sum, EC_STOP_FAILED, "worker %d failed at round %llu: %.180s",
-             src - 1, (unsigned long long)co->round, text);
+        fail(sum, EC_STOP_FAILED, "%s failed at round %llu: %.150s", name,
+             (unsigned long long)co->round, text);
         return -1;
     }
     if (h->type != type) {
-        fail(sum, EC_STOP_FAILED, "worker %d broke the protocol at round %llu: "
-             "frame type %u where %u was expected", src - 1,
+        fail(sum, EC_STOP_FAILED, "%s broke the protocol at round %llu: "
+             "frame type %u where %u was expected", name,
              (unsigned long long)co->round, h->type, type);
         return -1;
     }
+    rk->in_len = h->length;
     return 0;
 }
 
@@ -165,8 +187,8 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
     long len = ec_wire_encode_step(co->sendbuf, co->bufcap, co->round,
                                    co->have_down ? co->last_down : NULL,
                                    co->pb->d);
-    uint32_t left = co->n;
-    uint8_t *done = calloc(co->n, 1);
+    uint32_t left = co->np;
+    uint8_t *done = calloc(co->np, 1);
     double deadline = ec_clock() + co->timeout;
     int rc = -1;
 
@@ -175,10 +197,10 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
              (unsigned long long)co->round);
         goto out;
     }
-    for (uint32_t t = 0; t < co->n; t++) {
+    for (uint32_t t = 0; t < co->np; t++) {
         if (mpi_send((int)t + 1, co->sendbuf, (size_t)len) < 0) {
-            fail(sum, EC_STOP_FAILED, "worker %u cannot be sent to at round %llu",
-                 t, (unsigned long long)co->round);
+            fail(sum, EC_STOP_FAILED, "rank %u cannot be sent to at round %llu",
+                 t + 1, (unsigned long long)co->round);
             goto out;
         }
         acc->wire_down += (uint64_t)len;
@@ -188,7 +210,6 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
         MPI_Status st;
         int flag = 0;
         ec_wire_header h;
-        ec_err e = {0};
 
         MPI_Iprobe(MPI_ANY_SOURCE, FRAME_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) {
@@ -199,12 +220,16 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
                 goto out;
             }
             if (ec_clock() >= deadline) {
-                for (uint32_t t = 0; t < co->n; t++)
+                for (uint32_t t = 0; t < co->np; t++)
                     if (!done[t]) {
+                        char name[64];
+
+                        ec_procs_name(co->ranks[t].first, co->ranks[t].count,
+                                      t, name, sizeof name);
                         fail(sum, EC_STOP_FAILED,
-                             "worker %u did not answer within the round "
+                             "%s did not answer within the round "
                              "timeout of %g s at round %llu",
-                             t, co->timeout, (unsigned long long)co->round);
+                             name, co->timeout, (unsigned long long)co->round);
                         break;
                     }
                 goto out;
@@ -213,28 +238,30 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
             continue;
         }
         int src = st.MPI_SOURCE;
-        if (src < 1 || (uint32_t)src > co->n || done[src - 1]) {
+        if (src < 1 || (uint32_t)src > co->np || done[src - 1]) {
             fail(sum, EC_STOP_FAILED, "unexpected message from rank %d", src);
             goto out;
         }
-        if (expect(co, src, EC_WIRE_UP, &h, sum) < 0)
+        if (expect(co, src, EC_WIRE_UPS, &h, sum) < 0)
             goto out;
-        if (ec_wire_decode_up(co->recvbuf + EC_WIRE_HEADER_SIZE, h.length,
-                              co->pb->d, &co->ups[src - 1], &e) < 0) {
-            fail(sum, EC_STOP_FAILED,
-                 "worker %d sent a malformed message at round %llu: %.150s",
-                 src - 1, (unsigned long long)co->round, e.msg);
-            goto out;
-        }
         acc->wire_up += EC_WIRE_HEADER_SIZE + h.length;
         done[src - 1] = 1;
         left--;
     }
-    for (uint32_t t = 0; t < co->n; t++) {
-        acc->bits_up += ec_up_bits(&co->ups[t]);
-        acc->paper_up += ec_up_paper_bits(&co->ups[t]);
+    ec_server_reduce_begin(m, down);
+    for (uint32_t t = 0; t < co->np; t++) {
+        struct rank *rk = &co->ranks[t];
+        char why[200];
+
+        if (ec_ups_reduce(m, t, rk->first, rk->count,
+                          rk->in.p + EC_WIRE_HEADER_SIZE, rk->in_len, &co->up,
+                          down, acc, why, sizeof why) < 0) {
+            fail(sum, EC_STOP_FAILED, "%s at round %llu", why,
+                 (unsigned long long)co->round);
+            goto out;
+        }
     }
-    ec_server_reduce(m, co->ups, co->n, down);
+    ec_server_reduce_end(m, co->n, down);
     acc->bits_down += down->bits;
     co->last_down = down;
     co->have_down = 1;
@@ -255,44 +282,46 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
 
     memset(sum, 0, sizeof *sum);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((uint32_t)size != pb->n + 1)
+    if (size < 2 || (uint32_t)size - 1 > pb->n)
         return ec_err_set(e, EC_EINVAL, "backend mpi: the job has %u workers, "
-                          "so it needs %u ranks (got %d)", pb->n, pb->n + 1, size);
+                          "so it needs 2..%u ranks (got %d)", pb->n, pb->n + 1,
+                          size);
     co.pb = pb;
     co.n = pb->n;
+    co.np = (uint32_t)size - 1;
     co.timeout = opts && opts->round_timeout > 0 ? opts->round_timeout : 60.0;
-    co.max_payload = ec_wire_max_payload(pb->d);
-    co.bufcap = EC_WIRE_HEADER_SIZE + co.max_payload;
+    co.bufcap = EC_WIRE_HEADER_SIZE + ec_wire_max_payload(pb->d);
     co.sendbuf = malloc(co.bufcap);
-    co.recvbuf = malloc(co.bufcap);
-    co.ups = calloc(co.n, sizeof *co.ups);
-    if (!co.sendbuf || !co.recvbuf || !co.ups) {
+    co.ranks = calloc(co.np, sizeof *co.ranks);
+    if (!co.sendbuf || !co.ranks || ec_up_init(&co.up, pb->d) < 0) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", co.n);
         goto out;
     }
-    for (uint32_t t = 0; t < co.n; t++)
-        if (ec_up_init(&co.ups[t], pb->d) < 0) {
-            rc = ec_err_set(e, EC_ENOMEM, "out of memory for messages");
-            goto out;
-        }
+    for (uint32_t t = 0; t < co.np; t++) {
+        struct rank *rk = &co.ranks[t];
+
+        ec_procs_block(co.n, co.np, t, &rk->first, &rk->count);
+        rk->max_payload = ec_wire_max_payload_ups(pb->d, rk->count);
+    }
     /* Handshake, rank by rank. */
-    for (uint32_t t = 0; t < co.n; t++) {
+    for (uint32_t t = 0; t < co.np; t++) {
+        struct rank *rk = &co.ranks[t];
         ec_wire_header h;
-        uint32_t worker, pid, d;
+        uint32_t worker, count, pid, d;
         long len;
 
         if (expect(&co, (int)t + 1, EC_WIRE_HELLO, &h, sum) < 0 ||
-            ec_wire_decode_hello(co.recvbuf + EC_WIRE_HEADER_SIZE, h.length,
-                                 &worker, &pid, &d, e) < 0 ||
-            worker != t || d != pb->d) {
+            ec_wire_decode_hello(rk->in.p + EC_WIRE_HEADER_SIZE, h.length,
+                                 &worker, &count, &pid, &d, e) < 0 ||
+            worker != rk->first || count != rk->count || d != pb->d) {
             if (!sum->reason[0])
-                fail(sum, EC_STOP_FAILED, "worker %u: bad handshake", t);
+                fail(sum, EC_STOP_FAILED, "rank %u: bad handshake", t + 1);
             clean = 0;
             goto out;
         }
         len = ec_wire_encode_welcome(co.sendbuf, co.bufcap, co.n, pb->d);
         if (len < 0 || mpi_send((int)t + 1, co.sendbuf, (size_t)len) < 0) {
-            fail(sum, EC_STOP_FAILED, "worker %u cannot be sent to", t);
+            fail(sum, EC_STOP_FAILED, "rank %u cannot be sent to", t + 1);
             clean = 0;
             goto out;
         }
@@ -302,14 +331,14 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
 out:
     if (clean) {
         long len = ec_wire_encode_stop(co.sendbuf, co.bufcap, co.round);
-        for (uint32_t t = 0; t < co.n && len > 0; t++)
+        for (uint32_t t = 0; t < co.np && len > 0; t++)
             mpi_send((int)t + 1, co.sendbuf, (size_t)len);
     }
-    for (uint32_t t = 0; t < co.n && co.ups; t++)
-        ec_up_clear(&co.ups[t]);
-    free(co.ups);
+    for (uint32_t t = 0; t < co.np && co.ranks; t++)
+        ec_buf_free(&co.ranks[t].in);
+    free(co.ranks);
+    ec_up_clear(&co.up);
     free(co.sendbuf);
-    free(co.recvbuf);
     /* A failed or cancelled job may leave ranks blocked in a receive:
      * the caller prints its summary, then aborts the world. */
     return rc;

@@ -560,6 +560,13 @@ static void msg_dense(ec_msg *out, const double *x, uint32_t d)
 int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
                    uint32_t tau, ec_err *e)
 {
+    return ec_worker_init_sharing(w, pb, prm, tau, NULL, e);
+}
+
+int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
+                           const ec_params *prm, uint32_t tau,
+                           const ec_worker *owner, ec_err *e)
+{
     uint32_t d = pb->d;
     ec_algo_id a = prm->algo;
 
@@ -568,15 +575,28 @@ int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
     w->prm = prm;
     w->tau = tau;
     ec_rng_seed(&w->rng, prm->seed, 1000 + (uint64_t)tau);
-    if (!(w->comp = ec_compressor_new(&prm->comp, d, e)))
-        goto fail;
-    if (is_diana(a) && !(w->shift_comp = ec_compressor_new(&prm->shift_comp, d, e)))
-        goto fail;
+    if (owner) {
+        /* Scratch only lives within one step, and a process steps its
+         * workers one after the other. */
+        w->borrowed = 1;
+        w->comp = owner->comp;
+        w->shift_comp = owner->shift_comp;
+        w->buf = owner->buf;
+        w->buf2 = owner->buf2;
+    } else {
+        if (!(w->comp = ec_compressor_new(&prm->comp, d, e)))
+            goto fail;
+        if (is_diana(a) &&
+            !(w->shift_comp = ec_compressor_new(&prm->shift_comp, d, e)))
+            goto fail;
+        w->buf = calloc(d, sizeof *w->buf);
+        w->buf2 = calloc(d, sizeof *w->buf2);
+        if (!w->buf || !w->buf2)
+            goto nomem;
+    }
     w->e = calloc(d, sizeof *w->e);
-    w->buf = calloc(d, sizeof *w->buf);
-    w->buf2 = calloc(d, sizeof *w->buf2);
     w->rows = calloc(prm->batch, sizeof *w->rows);
-    if (!w->e || !w->buf || !w->buf2 || !w->rows)
+    if (!w->e || !w->rows)
         goto nomem;
     if (is_diana(a) || a == EC_ALGO_EF21) {
         if (!(w->h = calloc(d, sizeof *w->h)))
@@ -602,14 +622,16 @@ void ec_worker_clear(ec_worker *w)
 {
     if (!w)
         return;
-    ec_compressor_free(w->comp);
-    ec_compressor_free(w->shift_comp);
+    if (!w->borrowed) {
+        ec_compressor_free(w->comp);
+        ec_compressor_free(w->shift_comp);
+        free(w->buf);
+        free(w->buf2);
+    }
     free(w->e);
     free(w->h);
     free(w->w_local);
     free(w->mu_local);
-    free(w->buf);
-    free(w->buf2);
     free(w->rows);
     memset(w, 0, sizeof *w);
 }
@@ -805,11 +827,9 @@ static void count_broadcast(const double *v, uint32_t d, uint64_t *bits,
     *paper += 64 * (sparse < dense ? nnz : d);
 }
 
-void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
-                      ec_down *down)
+void ec_server_reduce_begin(const ec_model *m, ec_down *down)
 {
     uint32_t d = m->d;
-    double inv = 1.0 / n;
 
     memset(down->v, 0, d * sizeof *down->v);
     memset(down->a, 0, d * sizeof *down->a);
@@ -818,18 +838,27 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
     down->has_stats = 0;
     down->ef_in = down->ef_out = 0.0;
     down->bits = down->paper_bits = 0;
-    for (uint32_t t = 0; t < n; t++) {
-        if (ups[t].has_stats) {
-            down->ef_in += ups[t].ef_in;
-            down->ef_out += ups[t].ef_out;
-            down->has_stats = 1;
-        }
-        ec_msg_axpy(&ups[t].q, 1.0, down->v);
-        if (ups[t].has_extra) {
-            ec_msg_axpy(&ups[t].extra, 1.0, down->a);
-            down->has_a = 1;
-        }
+}
+
+void ec_server_reduce_add(ec_down *down, const ec_up *up)
+{
+    if (up->has_stats) {
+        down->ef_in += up->ef_in;
+        down->ef_out += up->ef_out;
+        down->has_stats = 1;
     }
+    ec_msg_axpy(&up->q, 1.0, down->v);
+    if (up->has_extra) {
+        ec_msg_axpy(&up->extra, 1.0, down->a);
+        down->has_a = 1;
+    }
+}
+
+void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
+{
+    uint32_t d = m->d;
+    double inv = 1.0 / n;
+
     for (uint32_t j = 0; j < d; j++) {
         down->v[j] *= inv;
         down->a[j] *= inv;
@@ -842,4 +871,13 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
         down->bits += 128;
         down->paper_bits += 128;
     }
+}
+
+void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
+                      ec_down *down)
+{
+    ec_server_reduce_begin(m, down);
+    for (uint32_t t = 0; t < n; t++)
+        ec_server_reduce_add(down, &ups[t]);
+    ec_server_reduce_end(m, n, down);
 }

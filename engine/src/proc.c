@@ -58,21 +58,26 @@ static struct fault fault_from_env(void)
     return f;
 }
 
+/* One process hosting workers first .. first + count - 1. */
 struct peer {
     int fd;
     pid_t pid;
     int reaped;
     int status;
+    uint32_t first, count;
+    ec_buf in;            /* its frame of this exchange */
+    size_t in_len;        /* and that frame's payload length */
+    size_t max_payload;   /* the longest frame it may send */
 };
 
 struct proc {
     const ec_problem *pb;
     const ec_params *prm;
     struct peer *peers;
-    uint32_t n;
-    uint8_t *sendbuf, *recvbuf;
+    uint32_t n, np;       /* workers, processes */
+    uint8_t *sendbuf;
     size_t bufcap, max_payload;
-    ec_up *ups;
+    ec_up up;             /* each uplink, decoded in turn */
     ec_down *last_down;   /* the broadcast the next STEP carries */
     int have_down;
     double timeout;
@@ -155,6 +160,138 @@ static void set_timeouts(int fd, double seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* read_frame into a buffer grown to the frame's length. */
+static int read_frame_grow(int fd, ec_buf *b, size_t max_payload,
+                           ec_wire_header *h, ec_err *e)
+{
+    int r;
+
+    if (ec_buf_reserve(b, EC_WIRE_HEADER_SIZE) < 0)
+        return ec_err_set(e, EC_ENOMEM, "out of memory for a frame");
+    r = recv_all(fd, b->p, EC_WIRE_HEADER_SIZE);
+    if (r == 0)
+        return 0;
+    if (r < 0)
+        return ec_err_set(e, errno == EAGAIN ? EC_ETIMEOUT : EC_EPEER, "%s",
+                          errno == EAGAIN ? "timed out" :
+                          errno == EPROTO ? "closed its connection mid-frame" :
+                          strerror(errno));
+    if (ec_wire_header_decode(b->p, EC_WIRE_HEADER_SIZE, max_payload, h, e) < 0)
+        return EC_EPROTO;
+    if (ec_buf_reserve(b, EC_WIRE_HEADER_SIZE + (size_t)h->length) < 0)
+        return ec_err_set(e, EC_ENOMEM, "out of memory for a frame of %u bytes",
+                          (unsigned)h->length);
+    r = recv_all(fd, b->p + EC_WIRE_HEADER_SIZE, h->length);
+    if (r <= 0)
+        return ec_err_set(e, r == 0 || errno == EPROTO ? EC_EPEER :
+                             errno == EAGAIN ? EC_ETIMEOUT : EC_EPEER,
+                          "%s", errno == EAGAIN ? "timed out mid-frame" :
+                          "closed its connection mid-frame");
+    return 1;
+}
+
+/* ---- hosting: n workers on P processes ----------------------------------- */
+
+int ec_buf_reserve(ec_buf *b, size_t n)
+{
+    uint8_t *p;
+    size_t cap = b->cap ? b->cap : 4096;
+
+    if (n <= b->cap)
+        return 0;
+    while (cap < n)
+        cap = cap > SIZE_MAX / 2 ? n : cap * 2;
+    if (!(p = realloc(b->p, cap)))
+        return EC_ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void ec_buf_free(ec_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+void ec_procs_block(uint32_t n, uint32_t procs, uint32_t p, uint32_t *first,
+                    uint32_t *count)
+{
+    uint32_t base = n / procs, extra = n % procs;
+
+    *first = p * base + (p < extra ? p : extra);
+    *count = base + (p < extra);
+}
+
+uint32_t ec_procs_default(uint32_t n)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t p = cpus > 0 ? (uint32_t)cpus : 1;
+
+    return p < n ? p : n;
+}
+
+uint32_t ec_procs_resolve(uint32_t n, uint32_t procs)
+{
+    return procs ? procs : ec_procs_default(n);
+}
+
+void ec_procs_name(uint32_t first, uint32_t count, uint32_t p, char *buf,
+                   size_t len)
+{
+    if (count == 1)
+        snprintf(buf, len, "worker %u", first);
+    else
+        snprintf(buf, len, "process %u (workers %u-%u)", p, first,
+                 first + count - 1);
+}
+
+int ec_ups_reduce(const ec_model *m, uint32_t p, uint32_t first,
+                  uint32_t count, const uint8_t *payload, size_t len,
+                  ec_up *scratch, ec_down *down, ec_traffic *acc, char *why,
+                  size_t whylen)
+{
+    ec_wire_ups_rd it;
+    ec_err e = {0};
+    char name[64];
+    uint32_t i = 0, worker;
+    const uint8_t *one;
+    size_t onelen;
+    int r;
+
+    ec_procs_name(first, count, p, name, sizeof name);
+    if (ec_wire_ups_open(&it, payload, len, &e) < 0)
+        goto bad;
+    while ((r = ec_wire_ups_next(&it, &worker, &one, &onelen, &e)) == 1) {
+        if (i >= count || worker != first + i) {
+            snprintf(why, whylen, "%s sent the uplink of worker %u where "
+                     "%s was expected", name, worker,
+                     i >= count ? "no more" : "the next of its own");
+            return -1;
+        }
+        if (ec_wire_decode_up(one, onelen, m->d, scratch, &e) < 0) {
+            snprintf(why, whylen, "worker %u sent a malformed message: %.150s",
+                     worker, e.msg);
+            return -1;
+        }
+        acc->bits_up += ec_up_bits(scratch);
+        acc->paper_up += ec_up_paper_bits(scratch);
+        ec_server_reduce_add(down, scratch);
+        i++;
+    }
+    if (r < 0)
+        goto bad;
+    if (i != count) {
+        snprintf(why, whylen, "%s sent %u uplinks, not %u", name, i, count);
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(why, whylen, "%s sent a malformed message: %.150s", name, e.msg);
+    return -1;
+}
+
 /* ---- the worker side ------------------------------------------------------ */
 
 
@@ -169,7 +306,7 @@ static int worker_fail(ec_chan *ch, uint8_t *buf, size_t cap, uint64_t round,
 }
 
 int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
-                    uint32_t tau)
+                    uint32_t first, uint32_t count)
 {
     uint32_t d = pb->d, n, dd;
     size_t max_payload = ec_wire_max_payload(d);
@@ -177,77 +314,114 @@ int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
     uint8_t *buf = malloc(cap);
     struct fault fault = fault_from_env();
     ec_model model = {0};
-    ec_worker worker = {0};
+    ec_worker *workers = calloc(count, sizeof *workers);
     ec_down down = {0};
     ec_up up = {0};
+    ec_buf out = {0};
     ec_wire_header h;
     ec_err e = {0};
     long len;
-    int r, has_down;
+    int r, has_down, code = 1;
     /* Out of memory (a worker memory limit, most often) must still reach
      * the coordinator as a reason, so that frame has its own small buffer. */
     uint8_t small[EC_WIRE_HEADER_SIZE + 256];
 
-    if (!buf)
-        return worker_fail(ch, small, sizeof small, 0,
+    if (!buf || !workers || ec_buf_reserve(&out, 4096) < 0) {
+        code = worker_fail(ch, small, sizeof small, 0,
                            "out of memory for the frame buffers");
+        goto out;
+    }
     if (ec_model_init(&model, pb, prm, &e) < 0 ||
-        ec_worker_init(&worker, pb, prm, tau, &e) < 0 ||
         ec_down_init(&down, d) < 0 || ec_up_init(&up, d) < 0)
-        return worker_fail(ch, small, sizeof small, 0,
-                           e.msg[0] ? e.msg : "out of memory for messages");
-    len = ec_wire_encode_hello(buf, cap, tau, (uint32_t)getpid(), d);
+        goto nomem;
+    for (uint32_t i = 0; i < count; i++)
+        if (ec_worker_init_sharing(&workers[i], pb, prm, first + i,
+                                   i ? &workers[0] : NULL, &e) < 0)
+            goto nomem;
+    len = ec_wire_encode_hello(buf, cap, first, count, (uint32_t)getpid(), d);
     if (len < 0 || ch->send(ch->ctx, buf, (size_t)len) < 0)
-        return 1;
+        goto out;
     if (ch->recv(ch->ctx, buf, max_payload, &h, &e) != 1 ||
         h.type != EC_WIRE_WELCOME ||
         ec_wire_decode_welcome(buf + EC_WIRE_HEADER_SIZE, h.length, &n, &dd, &e) < 0 ||
         dd != d)
-        return 1;
+        goto out;
     for (;;) {
-        if ((r = ch->recv(ch->ctx, buf, max_payload, &h, &e)) != 1)
-            return r == 0 ? 0 : 1;      /* coordinator gone: nothing to say */
+        int faulty = 0;
+
+        if ((r = ch->recv(ch->ctx, buf, max_payload, &h, &e)) != 1) {
+            code = r == 0 ? 0 : 1;      /* coordinator gone: nothing to say */
+            goto out;
+        }
         if (h.type == EC_WIRE_STOP)
             break;
-        if (h.type != EC_WIRE_STEP)
-            return worker_fail(ch, buf, cap, h.round, "unexpected frame type");
+        if (h.type != EC_WIRE_STEP) {
+            code = worker_fail(ch, buf, cap, h.round, "unexpected frame type");
+            goto out;
+        }
         if (ec_wire_decode_step(buf + EC_WIRE_HEADER_SIZE, h.length, h.flags,
-                                d, &down, &has_down, &e) < 0)
-            return worker_fail(ch, buf, cap, h.round, e.msg);
+                                d, &down, &has_down, &e) < 0) {
+            code = worker_fail(ch, buf, cap, h.round, e.msg);
+            goto out;
+        }
         if (has_down)
             ec_model_apply(&model, &down);
-        ec_worker_step(&worker, &model, &up);
-        len = ec_wire_encode_up(buf, cap, h.round, &up);
-        if (len < 0)
-            return 1;
-        if (fault.kind != FAULT_NONE && fault.worker == tau && fault.round == h.round) {
+        len = ec_wire_ups_begin(out.p, out.cap, h.round);
+        for (uint32_t i = 0; i < count && len > 0; i++) {
+            ec_worker_step(&workers[i], &model, &up);
+            if (ec_buf_reserve(&out, (size_t)len + 8 + ec_wire_up_payload(&up)) < 0) {
+                code = worker_fail(ch, small, sizeof small, h.round,
+                                   "out of memory for the uplink frame");
+                goto out;
+            }
+            len = ec_wire_ups_add(out.p, out.cap, (size_t)len, first + i, &up);
+            faulty |= fault.kind != FAULT_NONE && fault.worker == first + i &&
+                      fault.round == h.round;
+        }
+        if (len < 0) {
+            code = worker_fail(ch, buf, cap, h.round,
+                               "the uplinks are over the frame size limit");
+            goto out;
+        }
+        if (faulty) {
             switch (fault.kind) {
             case FAULT_GARBAGE:
-                memset(buf, 0xab, EC_WIRE_HEADER_SIZE);
+                memset(out.p, 0xab, EC_WIRE_HEADER_SIZE);
                 break;
             case FAULT_TRUNCATE:
-                ch->send(ch->ctx, buf, (size_t)len / 2);
-                return 0;
+                ch->send(ch->ctx, out.p, (size_t)len / 2);
+                code = 0;
+                goto out;
             case FAULT_HANG:
                 for (;;)
                     pause();
             case FAULT_EXIT:
-                return 3;
+                code = 3;
+                goto out;
             default:
                 break;
             }
         }
-        if (ch->send(ch->ctx, buf, (size_t)len) < 0)
-            return 1;
+        if (ch->send(ch->ctx, out.p, (size_t)len) < 0)
+            goto out;
     }
+    code = 0;
+    goto out;
+nomem:
+    code = worker_fail(ch, small, sizeof small, 0,
+                       e.msg[0] ? e.msg : "out of memory for messages");
+out:
     /* The caller leaves through _exit(); freeing keeps the sanitizers'
-     * view of a clean exit honest all the same. */
+     * view of a clean exit honest all the same. Borrowers go first. */
+    for (uint32_t i = count; workers && i-- > 0;)
+        ec_worker_clear(&workers[i]);
+    free(workers);
     ec_up_clear(&up);
     ec_down_clear(&down);
-    ec_worker_clear(&worker);
     ec_model_clear(&model);
+    ec_buf_free(&out);
     free(buf);
-    return 0;
+    return code;
 }
 
 /* The socket channel of a forked worker. */
@@ -283,12 +457,22 @@ static int reap(struct peer *p, double wait)
     return 1;
 }
 
-/* Says how a dead worker ended, for the job's reason. */
+/* "worker 3", or "process 1 (workers 5-9)" for one hosting several. */
+static const char *peer_name(const struct proc *pc, uint32_t t, char *buf,
+                             size_t len)
+{
+    ec_procs_name(pc->peers[t].first, pc->peers[t].count, t, buf, len);
+    return buf;
+}
+
+/* Says how a dead process ended, for the job's reason. */
 static void describe_death(struct proc *pc, uint32_t t, const char *what,
                            ec_summary *sum)
 {
     struct peer *p = &pc->peers[t];
+    char name[64];
 
+    peer_name(pc, t, name, sizeof name);
     if (ec_signal_caught()) {
         /* SIGTERM to the process group (a cancel) reaches the workers as
          * well: one may die before this process looks at its own flag. */
@@ -302,52 +486,53 @@ static void describe_death(struct proc *pc, uint32_t t, const char *what,
     if (reap(p, 1.0) && WIFSIGNALED(p->status) &&
         WTERMSIG(p->status) == SIGXCPU)
         snprintf(sum->reason, sizeof sum->reason,
-                 "worker %u exceeded its CPU time limit of %g s at round %llu",
-                 t, pc->cpu_limit, (unsigned long long)pc->round);
+                 "%s exceeded its CPU time limit of %g s at round %llu",
+                 name, pc->cpu_limit, (unsigned long long)pc->round);
     else if (p->reaped && WIFSIGNALED(p->status))
         snprintf(sum->reason, sizeof sum->reason,
-                 "worker %u died (signal %d) at round %llu", t,
+                 "%s died (signal %d) at round %llu", name,
                  WTERMSIG(p->status), (unsigned long long)pc->round);
     else if (p->reaped && WIFEXITED(p->status) && WEXITSTATUS(p->status) != 0)
         snprintf(sum->reason, sizeof sum->reason,
-                 "worker %u exited with status %d at round %llu", t,
+                 "%s exited with status %d at round %llu", name,
                  WEXITSTATUS(p->status), (unsigned long long)pc->round);
     else
-        snprintf(sum->reason, sizeof sum->reason, "worker %u %s at round %llu",
-                 t, what, (unsigned long long)pc->round);
+        snprintf(sum->reason, sizeof sum->reason, "%s %s at round %llu",
+                 name, what, (unsigned long long)pc->round);
 }
 
-/* Handles a frame from worker t that is not the UP we wait for. */
+/* Handles a frame from process t that is not the UPS we wait for. */
 static void unexpected_frame(struct proc *pc, uint32_t t,
                              const ec_wire_header *h, ec_summary *sum)
 {
-    char text[1100];
+    char text[1100], name[64];
     ec_err e = {0};
 
+    peer_name(pc, t, name, sizeof name);
     sum->stop = EC_STOP_FAILED;
     if (h->type == EC_WIRE_ERROR &&
-        ec_wire_decode_error(pc->recvbuf + EC_WIRE_HEADER_SIZE, h->length,
+        ec_wire_decode_error(pc->peers[t].in.p + EC_WIRE_HEADER_SIZE, h->length,
                              text, sizeof text, &e) == 0)
         snprintf(sum->reason, sizeof sum->reason,
-                 "worker %u failed at round %llu: %.180s", t,
+                 "%s failed at round %llu: %.150s", name,
                  (unsigned long long)pc->round, text);
     else
         snprintf(sum->reason, sizeof sum->reason,
-                 "worker %u broke the protocol at round %llu: frame type %u "
-                 "where UP was expected",
-                 t, (unsigned long long)pc->round, h->type);
+                 "%s broke the protocol at round %llu: frame type %u "
+                 "where UPS was expected",
+                 name, (unsigned long long)pc->round, h->type);
 }
 
 /*
- * Waits until every worker in want[] has sent one frame, reading each with
- * read_fn as it becomes ready. Wakes for SIGTERM too. Returns 0, or < 0
- * with sum filled in.
+ * Waits until every process has sent its UPS frame, reading each as it
+ * becomes ready into its own buffer. Wakes for SIGTERM too. Returns 0, or
+ * < 0 with sum filled in.
  */
 static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
 {
-    uint32_t n = pc->n, left = n;
-    struct pollfd *pfd = calloc((size_t)n + 1, sizeof *pfd);
-    uint8_t *done = calloc(n, 1);
+    uint32_t np = pc->np, left = np;
+    struct pollfd *pfd = calloc((size_t)np + 1, sizeof *pfd);
+    uint8_t *done = calloc(np, 1);
     double deadline = ec_clock() + pc->timeout;
     int rc = -1;
 
@@ -357,21 +542,21 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
         goto out;
     }
     while (left > 0) {
-        uint32_t np = 0;
+        uint32_t nfd = 0;
         int ready, wait_ms = (int)((deadline - ec_clock()) * 1000) + 1;
 
-        for (uint32_t t = 0; t < n; t++) {
+        for (uint32_t t = 0; t < np; t++) {
             if (!done[t]) {
-                pfd[np].fd = pc->peers[t].fd;
-                pfd[np].events = POLLIN;
-                pfd[np].revents = 0;
-                np++;
+                pfd[nfd].fd = pc->peers[t].fd;
+                pfd[nfd].events = POLLIN;
+                pfd[nfd].revents = 0;
+                nfd++;
             }
         }
-        pfd[np].fd = ec_signal_fd();
-        pfd[np].events = POLLIN;
-        pfd[np].revents = 0;
-        ready = poll(pfd, np + 1, wait_ms > 0 ? wait_ms : 0);
+        pfd[nfd].fd = ec_signal_fd();
+        pfd[nfd].events = POLLIN;
+        pfd[nfd].revents = 0;
+        ready = poll(pfd, nfd + 1, wait_ms > 0 ? wait_ms : 0);
         if (ready < 0 && errno != EINTR) {
             sum->stop = EC_STOP_FAILED;
             snprintf(sum->reason, sizeof sum->reason, "poll: %s", strerror(errno));
@@ -385,18 +570,22 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
             goto out;
         }
         if (ready == 0 && ec_clock() >= deadline) {
-            for (uint32_t t = 0; t < n; t++) {
-                if (!done[t]) {
-                    sum->stop = EC_STOP_FAILED;
-                    snprintf(sum->reason, sizeof sum->reason,
-                             "worker %u did not answer within the round "
-                             "timeout of %g s at round %llu",
-                             t, pc->timeout, (unsigned long long)pc->round);
-                    goto out;
-                }
+            for (uint32_t t = 0; t < np; t++) {
+                char name[64];
+
+                if (done[t])
+                    continue;
+                sum->stop = EC_STOP_FAILED;
+                snprintf(sum->reason, sizeof sum->reason,
+                         "%s did not answer within the round "
+                         "timeout of %g s at round %llu",
+                         peer_name(pc, t, name, sizeof name), pc->timeout,
+                         (unsigned long long)pc->round);
+                goto out;
             }
         }
-        for (uint32_t t = 0, i = 0; t < n; t++) {
+        for (uint32_t t = 0, i = 0; t < np; t++) {
+            struct peer *p = &pc->peers[t];
             ec_wire_header h;
             ec_err e = {0};
             int r;
@@ -405,7 +594,7 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
                 continue;
             if (!pfd[i++].revents)
                 continue;
-            r = read_frame(pc->peers[t].fd, pc->recvbuf, pc->max_payload, &h, &e);
+            r = read_frame_grow(p->fd, &p->in, p->max_payload, &h, &e);
             if (r == 0) {
                 describe_death(pc, t, "closed its connection", sum);
                 goto out;
@@ -419,18 +608,11 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
                     describe_death(pc, t, what, sum);
                 goto out;
             }
-            if (h.type != EC_WIRE_UP) {
+            if (h.type != EC_WIRE_UPS) {
                 unexpected_frame(pc, t, &h, sum);
                 goto out;
             }
-            if (ec_wire_decode_up(pc->recvbuf + EC_WIRE_HEADER_SIZE, h.length,
-                                  pc->pb->d, &pc->ups[t], &e) < 0) {
-                sum->stop = EC_STOP_FAILED;
-                snprintf(sum->reason, sizeof sum->reason,
-                         "worker %u sent a malformed message at round %llu: %.150s",
-                         t, (unsigned long long)pc->round, e.msg);
-                goto out;
-            }
+            p->in_len = h.length;
             acc->wire_up += EC_WIRE_HEADER_SIZE + h.length;
             done[t] = 1;
             left--;
@@ -443,7 +625,8 @@ out:
     return rc;
 }
 
-/* STEP with the last broadcast to everyone, then gather and reduce. */
+/* STEP with the last broadcast to every process, then gather and reduce
+ * the uplinks in worker order. */
 static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
                          ec_traffic *acc, ec_summary *sum)
 {
@@ -459,7 +642,7 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
                  (unsigned long long)pc->round);
         return -1;
     }
-    for (uint32_t t = 0; t < pc->n; t++) {
+    for (uint32_t t = 0; t < pc->np; t++) {
         if (send_all(pc->peers[t].fd, pc->sendbuf, (size_t)len) < 0) {
             describe_death(pc, t, errno == EAGAIN ? "stopped reading" :
                            "cannot be written to", sum);
@@ -469,11 +652,21 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
     }
     if (gather(pc, acc, sum) < 0)
         return -1;
-    for (uint32_t t = 0; t < pc->n; t++) {
-        acc->bits_up += ec_up_bits(&pc->ups[t]);
-        acc->paper_up += ec_up_paper_bits(&pc->ups[t]);
+    ec_server_reduce_begin(m, down);
+    for (uint32_t t = 0; t < pc->np; t++) {
+        struct peer *p = &pc->peers[t];
+        char why[200];
+
+        if (ec_ups_reduce(m, t, p->first, p->count,
+                          p->in.p + EC_WIRE_HEADER_SIZE, p->in_len, &pc->up,
+                          down, acc, why, sizeof why) < 0) {
+            sum->stop = EC_STOP_FAILED;
+            snprintf(sum->reason, sizeof sum->reason, "%s at round %llu", why,
+                     (unsigned long long)pc->round);
+            return -1;
+        }
     }
-    ec_server_reduce(m, pc->ups, pc->n, down);
+    ec_server_reduce_end(m, pc->n, down);
     acc->bits_down += down->bits;
     /* The workers apply this broadcast when the next STEP brings it; the
      * loop applies it here, so both replicas move together. */
@@ -566,7 +759,8 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
                 snprintf(text, sizeof text, "%s: %s", why, strerror(errno));
                 _exit(worker_fail(&ch, small, sizeof small, 0, text));
             }
-            code = ec_worker_serve(&ch, pc->pb, pc->prm, t);
+            code = ec_worker_serve(&ch, pc->pb, pc->prm, pc->peers[t].first,
+                                   pc->peers[t].count);
         }
         _exit(code);
     }
@@ -577,15 +771,16 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
     return 0;
 }
 
-/* HELLO from every worker, in any order; WELCOME back. */
+/* HELLO from every process (its first worker and count); WELCOME back. */
 static int handshake(struct proc *pc, ec_summary *sum)
 {
-    for (uint32_t t = 0; t < pc->n; t++) {
+    for (uint32_t t = 0; t < pc->np; t++) {
+        struct peer *p = &pc->peers[t];
         ec_wire_header h;
         ec_err e = {0};
-        uint32_t worker, pid, d;
+        uint32_t worker, count, pid, d;
         long len;
-        int r = read_frame(pc->peers[t].fd, pc->recvbuf, pc->max_payload, &h, &e);
+        int r = read_frame_grow(p->fd, &p->in, pc->max_payload, &h, &e);
 
         if (r == 0 || r == EC_EPEER || r == EC_ETIMEOUT) {
             describe_death(pc, t, r == EC_ETIMEOUT ? "did not say hello in time" :
@@ -593,20 +788,22 @@ static int handshake(struct proc *pc, ec_summary *sum)
             return -1;
         }
         if (r < 0 || h.type != EC_WIRE_HELLO ||
-            ec_wire_decode_hello(pc->recvbuf + EC_WIRE_HEADER_SIZE, h.length,
-                                 &worker, &pid, &d, &e) < 0 ||
-            worker != t || d != pc->pb->d) {
+            ec_wire_decode_hello(p->in.p + EC_WIRE_HEADER_SIZE, h.length,
+                                 &worker, &count, &pid, &d, &e) < 0 ||
+            worker != p->first || count != p->count || d != pc->pb->d) {
             if (r == 1 && h.type == EC_WIRE_ERROR)
                 unexpected_frame(pc, t, &h, sum);
             else {
+                char name[64];
+
                 sum->stop = EC_STOP_FAILED;
-                snprintf(sum->reason, sizeof sum->reason,
-                         "worker %u: bad handshake", t);
+                snprintf(sum->reason, sizeof sum->reason, "%s: bad handshake",
+                         peer_name(pc, t, name, sizeof name));
             }
             return -1;
         }
         len = ec_wire_encode_welcome(pc->sendbuf, pc->bufcap, pc->n, pc->pb->d);
-        if (len < 0 || send_all(pc->peers[t].fd, pc->sendbuf, (size_t)len) < 0) {
+        if (len < 0 || send_all(p->fd, pc->sendbuf, (size_t)len) < 0) {
             describe_death(pc, t, "cannot be written to", sum);
             return -1;
         }
@@ -619,7 +816,7 @@ static void shutdown_workers(struct proc *pc, int polite)
 {
     long len = ec_wire_encode_stop(pc->sendbuf, pc->bufcap, pc->round);
 
-    for (uint32_t t = 0; t < pc->n; t++) {
+    for (uint32_t t = 0; t < pc->np; t++) {
         struct peer *p = &pc->peers[t];
         if (p->pid <= 0)
             continue;
@@ -628,7 +825,7 @@ static void shutdown_workers(struct proc *pc, int polite)
         else
             kill(p->pid, SIGKILL);
     }
-    for (uint32_t t = 0; t < pc->n; t++) {
+    for (uint32_t t = 0; t < pc->np; t++) {
         struct peer *p = &pc->peers[t];
         if (p->pid <= 0)
             continue;
@@ -647,37 +844,39 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
                    ec_metric_fn fn, void *ctx, ec_summary *sum, ec_err *e)
 {
     uint32_t n = pb->n, d = pb->d;
+    uint32_t np = ec_procs_resolve(n, opts ? opts->procs : 0);
     struct proc pc = {0};
     ec_backend be = {&pc, proc_exchange};
-    int rc = 0, started = 0;
+    int rc = 0;
 
     memset(sum, 0, sizeof *sum);
+    if (np < 1 || np > n)
+        return ec_err_set(e, EC_EINVAL, "procs must be in 1..%u, the number "
+                          "of workers (got %u)", n, np);
     pc.pb = pb;
     pc.prm = prm;
     pc.n = n;
+    pc.np = np;
     pc.timeout = opts && opts->round_timeout > 0 ? opts->round_timeout : 60.0;
     pc.cpu_limit = opts ? opts->worker_cpu_limit : 0;
     pc.max_payload = ec_wire_max_payload(d);
     pc.bufcap = EC_WIRE_HEADER_SIZE + pc.max_payload;
-    pc.peers = calloc(n, sizeof *pc.peers);
-    pc.ups = calloc(n, sizeof *pc.ups);
+    pc.peers = calloc(np, sizeof *pc.peers);
     pc.sendbuf = malloc(pc.bufcap);
-    pc.recvbuf = malloc(pc.bufcap);
-    if (!pc.peers || !pc.ups || !pc.sendbuf || !pc.recvbuf) {
+    if (!pc.peers || !pc.sendbuf || ec_up_init(&pc.up, d) < 0) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
-    for (uint32_t t = 0; t < n; t++) {
-        pc.peers[t].fd = -1;
-        if (ec_up_init(&pc.ups[t], d) < 0) {
-            rc = ec_err_set(e, EC_ENOMEM, "out of memory for messages");
-            goto out;
-        }
+    for (uint32_t t = 0; t < np; t++) {
+        struct peer *p = &pc.peers[t];
+
+        p->fd = -1;
+        ec_procs_block(n, np, t, &p->first, &p->count);
+        p->max_payload = ec_wire_max_payload_ups(d, p->count);
     }
-    for (uint32_t t = 0; t < n; t++, started++) {
+    for (uint32_t t = 0; t < np; t++)
         if ((rc = spawn(&pc, t, opts, e)) < 0)
             goto out;
-    }
     if (handshake(&pc, sum) < 0) {
         rc = 0;
         sum->rounds = 0;
@@ -685,15 +884,14 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
     }
     rc = ec_run_loop(pb, prm, job, &be, fn, ctx, sum, e);
 out:
-    if (pc.peers)
+    if (pc.peers) {
         shutdown_workers(&pc, rc == 0 && sum->stop != EC_STOP_FAILED &&
                                   sum->stop != EC_STOP_CANCELLED);
-    for (uint32_t t = 0; t < n && pc.ups; t++)
-        ec_up_clear(&pc.ups[t]);
-    free(pc.ups);
+        for (uint32_t t = 0; t < np; t++)
+            ec_buf_free(&pc.peers[t].in);
+    }
+    ec_up_clear(&pc.up);
     free(pc.peers);
     free(pc.sendbuf);
-    free(pc.recvbuf);
-    (void)started;
     return rc;
 }

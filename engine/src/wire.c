@@ -28,6 +28,7 @@
 #define STEP_HAS_A 0x2u
 #define STEP_HAS_STATS 0x4u    /* their sums over the workers follow */
 #define WIRE_STATS 16u         /* f64 ef_in | f64 ef_out */
+#define WIRE_UPS_ENTRY 8u      /* u32 worker | u32 length before each UP */
 
 #define VEC_DENSE 0u
 #define VEC_SPARSE 1u
@@ -261,6 +262,8 @@ static const char *type_name(uint16_t type)
         return "STOP";
     case EC_WIRE_ERROR:
         return "ERROR";
+    case EC_WIRE_UPS:
+        return "UPS";
     }
     return NULL;
 }
@@ -298,7 +301,10 @@ int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
     if (!(name = type_name(h->type)))
         return ec_err_set(e, EC_EPROTO, "unknown frame type %u",
                           (unsigned)h->type);
-    if (max_payload > EC_WIRE_MAX_PAYLOAD)
+    if (h->type == EC_WIRE_UPS) {
+        if (max_payload > EC_WIRE_MAX_UPS_PAYLOAD)
+            max_payload = EC_WIRE_MAX_UPS_PAYLOAD;
+    } else if (max_payload > EC_WIRE_MAX_PAYLOAD)
         max_payload = EC_WIRE_MAX_PAYLOAD;
     if (h->length > max_payload)
         return ec_err_set(e, EC_EPROTO,
@@ -312,7 +318,7 @@ int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
                           h->round);
     switch (h->type) {
     case EC_WIRE_HELLO:
-        exact = 12;
+        exact = 16;
         break;
     case EC_WIRE_WELCOME:
         exact = 8;
@@ -420,6 +426,16 @@ size_t ec_wire_max_payload(uint32_t d)
     return max > EC_WIRE_MAX_PAYLOAD ? EC_WIRE_MAX_PAYLOAD : (size_t)max;
 }
 
+size_t ec_wire_max_payload_ups(uint32_t d, uint32_t count)
+{
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS;
+    uint64_t max = 4 + (uint64_t)count * (WIRE_UPS_ENTRY + up);
+
+    if (max < WIRE_MAX_TEXT)
+        max = WIRE_MAX_TEXT;
+    return max > EC_WIRE_MAX_UPS_PAYLOAD ? EC_WIRE_MAX_UPS_PAYLOAD : (size_t)max;
+}
+
 /* ---- encoders ---------------------------------------------------------- */
 
 /*
@@ -442,14 +458,15 @@ static long frame_begin(wr *w, uint8_t *buf, size_t cap, uint16_t type,
 }
 
 long ec_wire_encode_hello(uint8_t *buf, size_t cap, uint32_t worker,
-                          uint32_t pid, uint32_t d)
+                          uint32_t count, uint32_t pid, uint32_t d)
 {
     wr w;
-    long n = frame_begin(&w, buf, cap, EC_WIRE_HELLO, 0, 12, 0);
+    long n = frame_begin(&w, buf, cap, EC_WIRE_HELLO, 0, 16, 0);
 
     if (n < 0)
         return n;
     wr_u32(&w, worker);
+    wr_u32(&w, count);
     wr_u32(&w, pid);
     wr_u32(&w, d);
     assert((long)w.pos == n);
@@ -569,32 +586,80 @@ static int msg_consistent(const ec_msg *m)
     return 1;
 }
 
-long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
-                       const ec_up *up)
+size_t ec_wire_up_payload(const ec_up *up)
 {
     uint64_t payload = 4 + msg_size(up->q.type, up->q.nnz);
-    wr w;
-    long n;
 
-    assert(msg_consistent(&up->q));
-    assert(!up->has_extra || msg_consistent(&up->extra));
     if (up->has_extra)
         payload += msg_size(up->extra.type, up->extra.nnz);
     if (up->has_stats)
         payload += WIRE_STATS;
-    if ((n = frame_begin(&w, buf, cap, EC_WIRE_UP, 0, payload, round)) < 0)
-        return n;
-    wr_u32(&w, (up->has_extra ? UP_HAS_EXTRA : 0) |
-                   (up->has_stats ? UP_HAS_STATS : 0));
-    write_msg(&w, &up->q);
+    return (size_t)payload;
+}
+
+/* An UP payload at the writer's position; its size was checked. */
+static void write_up(wr *w, const ec_up *up)
+{
+    assert(msg_consistent(&up->q));
+    assert(!up->has_extra || msg_consistent(&up->extra));
+    wr_u32(w, (up->has_extra ? UP_HAS_EXTRA : 0) |
+                  (up->has_stats ? UP_HAS_STATS : 0));
+    write_msg(w, &up->q);
     if (up->has_extra)
-        write_msg(&w, &up->extra);
+        write_msg(w, &up->extra);
     if (up->has_stats) {
-        wr_f64(&w, up->ef_in);
-        wr_f64(&w, up->ef_out);
+        wr_f64(w, up->ef_in);
+        wr_f64(w, up->ef_out);
     }
+}
+
+long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
+                       const ec_up *up)
+{
+    wr w;
+    long n = frame_begin(&w, buf, cap, EC_WIRE_UP, 0, ec_wire_up_payload(up),
+                         round);
+
+    if (n < 0)
+        return n;
+    write_up(&w, up);
     assert((long)w.pos == n);
     return n;
+}
+
+long ec_wire_ups_begin(uint8_t *buf, size_t cap, uint64_t round)
+{
+    ec_wire_header h = {EC_WIRE_MAGIC, EC_WIRE_VERSION, EC_WIRE_UPS, 0, 4,
+                        round};
+
+    if (cap < EC_WIRE_HEADER_SIZE + 4)
+        return EC_ELIMIT;
+    ec_wire_header_encode(buf, &h);
+    put_u32(buf + EC_WIRE_HEADER_SIZE, 0);
+    return EC_WIRE_HEADER_SIZE + 4;
+}
+
+long ec_wire_ups_add(uint8_t *buf, size_t cap, size_t len, uint32_t worker,
+                     const ec_up *up)
+{
+    uint64_t one = ec_wire_up_payload(up);
+    uint64_t total = (uint64_t)len + WIRE_UPS_ENTRY + one;
+    wr w;
+
+    assert(len >= EC_WIRE_HEADER_SIZE + 4);
+    if (one > EC_WIRE_MAX_PAYLOAD ||
+        total - EC_WIRE_HEADER_SIZE > EC_WIRE_MAX_UPS_PAYLOAD ||
+        total > (uint64_t)cap)
+        return EC_ELIMIT;
+    w.p = buf;
+    w.pos = len;
+    wr_u32(&w, worker);
+    wr_u32(&w, (uint32_t)one);
+    write_up(&w, up);
+    assert((uint64_t)w.pos == total);
+    put_u32(buf + EC_WIRE_HEADER_SIZE, get_u32(buf + EC_WIRE_HEADER_SIZE) + 1);
+    put_u32(buf + 12, (uint32_t)(total - EC_WIRE_HEADER_SIZE));
+    return (long)total;
 }
 
 static void write_vec(wr *w, const double *v, uint32_t d, uint32_t nnz)
@@ -667,16 +732,22 @@ long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
 /* ---- decoders ---------------------------------------------------------- */
 
 int ec_wire_decode_hello(const uint8_t *p, size_t len, uint32_t *worker,
-                         uint32_t *pid, uint32_t *d, ec_err *e)
+                         uint32_t *count, uint32_t *pid, uint32_t *d,
+                         ec_err *e)
 {
     rd r = {p, len, 0, "HELLO"};
     int rc;
 
-    if ((rc = rd_need(&r, 12, e)) < 0)
+    if ((rc = rd_need(&r, 16, e)) < 0)
         return rc;
     *worker = rd_u32(&r);
+    *count = rd_u32(&r);
     *pid = rd_u32(&r);
     *d = rd_u32(&r);
+    if (*count == 0 || *count > UINT32_MAX - *worker)
+        return ec_err_set(e, EC_EPROTO,
+                          "HELLO for %" PRIu32 " workers from worker %" PRIu32,
+                          *count, *worker);
     return rd_end(&r, e);
 }
 
@@ -875,6 +946,43 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
         return rc;
     return rd_end(&r, e);
+}
+
+int ec_wire_ups_open(ec_wire_ups_rd *it, const uint8_t *p, size_t len,
+                     ec_err *e)
+{
+    rd r = {p, len, 0, "UPS"};
+    int rc;
+
+    if ((rc = rd_need(&r, 4, e)) < 0)
+        return rc;
+    it->p = p;
+    it->len = len;
+    it->pos = 4;
+    it->left = rd_u32(&r);
+    return 0;
+}
+
+int ec_wire_ups_next(ec_wire_ups_rd *it, uint32_t *worker,
+                     const uint8_t **up, size_t *uplen, ec_err *e)
+{
+    rd r = {it->p, it->len, it->pos, "UPS"};
+    uint32_t n;
+    int rc;
+
+    if (it->left == 0)
+        return rd_end(&r, e) < 0 ? EC_EPROTO : 0;
+    if ((rc = rd_need(&r, WIRE_UPS_ENTRY, e)) < 0)
+        return rc;
+    *worker = rd_u32(&r);
+    n = rd_u32(&r);
+    if ((rc = rd_need(&r, n, e)) < 0)
+        return rc;
+    *up = r.p + r.pos;
+    *uplen = n;
+    it->pos = r.pos + n;
+    it->left--;
+    return 1;
 }
 
 /* Fills v[0..d) from a vector; zeros wherever the sender sent none. */

@@ -24,6 +24,7 @@
 #include "catalog.h"
 #include "describe.h"
 #include "ecopt/clock.h"
+#include "ecopt/proc.h"
 #include "jobspec.h"
 #include "runner.h"
 
@@ -67,7 +68,7 @@
 struct running {
     char id[STORE_ID_LEN + 1];
     struct runner_job *rj;
-    uint32_t workers;
+    uint32_t workers;              /* its worker processes */
     int cancel_requested;
     int have_final;
     int write_failing;             /* the last write was refused */
@@ -490,6 +491,20 @@ static double spec_max_seconds(const char *spec, double cap)
     return js.job.max_seconds;
 }
 
+/* The processes a job's workers run on: its procs, else min(workers,
+ * CPUs) as ecopt run resolves it; inproc runs them in the coordinator. */
+static uint32_t spec_procs(const char *spec, uint32_t workers)
+{
+    struct jobspec js;
+    struct jobspec_errors jerr = {0};
+
+    if (!spec || jobspec_parse(spec, strlen(spec), &js, &jerr) < 0)
+        return workers;
+    if (js.backend == JOBSPEC_BACKEND_INPROC)
+        return 1;
+    return ec_procs_resolve(js.job.workers, js.procs);
+}
+
 /* SIGTERM to the job's processes, once; the escalation counts from it.
  * Called with s->lock held (or before the job is listed). */
 static void stop_job(struct running *r)
@@ -717,7 +732,8 @@ static void start_jobs(struct sched *s)
             q[0] = q[pick];
             q[pick] = t;
         }
-        if (nrun > 0 && workers_now + q[0].workers > a->cfg.max_total_workers) {
+        uint32_t procs = spec_procs(q[0].spec, q[0].workers);
+        if (nrun > 0 && workers_now + procs > a->cfg.max_total_workers) {
             store_jobs_free(q, n);
             return;             /* wait for workers to free up */
         }
@@ -744,6 +760,7 @@ static void start_jobs(struct sched *s)
         o.worker_uid = uid;
         o.worker_cpu_limit = a->cfg.worker_cpu_limit;
         o.worker_mem_limit = a->cfg.worker_mem_limit;
+        o.procs = procs;
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
             r->uid = uid;
@@ -800,7 +817,7 @@ static void start_jobs(struct sched *s)
             continue;
         }
         memcpy(r->id, q[0].id, sizeof r->id);
-        r->workers = q[0].workers;
+        r->workers = procs;      /* processes, as max_total_workers counts */
         r->app = a;
         r->max_seconds = spec_max_seconds(q[0].spec, a->cfg.max_seconds);
         r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;

@@ -71,8 +71,8 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
-    char *argv_buf[24], **env = NULL, *env_owned = NULL;
-    char cpu_arg[24], mem_arg[24], uid_arg[24];
+    char *argv_buf[32], **env = NULL, *env_owned = NULL;
+    char cpu_arg[24], mem_arg[24], uid_arg[24], procs_arg[24];
     char *const *argv = o->argv;
     int p[2] = {-1, -1}, rc;
 
@@ -130,6 +130,11 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
             snprintf(mem_arg, sizeof mem_arg, "%u", o->worker_mem_limit);
             argv_buf[a++] = "--worker-mem-limit";
             argv_buf[a++] = mem_arg;
+        }
+        if (o->procs) {
+            snprintf(procs_arg, sizeof procs_arg, "%u", o->procs);
+            argv_buf[a++] = "--procs";
+            argv_buf[a++] = procs_arg;
         }
         argv_buf[a] = NULL;
         argv = argv_buf;

@@ -27,6 +27,7 @@ struct runner_opts {
     uint32_t worker_uid;      /* or as this uid of its own; 0 none */
     unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */
     unsigned worker_mem_limit;   /* MB of address space per worker; 0 none */
+    unsigned procs;              /* ecopt run --procs; 0: its default */
     /* Tests may replace the whole command; argv[0] is the program. */
     char *const *argv;
 };

@@ -168,14 +168,21 @@ typedef struct ec_worker {
     double *e;                /* error memory */
     double *h;                /* DIANA shift h_tau; EF21 g_tau */
     double *w_local, *mu_local;   /* ec-lsvrg: w_tau, grad f_tau(w_tau) */
-    double *buf, *buf2;
+    double *buf, *buf2;       /* scratch within one step */
     uint32_t *rows;
+    int borrowed;             /* comp, shift_comp, buf, buf2 are another's */
     double ef_in, ef_out;     /* ECLK: sums since the last coin round */
     uint64_t restarts;        /* the model's restarts this worker has seen */
 } ec_worker;
 
 int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
                    uint32_t tau, ec_err *e);
+/* The same, but borrowing the compressors and scratch vectors of owner
+ * (a worker of the same process that outlives this one), so a process
+ * hosting many workers holds one set. */
+int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
+                           const ec_params *prm, uint32_t tau,
+                           const ec_worker *owner, ec_err *e);
 void ec_worker_clear(ec_worker *w);
 /* Fills up for this round (the init exchange while !m->initialised). */
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up);
@@ -183,6 +190,12 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up);
 /* down = the aggregate of the n uplinks, summed in worker order. */
 void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
                       ec_down *down);
+/* The same one uplink at a time, for a coordinator that decodes each into
+ * one buffer: begin, add for tau = 0..n-1 in order, end. Bit for bit the
+ * result of ec_server_reduce. */
+void ec_server_reduce_begin(const ec_model *m, ec_down *down);
+void ec_server_reduce_add(ec_down *down, const ec_up *up);
+void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down);
 /* Applies a broadcast; every replica doing this stays bitwise equal. */
 void ec_model_apply(ec_model *m, const ec_down *down);
 

@@ -1,5 +1,6 @@
 /*
- * The Open MPI backend: rank 0 coordinates, ranks 1..n are the workers,
+ * The Open MPI backend: rank 0 coordinates, ranks 1..P host the n workers
+ * in contiguous blocks (as the process backend's processes do),
  * and the frames of ecopt/wire.h travel as MPI messages instead of over
  * sockets. Same seed, same binary: the same rows as the other backends.
  * Only built where mpicc exists (the ecopt-mpi program).
@@ -16,11 +17,13 @@ void ec_mpi_finalize(void);
 /* Ends every rank at once, for failures a rank cannot report otherwise. */
 void ec_mpi_abort(int code);
 
-/* Rank 0: the coordinator, over ranks 1..n (the world must be n + 1). */
+/* Rank 0: the coordinator, over ranks 1..P (a world of 2..n + 1). */
 int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
                const ec_proc_opts *opts, ec_metric_fn fn, void *ctx,
                ec_summary *sum, ec_err *e);
-/* Ranks 1..n: worker rank - 1 until STOP; returns an exit code. */
-int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank);
+/* Ranks 1..P of a world of size P + 1: rank - 1's block of workers until
+ * STOP; returns an exit code. */
+int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank,
+                  int size);
 
 #endif

@@ -1,8 +1,11 @@
 /*
  * The process backend: one single-threaded coordinator (this process) and
- * n forked worker processes, each holding its shard, its error memory and a
- * replica of the model, connected by socketpairs that carry only the frames
- * of ecopt/wire.h. Results equal the in-process run's, bit for bit.
+ * P forked processes hosting the n workers in contiguous blocks. A process
+ * holds one replica of the model and, for each of its workers, the
+ * worker's own state (shard, error memory, shifts, generator), and steps
+ * them one after the other; it is connected to the coordinator by a
+ * socketpair that carries only the frames of ecopt/wire.h, one UPS frame
+ * per round. Results equal the in-process run's, bit for bit, for every P.
  */
 #ifndef ECOPT_PROC_H
 #define ECOPT_PROC_H
@@ -23,7 +26,43 @@ typedef struct ec_proc_opts {
                                     and the job fails saying so */
     unsigned worker_max_files;   /* RLIMIT_NOFILE per worker; 0 means
                                     EC_WORKER_MAX_FILES */
+    uint32_t procs;              /* processes hosting the workers, 1..n;
+                                    0 means ec_procs_default(n) */
 } ec_proc_opts;
+
+/* The limits above are per process (a worker process hosts count workers). */
+
+/* min(n, online CPUs): more processes than cores only add switches. */
+uint32_t ec_procs_default(uint32_t n);
+uint32_t ec_procs_resolve(uint32_t n, uint32_t procs);
+/* Process p of procs hosts workers first .. first + count - 1: blocks of
+ * n / procs, the first n % procs processes one more. */
+void ec_procs_block(uint32_t n, uint32_t procs, uint32_t p, uint32_t *first,
+                    uint32_t *count);
+/* "worker 3" for a process of one worker, else "process 1 (workers 5-9)". */
+void ec_procs_name(uint32_t first, uint32_t count, uint32_t p, char *buf,
+                   size_t len);
+
+/* A byte buffer that grows to the frames it receives. */
+typedef struct ec_buf {
+    uint8_t *p;
+    size_t cap;
+} ec_buf;
+
+int ec_buf_reserve(ec_buf *b, size_t n);    /* 0 or EC_ENOMEM */
+void ec_buf_free(ec_buf *b);
+
+/*
+ * The coordinator's part of one exchange for process p's UPS payload:
+ * decodes each uplink into scratch, checks it is the next of workers
+ * first .. first + count - 1, counts its bits into acc and adds it to
+ * down (between ec_server_reduce_begin and _end, called in process order,
+ * so the sum is in worker order). 0, or -1 with a sentence in why.
+ */
+int ec_ups_reduce(const ec_model *m, uint32_t p, uint32_t first,
+                  uint32_t count, const uint8_t *payload, size_t len,
+                  ec_up *scratch, ec_down *down, ec_traffic *acc, char *why,
+                  size_t whylen);
 
 /* Open files a worker may hold: it needs its socket and stdio only. */
 #define EC_WORKER_MAX_FILES 16
@@ -54,11 +93,13 @@ typedef struct ec_chan {
 } ec_chan;
 
 /*
- * A worker's whole life over a channel: HELLO, then WELCOME, then STEP ->
- * UP until STOP. Returns the process exit code (0 after STOP or when the
- * coordinator is gone). Honours ECOPT_FAULT (see proc.c) for tests.
+ * A worker process's whole life over a channel, hosting workers first ..
+ * first + count - 1: HELLO, then WELCOME, then STEP -> UPS until STOP.
+ * Returns the process exit code (0 after STOP or when the coordinator is
+ * gone). Honours ECOPT_FAULT (see proc.c) for tests: the fault of a hosted
+ * worker is its process's.
  */
 int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
-                    uint32_t tau);
+                    uint32_t first, uint32_t count);
 
 #endif

@@ -4,10 +4,14 @@
  * Encoders and decoders are pure functions over buffers; decoders treat
  * their input as hostile and check every length before using it.
  *
- * A job: worker HELLO -> coordinator WELCOME; then per exchange the
- * coordinator sends STEP (carrying the previous broadcast, if any) and each
- * worker answers UP with the STEP's round; STOP ends it. A worker that
- * fails sends ERROR. HELLO and WELCOME carry round 0.
+ * A job runs its n workers on P processes (MPI ranks), each hosting a
+ * contiguous block of them. A process says HELLO (its first worker and how
+ * many it hosts) -> coordinator WELCOME; then per exchange the coordinator
+ * sends STEP (carrying the previous broadcast, if any) to each process and
+ * each answers UPS with the STEP's round: one UP per hosted worker, in
+ * worker order; STOP ends it. A process that fails sends ERROR. HELLO and
+ * WELCOME carry round 0. (A lone UP frame is the same message outside a
+ * UPS; the runtimes send UPS.)
  *
  * Frame = 24-byte header + payload:
  *   u32 magic "ECOP" | u16 version | u16 type | u32 flags | u32 length |
@@ -17,12 +21,15 @@
  *
  * Payload layouts (sizes in bytes; every reserved field is 0):
  *
- *   HELLO    u32 worker | u32 pid | u32 d                              (12)
+ *   HELLO    u32 first worker | u32 count (>= 1) | u32 pid | u32 d     (16)
  *   WELCOME  u32 n | u32 d                                             (8)
  *   STOP     empty
  *   ERROR    the text's bytes, no NUL, at most 1024
  *   UP       u32 flags (bit0: has_extra, bit1: has_stats) | message q |
  *            [message extra] | [f64 ef_in | f64 ef_out]
+ *   UPS      u32 count | count times: u32 worker | u32 len | UP payload
+ *            of len bytes (each at most EC_WIRE_MAX_PAYLOAD; the whole at
+ *            most EC_WIRE_MAX_UPS_PAYLOAD)
  *   STEP     empty without a broadcast; with one (header flag
  *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a,
  *            bit2 has_stats) | u64 bits | u64 paper_bits | vector v |
@@ -65,7 +72,8 @@
 #include "ecopt/error.h"
 
 #define EC_WIRE_MAGIC 0x504f4345u     /* "ECOP" as little-endian bytes */
-#define EC_WIRE_VERSION 1
+#define EC_WIRE_VERSION 2
+#define EC_WIRE_MAX_UPS_PAYLOAD (1u << 30)  /* a UPS frame, any d */
 #define EC_WIRE_HEADER_SIZE 24
 #define EC_WIRE_MAX_PAYLOAD (64u << 20)   /* absolute cap, any d */
 
@@ -75,7 +83,8 @@ enum ec_wire_type {
     EC_WIRE_STEP = 3,      /* coordinator -> worker: an optional broadcast */
     EC_WIRE_UP = 4,        /* worker -> coordinator: one ec_up */
     EC_WIRE_STOP = 5,      /* coordinator -> worker: empty; exit */
-    EC_WIRE_ERROR = 6      /* worker -> coordinator: UTF-8 text, no NUL */
+    EC_WIRE_ERROR = 6,     /* worker -> coordinator: UTF-8 text, no NUL */
+    EC_WIRE_UPS = 7        /* process -> coordinator: its workers' UPs */
 };
 
 /* STEP flags */
@@ -101,6 +110,8 @@ int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
 /* The largest payload any frame of a job with dimension d can need; the
  * receive side rejects longer lengths before reading. */
 size_t ec_wire_max_payload(uint32_t d);
+/* The same for a UPS frame of count workers. */
+size_t ec_wire_max_payload_ups(uint32_t d, uint32_t count);
 
 /*
  * Whole frames (header included) into buf of capacity cap. Each returns
@@ -114,7 +125,7 @@ size_t ec_wire_max_payload(uint32_t d);
  * ones ec_msg_count_bits derives.
  */
 long ec_wire_encode_hello(uint8_t *buf, size_t cap, uint32_t worker,
-                          uint32_t pid, uint32_t d);
+                          uint32_t count, uint32_t pid, uint32_t d);
 long ec_wire_encode_welcome(uint8_t *buf, size_t cap, uint32_t n, uint32_t d);
 /* down may be NULL: the first STEP carries no broadcast. */
 long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
@@ -122,6 +133,15 @@ long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
 long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
                        const ec_up *up);
 long ec_wire_encode_stop(uint8_t *buf, size_t cap, uint64_t round);
+/* The payload size of up as an UP frame or UPS entry carries it. */
+size_t ec_wire_up_payload(const ec_up *up);
+/* A UPS frame built in place: begin writes its header and a count of 0
+ * (returns the frame's size so far, or EC_ELIMIT); each add appends one
+ * worker's UP at len, the size so far, and returns the new size, or
+ * EC_ELIMIT (buf untouched) when cap or a payload cap is too small. */
+long ec_wire_ups_begin(uint8_t *buf, size_t cap, uint64_t round);
+long ec_wire_ups_add(uint8_t *buf, size_t cap, size_t len, uint32_t worker,
+                     const ec_up *up);
 long ec_wire_encode_error(uint8_t *buf, size_t cap, uint64_t round,
                           const char *text);
 
@@ -137,7 +157,8 @@ long ec_wire_encode_error(uint8_t *buf, size_t cap, uint64_t round,
  * sentence; the outputs may then be partly written.
  */
 int ec_wire_decode_hello(const uint8_t *p, size_t len, uint32_t *worker,
-                         uint32_t *pid, uint32_t *d, ec_err *e);
+                         uint32_t *count, uint32_t *pid, uint32_t *d,
+                         ec_err *e);
 int ec_wire_decode_welcome(const uint8_t *p, size_t len, uint32_t *n,
                            uint32_t *d, ec_err *e);
 /* *has_down tells whether a broadcast was present (flags of the header). */
@@ -145,6 +166,20 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
                         uint32_t d, ec_down *out, int *has_down, ec_err *e);
 int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
                       ec_err *e);
+/* A UPS payload, entry by entry: open reads the count; each next gives
+ * one entry's worker and its UP payload (for ec_wire_decode_up), 1, then
+ * 0 after the last (trailing bytes are EC_EPROTO), or < 0 with e set. The
+ * caller checks the workers are the ones the process hosts, in order. */
+typedef struct ec_wire_ups_rd {
+    const uint8_t *p;
+    size_t len, pos;
+    uint32_t left;
+} ec_wire_ups_rd;
+
+int ec_wire_ups_open(ec_wire_ups_rd *it, const uint8_t *p, size_t len,
+                     ec_err *e);
+int ec_wire_ups_next(ec_wire_ups_rd *it, uint32_t *worker,
+                     const uint8_t **up, size_t *uplen, ec_err *e);
 /* Copies the text (truncated, NUL-terminated) into buf. */
 int ec_wire_decode_error(const uint8_t *p, size_t len, char *buf,
                          size_t buflen, ec_err *e);
