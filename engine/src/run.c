@@ -80,10 +80,12 @@ int ec_should_stop(const ec_problem *pb, const ec_job *job,
     return 0;
 }
 
-/* The in-process backend: every worker steps here, in worker order. */
+/* The in-process backend: every worker steps here, in worker order, into
+ * one uplink that is added to the broadcast before the next worker steps,
+ * as the coordinator of the other backends adds what it decodes. */
 struct inproc {
     ec_worker *workers;
-    ec_up *ups;
+    ec_up up;
     uint32_t n;
 };
 
@@ -93,12 +95,14 @@ static int inproc_exchange(void *vctx, const ec_model *model, ec_down *down,
     struct inproc *ip = vctx;
 
     (void)sum;
+    ec_server_reduce_begin(model, down);
     for (uint32_t t = 0; t < ip->n; t++) {
-        ec_worker_step(&ip->workers[t], model, &ip->ups[t]);
-        acc->bits_up += ec_up_bits(&ip->ups[t]);
-        acc->paper_up += ec_up_paper_bits(&ip->ups[t]);
+        ec_worker_step(&ip->workers[t], model, &ip->up);
+        acc->bits_up += ec_up_bits(&ip->up);
+        acc->paper_up += ec_up_paper_bits(&ip->up);
+        ec_server_reduce_add(down, &ip->up);
     }
-    ec_server_reduce(model, ip->ups, ip->n, down);
+    ec_server_reduce_end(model, ip->n, down);
     acc->bits_down += down->bits;
     return 0;
 }
@@ -108,32 +112,28 @@ int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
                   ec_summary *sum, ec_err *e)
 {
     uint32_t n = pb->n, d = pb->d;
-    struct inproc ip = {calloc(n, sizeof *ip.workers), calloc(n, sizeof *ip.ups), n};
+    struct inproc ip = {0};
     ec_backend be = {&ip, inproc_exchange};
     int rc = 0;
 
     memset(sum, 0, sizeof *sum);
-    if (!ip.workers || !ip.ups) {
+    ip.n = n;
+    ip.workers = calloc(n, sizeof *ip.workers);
+    if (!ip.workers || ec_up_init(&ip.up, d) < 0) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
-    for (uint32_t t = 0; t < n; t++) {
-        if ((rc = ec_worker_init(&ip.workers[t], pb, prm, t, e)) < 0)
+    /* One set of compressors and scratch vectors, as a worker process. */
+    for (uint32_t t = 0; t < n; t++)
+        if ((rc = ec_worker_init_sharing(&ip.workers[t], pb, prm, t,
+                                         t ? &ip.workers[0] : NULL, e)) < 0)
             goto out;
-        if (ec_up_init(&ip.ups[t], d) < 0) {
-            rc = ec_err_set(e, EC_ENOMEM, "out of memory for messages");
-            goto out;
-        }
-    }
     rc = ec_run_loop(pb, prm, job, &be, fn, ctx, sum, e);
 out:
-    for (uint32_t t = 0; t < n && ip.workers; t++) {
+    for (uint32_t t = n; ip.workers && t-- > 0;)
         ec_worker_clear(&ip.workers[t]);
-        if (ip.ups)
-            ec_up_clear(&ip.ups[t]);
-    }
     free(ip.workers);
-    free(ip.ups);
+    ec_up_clear(&ip.up);
     return rc;
 }
 
