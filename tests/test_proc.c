@@ -89,6 +89,7 @@ START_TEST(test_process_equals_inproc)
                 ck_assert_double_gt(b.r[i].wire_down, 0.0);
             }
             a.r[i].seconds = b.r[i].seconds = 0;
+            a.r[i].time = b.r[i].time = 0;
             a.r[i].wire_up = b.r[i].wire_up = 0;
             a.r[i].wire_down = b.r[i].wire_down = 0;
             ck_assert_msg(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]) == 0,

@@ -26,6 +26,8 @@ typedef struct ec_metric {
     double wire_up;          /* bytes of frames sent up, mean per worker
                                 (0 in process: nothing crosses a wire) */
     double wire_down;        /* bytes of frames each worker received */
+    double time;             /* when the row was measured: Unix seconds
+                                (CLOCK_REALTIME), with a fraction */
 } ec_metric;
 
 typedef enum ec_stop {
