@@ -1383,6 +1383,16 @@ START_TEST(test_metrics_before_time)
     raw_exec(path, sql);
     old = open_ok(path);
     ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), store_schema_version());
+    {
+        /* It ended before usage was recorded: none. */
+        struct store_job job;
+
+        expect_rc(store_job_get(old, "j_00000000000000aa", NULL, &job, &err), 0, &err,
+                  "get");
+        ck_assert(isnan(job.usage.cpu_seconds) && job.usage.max_rss_bytes == -1 &&
+                  job.usage.rss_sum_bytes == -1);
+        store_job_clear(&job);
+    }
     ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM metric_numbers"
                                    " WHERE time IS NULL AND seconds = 1.5"), 1);
 
@@ -1416,6 +1426,50 @@ START_TEST(test_metrics_before_time)
     ck_assert(got[0].time == row.time);
     free(docs[1]);
     store_close(old);
+}
+END_TEST
+
+/*
+ * An ended job keeps what its processes used; what is unknown reads as
+ * NaN or -1 (NULL in the file), as for a job ended without it.
+ */
+START_TEST(test_job_usage)
+{
+    struct store_job_new in = job_new("alice", "used"), in2 = job_new("alice", "unused");
+    struct store_job_usage used = {.cpu_seconds = 12.5, .max_rss_bytes = 40 << 20,
+                                   .rss_sum_bytes = -1};
+    struct store_err err = {0};
+    struct store_job job;
+    char id[STORE_ID_LEN + 1], id2[STORE_ID_LEN + 1];
+
+    create_id(&in, id);
+    create_id(&in2, id2);
+    expect_rc(store_job_set_running(st, id, 4242, NULL, NULL, &err), 0, &err, "running");
+    expect_rc(store_job_end_usage(st, id, STORE_JOB_SUCCEEDED, "max_rounds", "done", &used,
+                                  &err), 0, &err, "end");
+    expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+    ck_assert(job.usage.cpu_seconds == 12.5);
+    ck_assert_int_eq(job.usage.max_rss_bytes, 40 << 20);
+    ck_assert_int_eq(job.usage.rss_sum_bytes, -1);
+    ck_assert_str_eq(job.stop_reason, "max_rounds");
+    store_job_clear(&job);
+    ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM jobs WHERE rss_sum_bytes IS NULL"
+                                      " AND max_rss_bytes = 41943040 AND cpu_seconds = 12.5"),
+                     1);
+    /* The first end wins, with its usage. */
+    used.cpu_seconds = 99;
+    expect_rc(store_job_end_usage(st, id, STORE_JOB_FAILED, NULL, "again", &used, &err),
+              STORE_ESTATE, &err, "second end");
+    expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+    ck_assert(job.usage.cpu_seconds == 12.5);
+    store_job_clear(&job);
+
+    put_in_state(id2, STORE_JOB_CANCELLED);
+    expect_rc(store_job_get(st, id2, NULL, &job, &err), 0, &err, "get");
+    ck_assert(isnan(job.usage.cpu_seconds));
+    ck_assert_int_eq(job.usage.max_rss_bytes, -1);
+    ck_assert_int_eq(job.usage.rss_sum_bytes, -1);
+    store_job_clear(&job);
 }
 END_TEST
 
@@ -1907,6 +1961,7 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_metrics_docs);
     tcase_add_test(metrics, test_metrics_numbers_in_doc);
     tcase_add_test(metrics, test_metrics_before_time);
+    tcase_add_test(jobs, test_job_usage);
     tcase_add_test(metrics, test_delete_takes_rows);
 
     tcase_add_test(caches, test_pstar_cache);

@@ -63,6 +63,7 @@ struct peer {
     pid_t pid;
     int reaped;
     int status;
+    long maxrss_kb;     /* its peak resident set, from wait4 (Linux: KiB) */
 };
 
 struct proc {
@@ -270,7 +271,10 @@ static int reap(struct peer *p, double wait)
     double until = ec_clock() + wait;
 
     while (!p->reaped) {
-        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
+        struct rusage ru;
+        pid_t r = wait4(p->pid, &p->status, WNOHANG, &ru);
+        if (r == p->pid)
+            p->maxrss_kb = ru.ru_maxrss;
         if (r == p->pid || (r < 0 && errno == ECHILD)) {
             p->reaped = 1;
             break;
@@ -688,6 +692,8 @@ out:
     if (pc.peers)
         shutdown_workers(&pc, rc == 0 && sum->stop != EC_STOP_FAILED &&
                                   sum->stop != EC_STOP_CANCELLED);
+    for (uint32_t t = 0; t < n && pc.peers; t++)
+        sum->workers_maxrss += (uint64_t)pc.peers[t].maxrss_kb * 1024;
     for (uint32_t t = 0; t < n && pc.ups; t++)
         ec_up_clear(&pc.ups[t]);
     free(pc.ups);
