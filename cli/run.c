@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -586,6 +587,33 @@ static int on_metric(void *vctx, const ec_metric *row)
     return 0;
 }
 
+/*
+ * What the job's processes used, so far: CPU seconds (user + system) of
+ * this process and of the workers it reaped, and each one's peak resident
+ * set. Their sum bounds the job's memory from above: pages the workers
+ * share copy-on-write with this process (the data) count in each.
+ */
+struct usage {
+    double cpu_seconds;
+    double own_rss, workers_rss;    /* bytes */
+};
+
+static struct usage usage_now(const ec_summary *sum)
+{
+    struct rusage self, kids;
+    struct usage u;
+
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    u.cpu_seconds = (double)(self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec +
+                             kids.ru_stime.tv_sec) +
+                    1e-6 * (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec +
+                                    kids.ru_utime.tv_usec + kids.ru_stime.tv_usec);
+    u.own_rss = 1024.0 * (double)self.ru_maxrss;
+    u.workers_rss = (double)sum->workers_maxrss;
+    return u;
+}
+
 static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
 {
     const ec_metric *r = &sum->last;
@@ -614,6 +642,12 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
                 sum->eclk.inflation, (unsigned long long)sum->eclk.updates,
                 (unsigned long long)sum->eclk.restarts);
     fprintf(o, "wall time  %.3f s\n", r->seconds);
+    {
+        struct usage u = usage_now(sum);
+        fprintf(o, "usage      %.2f CPU s; peak resident sets %.1f MB here + %.1f MB "
+                   "the workers' (shared pages count in each)\n",
+                u.cpu_seconds, u.own_rss / 1e6, u.workers_rss / 1e6);
+    }
 }
 
 extern char **environ;
@@ -1147,8 +1181,15 @@ int cmd_run(int argc, char **argv)
                                 ec_stop_name(sum.stop), "reason", sum.reason,
                                 "rounds", (json_int_t)sum.rounds, "last",
                                 describe_metric(&sum.last));
+        struct usage u = usage_now(&sum);
+
         if (fin && prm.algo == EC_ALGO_ECLK)
             json_object_set_new(fin, "eclk", eclk_json(&sum.eclk));
+        if (fin)
+            json_object_set_new(fin, "usage",
+                                json_pack("{s:f, s:I}", "cpu_seconds", u.cpu_seconds,
+                                          "rss_sum_bytes",
+                                          (json_int_t)(u.own_rss + u.workers_rss)));
         report(&ctx, fin);
     }
     if (ctx.tty && !ctx.quiet)

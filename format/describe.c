@@ -411,6 +411,24 @@ int describe_metric_record_check(const char *s, size_t len, uint64_t *round, cha
     return cut_marker(s, len, cut, doc);
 }
 
+int describe_metric_doc_check(const char *doc, size_t len)
+{
+    const char *cut;
+    uint64_t round;
+
+    json_t *o;
+    int all;
+
+    if (scan_metric(doc, len, 0, &round, NULL, &cut) == 0)
+        return 1;
+    o = json_loadb(doc, len, 0, NULL);
+    all = json_is_object(o);
+    for (size_t i = 0; all && i < NFIELDS; i++)
+        all = json_object_get(o, fields[i].name) != NULL;
+    json_decref(o);
+    return all;
+}
+
 int describe_metric_from_json(json_t *o, ec_metric *m)
 {
     /* The counts first: a row without them is not read at all. */
@@ -490,9 +508,12 @@ json_t *describe_summary(const ec_summary *sum)
 
 const char *const describe_csv_header = DESCRIBE_METRIC_FIELDS(CSV_NAME_) + 1;
 
-/* %.17g keeps every bit of a double, so CSV output can be compared exactly. */
+/* %.17g keeps every bit of a double, so CSV output can be compared exactly.
+   A row that does not fit (a %.6f column of an absurd value) is -1. */
 int describe_csv_row(const ec_metric *r, char *buf, size_t len)
 {
-    return snprintf(buf, len, DESCRIBE_METRIC_FIELDS(CSV_FORMAT_) + 1
-                    DESCRIBE_METRIC_FIELDS(CSV_ARG_));
+    int n = snprintf(buf, len, DESCRIBE_METRIC_FIELDS(CSV_FORMAT_) + 1
+                     DESCRIBE_METRIC_FIELDS(CSV_ARG_));
+
+    return n >= 0 && (size_t)n < len ? n : -1;
 }

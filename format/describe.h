@@ -36,7 +36,8 @@
     X(grad_norm, REAL, "%.17g")                                             \
     X(seconds, REAL, "%.6f")                                                \
     X(wire_up, REAL, "%.17g")                                               \
-    X(wire_down, REAL, "%.17g")
+    X(wire_down, REAL, "%.17g")                                             \
+    X(time, REAL, "%.6f")
 
 /* The field's name as a string and a comma: {DESCRIBE_METRIC_FIELDS(
    DESCRIBE_METRIC_NAME)} is the array of the names. */
@@ -77,6 +78,12 @@ int describe_metric_record_read(const char *s, size_t len, ec_metric *row, char 
 /* The same check and document without converting the reals: only the
    round is read. It accepts exactly what describe_metric_record_read does. */
 int describe_metric_record_check(const char *s, size_t len, uint64_t *round, char *doc);
+/* Whether a stored document has every field, so that it can be served as
+   it is: at once for the shape describe_metric_record_read writes, by
+   Jansson for another spelling. One stored before a field existed has
+   not; it is read with describe_metric_doc_read (the missing field NaN)
+   and formatted again, null there. */
+int describe_metric_doc_check(const char *doc, size_t len);
 /*
  * The row of a stored document: one describe_metric_record_read wrote is
  * read without a JSON parser; any other JSON object with an integer
@@ -91,6 +98,7 @@ json_t *describe_summary(const ec_summary *sum);
 
 /* The CSV header and one row, same columns as describe_metric. */
 extern const char *const describe_csv_header;
+/* The row's length, or -1 when it does not fit in len. */
 int describe_csv_row(const ec_metric *row, char *buf, size_t len);
 
 #endif

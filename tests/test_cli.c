@@ -78,13 +78,14 @@ static const char *job_file(const char *json, char *buf, size_t len)
 
 START_TEST(test_run_csv)
 {
+    double began = (double)time(NULL);
     struct result r = run("run examples/eclk-mushrooms.json --format csv");
     char *last, *p;
-    double rel = 1;
+    double rel = 1, when;
     unsigned long long round;
 
     ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
-    ck_assert_ptr_eq(strstr(r.out, "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds,wire_up,wire_down\n"),
+    ck_assert_ptr_eq(strstr(r.out, "round,bits_up,bits_down,paper_bits,P,gap,rel_gap,grad_norm,seconds,wire_up,wire_down,time\n"),
                      r.out);
     /* the resolved problem and the summary go to stderr with --format */
     ck_assert_ptr_nonnull(strstr(r.err, "kappa = 1001"));
@@ -101,6 +102,10 @@ START_TEST(test_run_csv)
     }
     ck_assert_uint_le(round, 5000);
     ck_assert_double_le(rel, 1e-9);
+    /* time, the last column: when the row was measured, on the wall clock */
+    when = strtod(strrchr(last, ',') + 1, NULL);
+    ck_assert_double_ge(when, began - 1);
+    ck_assert_double_le(when, (double)time(NULL) + 1);
     result_free(&r);
 }
 END_TEST

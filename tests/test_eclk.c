@@ -155,6 +155,7 @@ START_TEST(test_online_deterministic)
     ck_assert_uint_eq(a.n, b.n);
     for (unsigned i = 0; i < a.n; i++) {
         a.r[i].seconds = b.r[i].seconds = 0;
+        a.r[i].time = b.r[i].time = 0;
         ck_assert_int_eq(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]), 0);
     }
     ck_assert_int_eq(memcmp(&sa.eclk, &sb.eclk, sizeof sa.eclk), 0);

@@ -80,7 +80,7 @@ START_TEST(test_process_equals_inproc)
         a.n = 0;
         ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
         for (unsigned i = 0; i < a.n; i++)
-            a.r[i].seconds = a.r[i].wire_up = a.r[i].wire_down = 0;
+            a.r[i].seconds = a.r[i].time = a.r[i].wire_up = a.r[i].wire_down = 0;
         /* One process per worker, one hosting all, and blocks of 3 and 2. */
         for (uint32_t procs = 1; procs <= 5; procs += procs == 2 ? 3 : 1) {
             ec_proc_opts opts = {0};
@@ -96,7 +96,7 @@ START_TEST(test_process_equals_inproc)
                     ck_assert_double_gt(b.r[i].wire_up, 0.0);
                     ck_assert_double_gt(b.r[i].wire_down, 0.0);
                 }
-                b.r[i].seconds = 0;
+                b.r[i].seconds = b.r[i].time = 0;
                 b.r[i].wire_up = 0;
                 b.r[i].wire_down = 0;
                 ck_assert_msg(memcmp(&a.r[i], &b.r[i], sizeof a.r[i]) == 0,

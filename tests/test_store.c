@@ -19,6 +19,7 @@
 
 #include "describe.h"
 #include "store.h"
+#include "store_migrations.h"
 #include "testutil.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -204,6 +205,7 @@ static ec_metric metric_row(uint64_t round)
         .paper_bits = 128 * r, .P = 1 / (r + 1), .gap = 0.5 / (r + 1),
         .rel_gap = 0.25 / (r + 1), .grad_norm = 2 / (r + 2),
         .seconds = r / 1000, .wire_up = 40 * r, .wire_down = 80 * r,
+        .time = 1796174227.25 + r / 1000,
     };
 }
 
@@ -1192,9 +1194,11 @@ START_TEST(test_metrics_docs)
         rows[i].rel_gap = 1.0 / (i + 1);
         docs[i] = NULL;
         if (i != 3) {
-            char text[64];
-            snprintf(text, sizeof text, "{\"round\":%d,\"x\":\"row %d\"}", i, i);
-            ck_assert_ptr_nonnull(docs[i] = strdup(text));
+            /* Every field (else it is formatted again), and one more. */
+            json_t *o = describe_metric(&rows[i]);
+            json_object_set_new(o, "x", json_sprintf("row %d", i));
+            ck_assert_ptr_nonnull(docs[i] = json_dumps(o, JSON_COMPACT));
+            json_decref(o);
         }
     }
     expect_rc(store_metrics_append_docs(st, id, rows, docs, 6, &err), 0, &err, "append");
@@ -1250,6 +1254,7 @@ static void same_row(const ec_metric *got, const ec_metric *want)
     same_number("seconds", got->seconds, want->seconds);
     same_number("wire_up", got->wire_up, want->wire_up);
     same_number("wire_down", got->wire_down, want->wire_down);
+    same_number("time", got->time, want->time);
 }
 
 /*
@@ -1257,8 +1262,9 @@ static void same_row(const ec_metric *got, const ec_metric *want)
  * numeric columns stay NULL in the file, the query without documents
  * reads them back bit for bit (the coordinator's spelling, another
  * spelling, and a row stored without a document alike), the query with
- * documents leaves them NaN, and the job's progress comes from the
- * latest document.
+ * documents gives a complete document as it is (its numbers NaN) and
+ * none for a row whose document lacks a field (its numbers read, to be
+ * formatted), and the job's progress comes from the latest document.
  */
 START_TEST(test_metrics_numbers_in_doc)
 {
@@ -1278,7 +1284,8 @@ START_TEST(test_metrics_numbers_in_doc)
                               .bits_down = 0.1 * i, .paper_bits = 1e300, .P = 1.0 / 3.0,
                               .gap = i == 1 ? NAN : 4.9e-324, .rel_gap = 1.0 / (i + 2),
                               .grad_norm = -0.0, .seconds = 12.75 + i,
-                              .wire_up = 9007199254740992.0, .wire_down = 1e-5};
+                              .wire_up = 9007199254740992.0, .wire_down = 1e-5,
+                              .time = 1796174227.2666991 + i};
         want[i] = rows[i];
         ck_assert_ptr_nonnull(docs[i] = malloc(DESCRIBE_RECORD_MAX));
         n = describe_metric_record(&rows[i], rec, sizeof rec);
@@ -1288,7 +1295,8 @@ START_TEST(test_metrics_numbers_in_doc)
     snprintf(docs[2], DESCRIBE_RECORD_MAX, "{ \"round\": 20, \"rel_gap\": 0.25, \"P\": 3 }");
     want[2] = (ec_metric){.round = 20, .bits_up = NAN, .bits_down = NAN, .paper_bits = NAN,
                           .P = 3.0, .gap = NAN, .rel_gap = 0.25, .grad_norm = NAN,
-                          .seconds = NAN, .wire_up = NAN, .wire_down = NAN};
+                          .seconds = NAN, .wire_up = NAN, .wire_down = NAN,
+                          .time = NAN};
     free(docs[1]);
     docs[1] = NULL;
     rows[1].grad_norm = want[1].grad_norm = 0.5;   /* a REAL column drops -0's sign */
@@ -1298,7 +1306,7 @@ START_TEST(test_metrics_numbers_in_doc)
 
     ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM metrics WHERE coalesce(bits_up,"
                                       " bits_down, paper_bits, P, gap, rel_gap, grad_norm,"
-                                      " seconds, wire_up, wire_down) IS NOT NULL"),
+                                      " seconds, wire_up, wire_down, time) IS NOT NULL"),
                      1);
     ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM metrics WHERE doc IS NULL"), 1);
     /* For sqlite3(1): the view gives every row's numbers as columns. */
@@ -1318,7 +1326,8 @@ START_TEST(test_metrics_numbers_in_doc)
     ck_assert_uint_eq(page.count, 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_uint_eq(got[i].round, want[i].round);
-        if (i == 1) {
+        if (i == 1 || i == 2) {
+            /* No document, or one without every field: formatted again. */
             ck_assert_ptr_null(back[i]);
             same_row(&got[i], &want[i]);
         } else {
@@ -1340,6 +1349,127 @@ START_TEST(test_metrics_numbers_in_doc)
     store_job_clear(&job);
     for (int i = 0; i < 4; i++)
         free(docs[i]);
+}
+END_TEST
+
+/*
+ * A database of version 5, before metric rows had a time, with a row of
+ * that time: the store migrates it, and the row reads back with time NaN
+ * (null in JSON, formatted again rather than served as stored), every
+ * other number as it was; a new row of the same job has its time.
+ */
+START_TEST(test_metrics_before_time)
+{
+    static const char old_doc[] =
+        "{\"P\":0.5,\"bits_down\":8.0,\"bits_up\":4.0,\"gap\":0.25,"
+        "\"grad_norm\":0.125,\"paper_bits\":64.0,\"rel_gap\":0.75,\"round\":3,"
+        "\"seconds\":1.5,\"wire_down\":2.0,\"wire_up\":1.0}";
+    struct store_metrics_page page;
+    struct store_err err = {0};
+    ec_metric got[2], row = metric_row(7);
+    char *docs[2] = {NULL, NULL}, path[160], sql[1024], *ldoc;
+    struct store *old;
+
+    snprintf(path, sizeof path, "%s/v5.db", dir);
+    for (int i = 0; i < store_migration_count && store_migrations[i].version <= 5; i++)
+        raw_exec(path, store_migrations[i].sql);
+    snprintf(sql, sizeof sql,
+             "PRAGMA user_version = 5;"
+             "INSERT INTO jobs (id, owner, spec, algorithm, compressor, dataset,"
+             " backend, workers, created_at, state) VALUES ('j_00000000000000aa',"
+             " 'alice', '{}', 'eclk', 'topk', 'a1a', 'process', 2, 1, 'succeeded');"
+             "INSERT INTO metrics (job_seq, round, doc) VALUES (1, 3, '%s');",
+             old_doc);
+    raw_exec(path, sql);
+    old = open_ok(path);
+    ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), store_schema_version());
+    {
+        /* It ended before usage was recorded: none. */
+        struct store_job job;
+
+        expect_rc(store_job_get(old, "j_00000000000000aa", NULL, &job, &err), 0, &err,
+                  "get");
+        ck_assert(isnan(job.usage.cpu_seconds) && job.usage.max_rss_bytes == -1 &&
+                  job.usage.rss_sum_bytes == -1);
+        store_job_clear(&job);
+    }
+    ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM metric_numbers"
+                                   " WHERE time IS NULL AND seconds = 1.5"), 1);
+
+    expect_rc(store_metrics_append(old, "j_00000000000000aa", &row, 1, &err), 0, &err,
+              "append");
+    expect_rc(store_metrics_query_docs(old, "j_00000000000000aa", -1, 2, 1, got, docs,
+                                       &page, &err), 0, &err, "docs");
+    ck_assert_uint_eq(page.count, 2);
+    ck_assert_ptr_null(docs[0]);
+    ck_assert_uint_eq(got[0].round, 3);
+    ck_assert(got[0].P == 0.5 && got[0].seconds == 1.5 && got[0].wire_up == 1.0);
+    ck_assert(isnan(got[0].time));
+    {
+        json_t *o = describe_metric(&got[0]);
+        ck_assert(json_is_null(json_object_get(o, "time")));
+        ck_assert(json_real_value(json_object_get(o, "seconds")) == 1.5);
+        json_decref(o);
+    }
+    same_row(&got[1], &row);
+    expect_rc(store_metrics_query(old, "j_00000000000000aa", -1, 2, 1, got, &page, &err),
+              0, &err, "numbers");
+    ck_assert(isnan(got[0].time));
+    same_row(&got[1], &row);
+    /* The latest row is the new one, with its time. */
+    ck_assert_int_eq(store_metrics_last_doc(old, "j_00000000000000aa", got, &ldoc, &err),
+                     1);
+    if (ldoc) {
+        ck_assert_int_eq(describe_metric_doc_read(ldoc, strlen(ldoc), got), 0);
+        free(ldoc);
+    }
+    ck_assert(got[0].time == row.time);
+    free(docs[1]);
+    store_close(old);
+}
+END_TEST
+
+/*
+ * An ended job keeps what its processes used; what is unknown reads as
+ * NaN or -1 (NULL in the file), as for a job ended without it.
+ */
+START_TEST(test_job_usage)
+{
+    struct store_job_new in = job_new("alice", "used"), in2 = job_new("alice", "unused");
+    struct store_job_usage used = {.cpu_seconds = 12.5, .max_rss_bytes = 40 << 20,
+                                   .rss_sum_bytes = -1};
+    struct store_err err = {0};
+    struct store_job job;
+    char id[STORE_ID_LEN + 1], id2[STORE_ID_LEN + 1];
+
+    create_id(&in, id);
+    create_id(&in2, id2);
+    expect_rc(store_job_set_running(st, id, 4242, NULL, NULL, &err), 0, &err, "running");
+    expect_rc(store_job_end_usage(st, id, STORE_JOB_SUCCEEDED, "max_rounds", "done", &used,
+                                  &err), 0, &err, "end");
+    expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+    ck_assert(job.usage.cpu_seconds == 12.5);
+    ck_assert_int_eq(job.usage.max_rss_bytes, 40 << 20);
+    ck_assert_int_eq(job.usage.rss_sum_bytes, -1);
+    ck_assert_str_eq(job.stop_reason, "max_rounds");
+    store_job_clear(&job);
+    ck_assert_int_eq(raw_int(db_path, "SELECT count(*) FROM jobs WHERE rss_sum_bytes IS NULL"
+                                      " AND max_rss_bytes = 41943040 AND cpu_seconds = 12.5"),
+                     1);
+    /* The first end wins, with its usage. */
+    used.cpu_seconds = 99;
+    expect_rc(store_job_end_usage(st, id, STORE_JOB_FAILED, NULL, "again", &used, &err),
+              STORE_ESTATE, &err, "second end");
+    expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+    ck_assert(job.usage.cpu_seconds == 12.5);
+    store_job_clear(&job);
+
+    put_in_state(id2, STORE_JOB_CANCELLED);
+    expect_rc(store_job_get(st, id2, NULL, &job, &err), 0, &err, "get");
+    ck_assert(isnan(job.usage.cpu_seconds));
+    ck_assert_int_eq(job.usage.max_rss_bytes, -1);
+    ck_assert_int_eq(job.usage.rss_sum_bytes, -1);
+    store_job_clear(&job);
 }
 END_TEST
 
@@ -1830,6 +1960,8 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_metrics_nan);
     tcase_add_test(metrics, test_metrics_docs);
     tcase_add_test(metrics, test_metrics_numbers_in_doc);
+    tcase_add_test(metrics, test_metrics_before_time);
+    tcase_add_test(jobs, test_job_usage);
     tcase_add_test(metrics, test_delete_takes_rows);
 
     tcase_add_test(caches, test_pstar_cache);

@@ -64,6 +64,7 @@ struct peer {
     pid_t pid;
     int reaped;
     int status;
+    long maxrss_kb;       /* its peak resident set, from wait4 (Linux: KiB) */
     uint32_t first, count;
     ec_buf in;            /* its frame of this exchange */
     size_t in_len;        /* and that frame's payload length */
@@ -444,7 +445,10 @@ static int reap(struct peer *p, double wait)
     double until = ec_clock() + wait;
 
     while (!p->reaped) {
-        pid_t r = waitpid(p->pid, &p->status, WNOHANG);
+        struct rusage ru;
+        pid_t r = wait4(p->pid, &p->status, WNOHANG, &ru);
+        if (r == p->pid)
+            p->maxrss_kb = ru.ru_maxrss;
         if (r == p->pid || (r < 0 && errno == ECHILD)) {
             p->reaped = 1;
             break;
@@ -887,8 +891,10 @@ out:
     if (pc.peers) {
         shutdown_workers(&pc, rc == 0 && sum->stop != EC_STOP_FAILED &&
                                   sum->stop != EC_STOP_CANCELLED);
-        for (uint32_t t = 0; t < np; t++)
+        for (uint32_t t = 0; t < np; t++) {
+            sum->workers_maxrss += (uint64_t)pc.peers[t].maxrss_kb * 1024;
             ec_buf_free(&pc.peers[t].in);
+        }
     }
     ec_up_clear(&pc.up);
     free(pc.peers);

@@ -147,6 +147,7 @@ static void fill_row(ec_metric *row, const ec_model *m, const ec_traffic *acc,
     row->wire_up = (double)acc->wire_up / n;
     row->wire_down = (double)acc->wire_down / n;
     row->seconds = seconds;
+    row->time = ec_wall_clock();
 }
 
 int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "api.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,22 @@ static json_t *ms_or_null(int64_t ms)
     return ms > 0 ? json_integer(ms) : json_null();
 }
 
+/* What an ended job used (null before it ends, or when nothing is known:
+   a job that never ran, or one that ended before usage was recorded). */
+static json_t *usage_json(const struct store_job *j)
+{
+    const struct store_job_usage *u = &j->usage;
+
+    if (!store_job_state_is_final(j->state) ||
+        (!isfinite(u->cpu_seconds) && u->max_rss_bytes < 0 && u->rss_sum_bytes < 0))
+        return json_null();
+    return json_pack("{s:o, s:o, s:o}", "cpu_seconds", describe_real(u->cpu_seconds),
+                     "max_rss_bytes",
+                     u->max_rss_bytes >= 0 ? json_integer(u->max_rss_bytes) : json_null(),
+                     "rss_sum_bytes",
+                     u->rss_sum_bytes >= 0 ? json_integer(u->rss_sum_bytes) : json_null());
+}
+
 /* A job's fields but its stored documents (spec, problem, params). */
 static json_t *job_json_base(const struct store_job *j)
 {
@@ -66,6 +83,7 @@ static json_t *job_json_base(const struct store_job *j)
     json_object_set_new(o, "created_at", ms_or_null(j->created_at));
     json_object_set_new(o, "started_at", ms_or_null(j->started_at));
     json_object_set_new(o, "finished_at", ms_or_null(j->finished_at));
+    json_object_set_new(o, "usage", usage_json(j));
     json_object_set_new(o, "progress",
                         json_pack("{s:o, s:o, s:o, s:o}", "round",
                                   j->round >= 0 ? json_integer(j->round) : json_null(),

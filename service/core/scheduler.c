@@ -88,6 +88,8 @@ struct running {
     enum store_job_state end_state;  /* how, until it is recorded */
     const char *end_stop;          /* static: why, as a word */
     char end_reason[600];
+    struct store_job_usage usage;  /* rss_sum_bytes from the final record,
+                                      the rest from the reaping */
     struct app *app;
     char owner[64];                /* token names are under 64 bytes */
     char sha256[65];               /* the dataset's, "" when unknown */
@@ -468,8 +470,12 @@ static void on_record(void *ctx, json_t *rec)
         const char *reason = json_string_value(json_object_get(rec, "reason"));
         const char *stop = json_string_value(json_object_get(rec, "stop"));
 
+        json_t *sum = json_object_get(json_object_get(rec, "usage"), "rss_sum_bytes");
+
         r->have_final = 1;
         r->final_stop = stop_reason_of(stop);
+        if (json_is_integer(sum) && json_integer_value(sum) >= 0)
+            r->usage.rss_sum_bytes = (int64_t)json_integer_value(sum);
         r->final_state = status && strcmp(status, "succeeded") == 0 ? STORE_JOB_SUCCEEDED
                          : status && strcmp(status, "cancelled") == 0 ? STORE_JOB_CANCELLED
                                                                       : STORE_JOB_FAILED;
@@ -548,6 +554,7 @@ static void reap(struct sched *s, struct running *r)
     int st = 0;
 
     runner_reap(r->rj, 2.0, &st);
+    runner_usage(r->rj, &r->usage.cpu_seconds, &r->usage.max_rss_bytes);
     r->reaped = 1;
     s->start_at = 0;            /* its place may go to a queued job */
     snprintf(hint, sizeof hint, "%s/%s.pstar.json", s->app->cfg.state_dir, r->id);
@@ -619,8 +626,8 @@ static int record_end(struct sched *s, struct running *r)
     if (flush_batch(r) < 0)
         return -1;
     wlock(s->app);
-    rc = store_job_end(s->app->writer, r->id, r->end_state, r->end_stop, r->end_reason,
-                       &e);
+    rc = store_job_end_usage(s->app->writer, r->id, r->end_state, r->end_stop,
+                             r->end_reason, &r->usage, &e);
     wunlock(s->app);
     if (rc < 0 && transient(&e)) {
         write_failed(r, "the job's end is held", &e);
@@ -764,6 +771,7 @@ static void start_jobs(struct sched *s)
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
             r->uid = uid;
+            r->usage.rss_sum_bytes = -1;        /* until a final record says */
             memcpy(r->id, q[0].id, sizeof r->id);
             snprintf(r->owner, sizeof r->owner, "%s", q[0].owner ? q[0].owner : "");
             r->app = a;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,8 @@ struct runner_job {
     pid_t pid;
     int fd;
     int reaped;
+    struct rusage usage; /* the coordinator's and its waited-for
+                            descendants', once reaped */
     size_t pipe_size;    /* what the kernel gave */
     size_t got;          /* bytes the last runner_read took */
     char *buf;           /* bytes of an incomplete line */
@@ -340,12 +343,22 @@ int runner_reap(struct runner_job *j, double grace, int *status)
     /* Workers normally die with their coordinator (parent-death signal);
      * this reaches any that did not. */
     kill(-j->pid, SIGKILL);
-    while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
+    while (wait4(j->pid, &st, 0, &j->usage) < 0 && errno == EINTR)
         ;
     j->reaped = 1;
     if (status)
         *status = st;
     return killed;
+}
+
+void runner_usage(const struct runner_job *j, double *cpu_seconds,
+                  int64_t *max_rss_bytes)
+{
+    const struct rusage *u = &j->usage;
+
+    *cpu_seconds = (double)(u->ru_utime.tv_sec + u->ru_stime.tv_sec) +
+                   1e-6 * (double)(u->ru_utime.tv_usec + u->ru_stime.tv_usec);
+    *max_rss_bytes = (int64_t)u->ru_maxrss * 1024;      /* Linux: KiB */
 }
 
 void runner_free(struct runner_job *j)

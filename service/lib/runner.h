@@ -81,6 +81,14 @@ void runner_kill(struct runner_job *j);
  * it had to be killed.
  */
 int runner_reap(struct runner_job *j, double grace, int *status);
+/*
+ * After runner_reap, what the job used (wait4): the CPU seconds, user and
+ * system, of the coordinator and of every descendant it waited for (its
+ * workers), and the largest peak resident set among them, in bytes (the
+ * peak of one process, not a sum). Zeros when the wait failed.
+ */
+void runner_usage(const struct runner_job *j, double *cpu_seconds,
+                  int64_t *max_rss_bytes);
 /* Closes the pipe and frees; the process must have been reaped. */
 void runner_free(struct runner_job *j);
 

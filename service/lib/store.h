@@ -164,6 +164,19 @@ struct store_job_new {
  * A stored job. Strings are owned (store_job_clear frees them); those that
  * may be SQL NULL are NULL. Times are unix milliseconds, 0 when not yet.
  */
+/*
+ * What an ended job's processes used (migrations/0007): CPU seconds, user
+ * and system, of the coordinator and the workers it reaped; the largest
+ * peak resident set of one of them; the sum of each one's peak (an upper
+ * bound: pages the workers share copy-on-write count in each). NaN or -1
+ * when unknown.
+ */
+struct store_job_usage {
+    double cpu_seconds;
+    int64_t max_rss_bytes;
+    int64_t rss_sum_bytes;
+};
+
 struct store_job {
     char id[STORE_ID_LEN + 1];
     char *owner;
@@ -189,6 +202,7 @@ struct store_job {
     char experiment_id[STORE_ID_LEN + 1]; /* "" when none */
     char *stop_reason;     /* why it ended, a word; NULL while not ended */
     char dataset_sha256[65]; /* the version it runs on; "" when unknown */
+    struct store_job_usage usage; /* once ended, what it used */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
@@ -271,6 +285,10 @@ int store_job_finish(struct store *st, const char *id,
 int store_job_end(struct store *st, const char *id, enum store_job_state state,
                   const char *stop_reason, const char *reason,
                   struct store_err *err);
+/* The same with what its processes used (usage NULL: nothing known). */
+int store_job_end_usage(struct store *st, const char *id, enum store_job_state state,
+                        const char *stop_reason, const char *reason,
+                        const struct store_job_usage *usage, struct store_err *err);
 
 /*
  * Deletes a finished job with its metrics and labels. STORE_ENOTFOUND as

@@ -159,7 +159,15 @@ call("GET", "/v1/jobs?state=bogus", "/v1/jobs")
 call("GET", "/v1/jobs?stop_reason=bogus", "/v1/jobs")
 if jid:
     wait_final(jid)
-    call("GET", "/v1/jobs/" + jid, "/v1/jobs/{id}")
+    s, ended = call("GET", "/v1/jobs/" + jid, "/v1/jobs/{id}")
+    # What an ended job used, and when its rows were measured, are there.
+    usage = ended.get("usage") if s == 200 else None
+    if not (isinstance(usage, dict) and (usage.get("cpu_seconds") or 0) > 0 and
+            (usage.get("max_rss_bytes") or 0) > 0 and
+            (usage.get("rss_sum_bytes") or 0) >= (usage.get("max_rss_bytes") or 0)):
+        failures.append("GET /v1/jobs/%s: an ended job's usage is %r" % (jid, usage))
+    if s == 200 and not isinstance((ended.get("latest") or {}).get("time"), (int, float)):
+        failures.append("GET /v1/jobs/%s: the latest row has no time" % jid)
     call("GET", "/v1/jobs/" + jid, "/v1/jobs/{id}", tok=other)
     call("PATCH", "/v1/jobs/" + jid, "/v1/jobs/{id}",
          body={"name": "renamed", "labels": {"suite": None, "round": "2"}})

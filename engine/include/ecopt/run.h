@@ -26,6 +26,8 @@ typedef struct ec_metric {
     double wire_up;          /* bytes of frames sent up, mean per worker
                                 (0 in process: nothing crosses a wire) */
     double wire_down;        /* bytes of frames each worker received */
+    double time;             /* when the row was measured: Unix seconds
+                                (CLOCK_REALTIME), with a fraction */
 } ec_metric;
 
 typedef enum ec_stop {
@@ -46,6 +48,9 @@ typedef struct ec_summary {
     ec_metric last;          /* the final evaluation */
     uint64_t evals;
     ec_eclk_report eclk;     /* ECLK's constants at the end (see algo.h) */
+    uint64_t workers_maxrss; /* bytes: the sum of the worker processes'
+                                peak resident sets, as each was reaped
+                                (0 when no worker process ran) */
 } ec_summary;
 
 /* Called at every evaluation point; a nonzero return cancels the job. */

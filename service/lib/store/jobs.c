@@ -105,6 +105,9 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     col_copy(s, JC_EXPERIMENT_ID, out->experiment_id,
              sizeof out->experiment_id);
     out->stop_reason = col_dup(s, JC_STOP_REASON, &nomem);
+    out->usage.cpu_seconds = col_real(s, JC_CPU_SECONDS);
+    out->usage.max_rss_bytes = col_int_or(s, JC_MAX_RSS_BYTES, -1);
+    out->usage.rss_sum_bytes = col_int_or(s, JC_RSS_SUM_BYTES, -1);
     if (nomem) {
         store_job_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read job: out of memory");
@@ -520,6 +523,13 @@ int store_job_end(struct store *st, const char *id, enum store_job_state state,
                   const char *stop_reason, const char *reason,
                   struct store_err *err)
 {
+    return store_job_end_usage(st, id, state, stop_reason, reason, NULL, err);
+}
+
+int store_job_end_usage(struct store *st, const char *id, enum store_job_state state,
+                        const char *stop_reason, const char *reason,
+                        const struct store_job_usage *usage, struct store_err *err)
+{
     struct use u = use(st, SQL_JOB_FINISH);
     int rc;
 
@@ -531,6 +541,14 @@ int store_job_end(struct store *st, const char *id, enum store_job_state state,
     bind_text(&u, 3, reason);
     bind_int(&u, 4, store__now_ms());
     bind_text(&u, 5, stop_reason ? stop_reason : stop_reason_of(state));
+    if (usage) {
+        /* What is unknown stays NULL (unbound). */
+        bind_real(&u, 6, usage->cpu_seconds);
+        if (usage->max_rss_bytes >= 0)
+            bind_int(&u, 7, usage->max_rss_bytes);
+        if (usage->rss_sum_bytes >= 0)
+            bind_int(&u, 8, usage->rss_sum_bytes);
+    }
     if ((rc = exec_use(st, &u, "finish a job", err)) < 0)
         return rc;
     return sqlite3_changes(st->db) == 1

@@ -13,30 +13,35 @@
 
 /*
  * The row at the statement (METRIC_COLUMNS_, then doc). A row stored with
- * its document has its numbers there alone: they are read from it when
- * `numbers` asks, and are NaN otherwise (the caller serves the document).
+ * its document has its numbers there alone. With want_doc, a document of
+ * today's shape is left for the caller to serve as it is: the round is
+ * read, the other numbers are NaN, and 1 is returned. Otherwise the
+ * numbers are read, from the document or the columns, and 0 returned; a
+ * document stored before a field existed (such as time) gives NaN for it,
+ * and the caller formats the row from the numbers, with null there.
  */
-static void metric_from_row(sqlite3_stmt *s, ec_metric *m, int numbers)
+static int metric_from_row(sqlite3_stmt *s, ec_metric *m, int want_doc)
 {
     const int doc_col = DESCRIBE_METRIC_NFIELDS;
     const char *doc = (const char *)sqlite3_column_text(s, doc_col);
+    size_t len = (size_t)sqlite3_column_bytes(s, doc_col);
     int col = 0;
 
-    if (doc && numbers &&
-        describe_metric_doc_read(doc, (size_t)sqlite3_column_bytes(s, doc_col), m) == 0) {
-        m->round = (uint64_t)sqlite3_column_int64(s, 0);
-        return;
-    }
-    if (doc && !numbers) {
+    if (doc && want_doc && describe_metric_doc_check(doc, len)) {
 #define NAN_(name, kind, csv) METRIC_NAN_##kind(m->name)
         DESCRIBE_METRIC_FIELDS(NAN_)
 #undef NAN_
         m->round = (uint64_t)sqlite3_column_int64(s, 0);
-        return;
+        return 1;
+    }
+    if (doc && describe_metric_doc_read(doc, len, m) == 0) {
+        m->round = (uint64_t)sqlite3_column_int64(s, 0);
+        return 0;
     }
 #define READ_(name, kind, csv) m->name = METRIC_COL_##kind(s, col), col++;
     DESCRIBE_METRIC_FIELDS(READ_)
 #undef READ_
+    return 0;
 }
 
 static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
@@ -136,7 +141,7 @@ int store_metrics_query(struct store *st, const char *id, int64_t after,
 /* The doc column of the current row, copied; NULL when it is NULL. */
 static char *doc_of_row(sqlite3_stmt *s, int *nomem)
 {
-    const char *t = (const char *)sqlite3_column_text(s, 11);
+    const char *t = (const char *)sqlite3_column_text(s, DESCRIBE_METRIC_NFIELDS);
     char *copy;
 
     if (!t)
@@ -152,7 +157,7 @@ int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
                              struct store_err *err)
 {
     char *last_doc = NULL;
-    int nomem = 0;
+    int nomem = 0, served;
     ec_metric last = {0};
     int64_t seq, window, position = 0, before_last = after;
     struct use u;
@@ -180,15 +185,15 @@ int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
             break;
         }
         before_last = position ? (int64_t)last.round : after;
-        metric_from_row(u.s, &last, !docs);
+        served = metric_from_row(u.s, &last, docs != NULL);
         if (position % (int64_t)every == 0) {
             if (docs)
-                docs[page->count] = doc_of_row(u.s, &nomem);
+                docs[page->count] = served ? doc_of_row(u.s, &nomem) : NULL;
             rows[page->count++] = last;
         } else if (docs) {
             /* Perhaps the job's last row, kept below: its doc, now. */
             free(last_doc);
-            last_doc = doc_of_row(u.s, &nomem);
+            last_doc = served ? doc_of_row(u.s, &nomem) : NULL;
         }
         position++;
     }
@@ -273,9 +278,9 @@ int store_metrics_last_doc(struct store *st, const char *id, ec_metric *row,
     bind_int(&u, 1, seq);
     rc = step(&u);
     if (rc == SQLITE_ROW) {
-        if (doc)
-            *doc = doc_of_row(u.s, &nomem);   /* NULL on no memory: formatted */
-        metric_from_row(u.s, row, !doc || !*doc);
+        if (metric_from_row(u.s, row, doc != NULL) &&
+            !(*doc = doc_of_row(u.s, &nomem)))
+            metric_from_row(u.s, row, 0);     /* no memory: formatted */
         rc = 1;
     } else if (rc == SQLITE_DONE) {
         rc = 0;

@@ -45,14 +45,16 @@
     "j.algorithm, j.compressor, j.dataset, j.backend, j.workers, "         \
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
-    "j.experiment_id, j.stop_reason, j.dataset_sha256"
+    "j.experiment_id, j.stop_reason, j.dataset_sha256, j.cpu_seconds, "    \
+    "j.max_rss_bytes, j.rss_sum_bytes"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
     JC_LABELS, JC_ALGORITHM, JC_COMPRESSOR, JC_DATASET, JC_BACKEND,
     JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
-    JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256
+    JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256,
+    JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -118,7 +120,9 @@ enum job_column {
       " updated_at = ?5 WHERE id = ?1 AND state = 'running'")              \
     X(SQL_JOB_FINISH,                                                      \
       "UPDATE jobs SET state = ?2, reason = ?3, finished_at = ?4,"         \
-      " stop_reason = ?5 WHERE id = ?1 AND state IN ('queued', 'running')")\
+      " stop_reason = ?5, cpu_seconds = ?6, max_rss_bytes = ?7,"           \
+      " rss_sum_bytes = ?8"                                                \
+      " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
     X(SQL_JOB_DELETE,                                                      \
       "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
       " AND state NOT IN ('queued', 'running')")                           \
