@@ -2,7 +2,8 @@
 # bench/results/paper/ from scratch, and the quick subset CI runs.
 .PHONY: bench-paper bench-paper-quick
 
-# About 20 minutes on 2 cores: two processes share the runs.
+# About 25 minutes on 2 cores: two processes share the runs (the tuned
+# comparison's 216 of them included).
 bench-paper: $(BUILD)/bench/bench_paper
 	rm -rf bench/results/paper
 	mkdir -p bench/results/paper
