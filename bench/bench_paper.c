@@ -79,7 +79,7 @@ static const double step_mults[] = {0.5, 1, 2, 4, 8};
 static const double small_mults[] = {0.0625, 0.125, 0.25, 0.5, 1};
 /* The tuned comparison's grid (what an experiment's "tune" runs); x1 is
  * the default run. */
-static const double tune_mults[] = {0.25, 0.5, 1, 2, 4, 8};
+static const double tune_mults[] = {0.25, 0.5, 1, 2, 4, 8, 16, 32, 64};
 #define NTUNE (sizeof tune_mults / sizeof tune_mults[0])
 static const char *const accel_algos[] = {"eclk", "ec-lsvrg", "ec-gd-diana",
                                           "ef21"};
