@@ -2,12 +2,15 @@
  * The paper's comparison, regenerated: ECLK against its baselines on the
  * real datasets (rounds, bits and seconds to relative gaps 1e-4, 1e-6 and
  * 1e-9, median of 3 seeds), the acceleration sweep over kappa, ECLK's p
- * trade-off, the step-multiplier sweep and the convergence plots. Every
+ * trade-off, the step-multiplier sweep, the tuned comparison (every method
+ * at its best multiplier of a grid, beside its default) and the convergence
+ * plots. Every
  * run is in process (ec_run_inproc) and a pure function of its job, so the
  * same seed gives the same rounds; the runs are spread over --jobs forked
  * processes that take tasks from a shared counter.
  *
- *   bench_paper [--quick] [--out DIR] [--jobs N] [--part tables|accel|p|steps]
+ *   bench_paper [--quick] [--out DIR] [--jobs N]
+ *               [--part tables|accel|p|steps|tuned]
  *
  * --part regenerates one part's files alone; --only, --seeds and --scale
  * are for development (one dataset's tables, fewer seeds, smaller budgets).
@@ -41,7 +44,7 @@ static const double targets[NTARGETS] = {1e-4, 1e-6, 1e-9};
 #define PROBE_ROUNDS 300     /* prefix compared by the determinism checks */
 
 enum part { PART_TABLE, PART_DETCHECK, PART_ACCEL, PART_P, PART_STEP,
-            PART_STEP_SMALL, PART_REPRO };
+            PART_STEP_SMALL, PART_REPRO, PART_TUNED };
 
 /* A stop of our own: the run's rate could not reach its next target. */
 #define STOP_STALLED 100
@@ -74,6 +77,10 @@ static const double p_factors[] = {0.125, 0.25, 0.5, 1, 2, 4, 8};
 static const double step_mults[] = {0.5, 1, 2, 4, 8};
 /* ECLK with random compressors, below its theory step (same count). */
 static const double small_mults[] = {0.0625, 0.125, 0.25, 0.5, 1};
+/* The tuned comparison's grid (what an experiment's "tune" runs); x1 is
+ * the default run. */
+static const double tune_mults[] = {0.25, 0.5, 1, 2, 4, 8, 16, 32, 64};
+#define NTUNE (sizeof tune_mults / sizeof tune_mults[0])
 static const char *const accel_algos[] = {"eclk", "ec-lsvrg", "ec-gd-diana",
                                           "ef21"};
 
@@ -554,6 +561,40 @@ static void add_small_step_tasks(void)
             t->target = 1e-6;
             t->stall_rule = 1;
             t->aux = (int)m;
+        }
+}
+
+/* The tuned comparison: mushrooms and a9a at both lambdas, every algorithm
+ * of the tables (topk k = ceil(d/20), or none) at every multiplier of
+ * tune_mults, seed 1, to 1e-6 within the tables' budgets. */
+static void add_tuned_tasks(void)
+{
+    static const int tds[2] = {DS_MUSHROOMS, DS_A9A};
+
+    for (int di = 0; di < 2; di++)
+        for (int l = 0; l < 2; l++) {
+            int ds = tds[di], pi = prob_get(ds, table_lambdas[l]);
+
+            for (unsigned a = 0; a < NALGOS; a++)
+                for (unsigned m = 0; m < NTUNE; m++) {
+                    struct task *t = task_add();
+                    int full = algo_full(table_algos[a]);
+
+                    t->part = PART_TUNED;
+                    t->prob = pi;
+                    t->algo = table_algos[a];
+                    t->slot = ec_algo_compresses(t->algo) ? CS_TOPKD : CS_NONE;
+                    t->comp = slot_spec(t->slot, datasets[ds].ds.d);
+                    t->step_mult = tune_mults[m];
+                    t->seed = 1;
+                    t->max_rounds = full ? datasets[ds].rounds_full
+                                         : datasets[ds].rounds_stoch;
+                    t->eval_every = full ? datasets[ds].eval_full
+                                         : datasets[ds].eval_stoch;
+                    t->target = 1e-6;
+                    t->stall_rule = 1;
+                    t->aux = (int)m;
+                }
         }
 }
 
@@ -1182,6 +1223,151 @@ static void write_steps(const char *dir)
     fclose(f);
 }
 
+/* Fewer rounds to 1e-6, ties by fewer bits: what "best" means here and in
+ * an experiment's "tune". */
+static int better(const struct result *a, const struct result *b)
+{
+    if (!a->hit[1])
+        return 0;
+    if (!b || !b->hit[1])
+        return 1;
+    return a->hit_rounds[1] < b->hit_rounds[1] ||
+           (a->hit_rounds[1] == b->hit_rounds[1] && a->hit_bits[1] < b->hit_bits[1]);
+}
+
+static void reached_text(const struct result *r, uint64_t budget, char *buf, size_t len)
+{
+    if (r->hit[1])
+        snprintf(buf, len, "%llu / %.3g / %.2f", (unsigned long long)r->hit_rounds[1],
+                 r->hit_bits[1], r->hit_secs[1]);
+    else
+        stop_text(r, budget, buf, len);
+}
+
+static void write_tuned(const char *dir)
+{
+    FILE *f = out_open(dir, "tuned.md");
+
+    header(f, "The tuned comparison: every method at its best step multiplier, beside its default");
+    fprintf(f, "mushrooms and a9a, logistic, 20 workers, contiguous split, batch 1, "
+               "topk k = ceil(d/20) for the compressing methods (none for lkatyusha and "
+               "gd), seed 1, target relative gap 1e-6, the budgets and stall rule of the "
+               "targets tables. Each method ran at step multipliers");
+    for (unsigned m = 0; m < NTUNE; m++)
+        fprintf(f, "%s %g", m ? "," : "", tune_mults[m]);
+    fprintf(f, " times its default step (README, Defaults); x1 is the default run. "
+               "Best = fewest rounds to 1e-6, ties by fewer bits (the rule of an "
+               "experiment's `tune`). Cells: rounds / bits up per worker / wall seconds. "
+               "A best at the edge of the grid (x%g or x%g) may not be the best step.\n",
+            tune_mults[0], tune_mults[NTUNE - 1]);
+    for (int di = 0; di < 2; di++)
+        for (int l = 0; l < 2; l++) {
+            int ds = di ? DS_A9A : DS_MUSHROOMS;
+            int pi = prob_get(ds, table_lambdas[l]);
+            const struct result *win_def = NULL, *win_tun = NULL;
+            const struct result *cwin_def = NULL, *cwin_tun = NULL;
+            ec_algo_id wd = EC_ALGO_GD, wt = EC_ALGO_GD, cwd = EC_ALGO_GD, cwt = EC_ALGO_GD;
+            const struct result *eclk_def = NULL, *eclk_tun = NULL;
+            int printed = 0;
+
+            for (unsigned a = 0; a < NALGOS; a++) {
+                const struct result *def = NULL, *best = NULL;
+                double best_m = NAN;
+                uint64_t budget = 0;
+                char cb[32], c1[200], c2[200], ratio[32], bm[32] = "-";
+
+                for (unsigned i = 0; i < ntasks; i++) {
+                    const struct task *t = &tasks[i];
+
+                    if (t->part != PART_TUNED || t->prob != pi || t->algo != table_algos[a])
+                        continue;
+                    if (t->step_mult == 1.0)
+                        def = &results[i];
+                    if (better(&results[i], best)) {
+                        best = &results[i];
+                        best_m = t->step_mult;
+                    }
+                    budget = t->max_rounds;
+                    comp_text(&t->comp, cb, sizeof cb);
+                }
+                if (!def)
+                    continue;
+                if (!printed) {
+                    fprintf(f, "\n## %s, lambda2_rel %g (kappa %.4g)\n\n"
+                               "| algorithm | compressor | default step | default (x1) | "
+                               "best multiplier | tuned | default / tuned rounds |\n"
+                               "|---|---|---|---|---|---|---|\n",
+                            datasets[ds].label, table_lambdas[l], probs[pi].pb.kappa);
+                    printed = 1;
+                }
+                reached_text(def, budget, c1, sizeof c1);
+                if (best) {
+                    snprintf(bm, sizeof bm, "x%g", best_m);
+                    snprintf(c2, sizeof c2, "%llu / %.3g / %.2f",
+                             (unsigned long long)best->hit_rounds[1], best->hit_bits[1],
+                             best->hit_secs[1]);
+                    if (def->hit[1])
+                        snprintf(ratio, sizeof ratio, "%.2f",
+                                 (double)def->hit_rounds[1] / (double)best->hit_rounds[1]);
+                    else
+                        snprintf(ratio, sizeof ratio, "default not reached");
+                } else {
+                    snprintf(c2, sizeof c2, "no multiplier reached 1e-6");
+                    snprintf(ratio, sizeof ratio, "-");
+                }
+                fprintf(f, "| %s | %s | %.4g | %s | %s | %s | %s |\n",
+                        ec_algo_name(table_algos[a]), cb, def->theory_step, c1,
+                        bm, c2, ratio);
+                if (better(def, win_def)) {
+                    win_def = def;
+                    wd = table_algos[a];
+                }
+                if (best && better(best, win_tun)) {
+                    win_tun = best;
+                    wt = table_algos[a];
+                }
+                if (ec_algo_compresses(table_algos[a]) && better(def, cwin_def)) {
+                    cwin_def = def;
+                    cwd = table_algos[a];
+                }
+                if (ec_algo_compresses(table_algos[a]) && best && better(best, cwin_tun)) {
+                    cwin_tun = best;
+                    cwt = table_algos[a];
+                }
+                if (table_algos[a] == EC_ALGO_ECLK) {
+                    eclk_def = def;
+                    eclk_tun = best;
+                }
+            }
+            if (!printed)
+                continue;
+            fprintf(f, "\nFewest rounds at defaults: %s", win_def ? ec_algo_name(wd) : "none");
+            if (win_def)
+                fprintf(f, " (%llu)", (unsigned long long)win_def->hit_rounds[1]);
+            fprintf(f, "; tuned: %s", win_tun ? ec_algo_name(wt) : "none");
+            if (win_tun)
+                fprintf(f, " (%llu)", (unsigned long long)win_tun->hit_rounds[1]);
+            fprintf(f, ". Among the compressing methods, at defaults: %s",
+                    cwin_def ? ec_algo_name(cwd) : "none");
+            if (cwin_def)
+                fprintf(f, " (%llu)", (unsigned long long)cwin_def->hit_rounds[1]);
+            fprintf(f, "; tuned: %s", cwin_tun ? ec_algo_name(cwt) : "none");
+            if (cwin_tun)
+                fprintf(f, " (%llu)", (unsigned long long)cwin_tun->hit_rounds[1]);
+            fprintf(f, ". ECLK %s among them at defaults and %s tuned.\n",
+                    eclk_def && eclk_def == cwin_def ? "wins" : "does not win",
+                    eclk_tun && eclk_tun == cwin_tun ? "wins" : "does not win");
+            fprintf(stderr, "tuned %-9s %g: defaults %s (%llu), tuned %s (%llu); eclk among compressing %s/%s\n",
+                    datasets[ds].label, table_lambdas[l], win_def ? ec_algo_name(wd) : "none",
+                    win_def ? (unsigned long long)win_def->hit_rounds[1] : 0ULL,
+                    win_tun ? ec_algo_name(wt) : "none",
+                    win_tun ? (unsigned long long)win_tun->hit_rounds[1] : 0ULL,
+                    eclk_def && eclk_def == cwin_def ? "wins" : "loses",
+                    eclk_tun && eclk_tun == cwin_tun ? "wins" : "loses");
+        }
+    fclose(f);
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 static int has_part(int part)
@@ -1291,7 +1477,7 @@ int main(int argc, char **argv)
             scale = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--quick] [--out DIR] [--jobs N] "
-                            "[--part tables|accel|p|steps] [--only DATASET] [--seeds N] "
+                            "[--part tables|accel|p|steps|tuned] [--only DATASET] [--seeds N] "
                             "[--scale F]\n", argv[0]);
             return 2;
         }
@@ -1337,8 +1523,10 @@ int main(int argc, char **argv)
             add_step_tasks();
             add_small_step_tasks();
         }
+        if (!part || strcmp(part, "tuned") == 0)
+            add_tuned_tasks();
         if (!ntasks)
-            die(part, "no such part (tables, accel, p or steps)");
+            die(part, "no such part (tables, accel, p, steps or tuned)");
     }
     if (scale > 0 && scale != 1.0) {
         for (unsigned i = 0; i < ntasks; i++)
@@ -1411,6 +1599,8 @@ int main(int argc, char **argv)
         write_p(out_dir, nseeds);
     if (has_part(PART_STEP))
         write_steps(out_dir);
+    if (has_part(PART_TUNED))
+        write_tuned(out_dir);
     if (quick)
         fails += quick_checks();
 

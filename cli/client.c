@@ -689,6 +689,32 @@ static int cmd_experiment(const struct client *c, int argc, char **argv)
                str(r, "algorithm"), str(r, "compressor"), str(r, "state"), rbuf, bbuf,
                json_is_number(gap) ? json_number_value(gap) : NAN);
     }
+    /* A tuned experiment: per variant its default run beside its best. */
+    table = json_object_get(doc, "tuned");
+    if (json_array_size(table))
+        printf("\n%-8s %-13s %16s %8s %16s %14s\n", "VARIANT", "ALGORITHM",
+               "DEFAULT ROUNDS", "BEST", "BEST ROUNDS", "BEST BITS UP");
+    for (size_t i = 0; i < json_array_size(table); i++) {
+        json_t *t = json_array_get(table, i), *best = json_object_get(t, "best");
+        json_t *def = json_object_get(t, "default");
+        json_t *dr = json_object_get(def, "rounds_to_target");
+        char dbuf[32] = "not reached", mbuf[32] = "-", rbuf[32] = "-", bbuf[32] = "-";
+
+        if (json_is_integer(dr))
+            snprintf(dbuf, sizeof dbuf, "%lld", (long long)json_integer_value(dr));
+        if (json_is_object(best)) {
+            snprintf(mbuf, sizeof mbuf, "x%g",
+                     json_number_value(json_object_get(best, "step_multiplier")));
+            snprintf(rbuf, sizeof rbuf, "%lld", (long long)json_integer_value(
+                                                    json_object_get(best, "rounds_to_target")));
+            snprintf(bbuf, sizeof bbuf, "%.4g", json_number_value(
+                                                    json_object_get(best, "bits_up_to_target")));
+        }
+        printf("%-8lld %-13s %16s %8s %16s %14s%s%s\n",
+               (long long)json_integer_value(json_object_get(t, "variant")),
+               str(t, "algorithm"), dbuf, mbuf, rbuf, bbuf, json_is_object(best) ? "" : "  ",
+               json_is_object(best) ? "" : str(t, "detail"));
+    }
     json_decref(doc);
     return EXIT_OK;
 }

@@ -2,7 +2,9 @@
 # bench/results/paper/ from scratch, and the quick subset CI runs.
 .PHONY: bench-paper bench-paper-quick
 
-# About 20 minutes on 2 cores: two processes share the runs.
+# About 850 CPU seconds, two processes sharing the runs (the tuned
+# comparison's 324 of them included): 11 to 22 minutes on the shared
+# 2-core machine, as loaded.
 bench-paper: $(BUILD)/bench/bench_paper
 	rm -rf bench/results/paper
 	mkdir -p bench/results/paper

@@ -527,6 +527,231 @@ START_TEST(test_experiment)
 }
 END_TEST
 
+/* GETs the experiment at path until none of its jobs is queued or running;
+ * its document. */
+static json_t *experiment_wait(const struct server *s, const char *path, double secs)
+{
+    json_t *doc = NULL;
+    double t0 = tu_now();
+
+    for (;; usleep(100000)) {
+        struct reply r = req(s, "GET", path, ALICE, NULL, NULL);
+        json_t *table;
+        int done = 1;
+
+        ck_assert_int_eq(r.status, 200);
+        json_decref(doc);
+        doc = json_of(&r);
+        free(r.body);
+        table = json_object_get(doc, "comparison");
+        for (size_t i = 0; i < json_array_size(table); i++) {
+            const char *st =
+                json_string_value(json_object_get(json_array_get(table, i), "state"));
+            done &= strcmp(st, "queued") != 0 && strcmp(st, "running") != 0;
+        }
+        if (done)
+            return doc;
+        ck_assert_msg(tu_now() - t0 < secs, "experiment still running");
+    }
+}
+
+/* A tuned experiment: every variant at every multiplier of the grid, and
+ * per variant its default run beside its best, which the test finds again
+ * from the comparison table itself. */
+START_TEST(test_experiment_tuned)
+{
+    static const char body[] =
+        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3,"
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 3000, \"target\": 1e-6,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}},"
+        " \"variants\": [{\"algorithm\": \"eclk\", \"name\": \"acc\"},"
+        " {\"algorithm\": \"ec-gd-diana\"}],"
+        " \"tune\": {\"step_multiplier\": [0.5, 2, 1]}}";
+    /* Here the largest multiplier is the fastest: in the middle of the
+     * grid, neither the first nor the last run is the best. */
+    static const double grid[3] = {0.5, 2, 1};
+    struct server s;
+    struct reply r;
+    json_t *doc, *table, *tuned;
+    char path[256];
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    doc = json_of(&r);
+    free(r.body);
+    /* 2 variants x 3 multipliers, 1 among them: 6 jobs, variant-major */
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 6);
+    json_decref(doc);
+    doc = experiment_wait(&s, path, 100);
+    table = json_object_get(doc, "comparison");
+    tuned = json_object_get(doc, "tuned");
+    ck_assert_int_eq(json_array_size(table), 6);
+    ck_assert_int_eq(json_array_size(tuned), 2);
+    for (size_t v = 0; v < 2; v++) {
+        json_t *t = json_array_get(tuned, v), *def = json_object_get(t, "default");
+        json_t *best = json_object_get(t, "best");
+        long long want_rounds = -1;
+        double want_bits = 0, want_m = 0;
+        const char *want_job = NULL;
+
+        ck_assert_int_eq(json_integer_value(json_object_get(t, "runs")), 3);
+        ck_assert_int_eq(json_integer_value(json_object_get(t, "finished")), 3);
+        ck_assert_str_eq(json_string_value(json_object_get(t, "algorithm")),
+                         v ? "ec-gd-diana" : "eclk");
+        for (size_t k = 0; k < 3; k++) {
+            json_t *row = json_array_get(table, 3 * v + k);
+            long long rounds;
+            double bits;
+
+            ck_assert_double_eq(json_number_value(json_object_get(row, "step_multiplier")),
+                                grid[k]);
+            if (!json_is_true(json_object_get(row, "reached")))
+                continue;
+            rounds = json_integer_value(json_object_get(row, "rounds_to_target"));
+            bits = json_number_value(json_object_get(row, "bits_up_to_target"));
+            if (want_rounds < 0 || rounds < want_rounds ||
+                (rounds == want_rounds && bits < want_bits)) {
+                want_rounds = rounds;
+                want_bits = bits;
+                want_m = grid[k];
+                want_job = json_string_value(json_object_get(row, "job"));
+            }
+        }
+        ck_assert_double_eq(json_number_value(json_object_get(def, "step_multiplier")), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(def, "job")),
+                         json_string_value(json_object_get(json_array_get(table, 3 * v + 2),
+                                                           "job")));
+        /* ECLK reaches the target here; the best is the fewest rounds */
+        ck_assert_msg(want_job, "variant %zu: no run reached the target", v);
+        ck_assert_double_eq(want_m, 2);     /* the middle of the grid */
+        ck_assert(json_is_true(json_object_get(t, "reached")));
+        ck_assert_str_eq(json_string_value(json_object_get(best, "job")), want_job);
+        ck_assert_double_eq(json_number_value(json_object_get(best, "step_multiplier")),
+                            want_m);
+        ck_assert_int_eq(json_integer_value(json_object_get(best, "rounds_to_target")),
+                         want_rounds);
+        ck_assert(json_is_real(json_object_get(best, "seconds_to_target")));
+    }
+    /* the multiplier is in the job's name: the plot's legend */
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_array_get(json_object_get(doc, "jobs"), 1),
+                                         "spec"), "name")), "acc x2");
+    json_decref(doc);
+
+    /* A grid without 1 gets the default run added; a variant none of whose
+     * runs reaches the target says so. */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 30,"
+            " \"target\": 1e-9, \"algorithm\": \"gd\", \"lambda2_rel\": 1e-3},"
+            " \"variants\": [{}], \"tune\": {\"step_multiplier\": [0.001]}}", NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    doc = experiment_wait(&s, path, 60);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "comparison")), 2);
+    {
+        json_t *t = json_array_get(json_object_get(doc, "tuned"), 0);
+
+        ck_assert(json_is_false(json_object_get(t, "reached")));
+        ck_assert(json_is_null(json_object_get(t, "best")));
+        ck_assert_double_eq(json_number_value(json_object_get(
+                                json_object_get(t, "default"), "step_multiplier")), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(t, "detail")),
+                         "none of its 2 runs reached the target");
+    }
+    json_decref(doc);
+    /* An experiment without tune has none */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"max_rounds\": 10},"
+            " \"variants\": [{}]}", NULL);
+    ck_assert_int_eq(r.status, 201);
+    doc = json_of(&r);
+    ck_assert(json_is_null(json_object_get(doc, "tuned")));
+    json_decref(doc);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Hostile tune grids: each a 422 naming the field, and no job made. */
+START_TEST(test_experiment_tune_invalid)
+{
+    static const struct { const char *tune, *field, *detail; } cases[] = {
+        {"[1, 2]", "tune", "must be an object"},
+        {"{\"step_multiplier\": 2}", "tune.step_multiplier", "1..16 distinct"},
+        {"{\"step_multiplier\": []}", "tune.step_multiplier", "max_tune_values = 16"},
+        {"{\"step_multiplier\": [1, -1]}", "tune.step_multiplier[1]", "above 0"},
+        {"{\"step_multiplier\": [0]}", "tune.step_multiplier[0]", "above 0"},
+        {"{\"step_multiplier\": [\"2\"]}", "tune.step_multiplier[0]", "finite number"},
+        {"{\"step_multiplier\": [null]}", "tune.step_multiplier[0]", "finite number"},
+        {"{\"step_multiplier\": [1, 2, 1.0]}", "tune.step_multiplier[2]", "given twice"},
+        {"{\"step_multiplier\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,"
+         " 17]}", "tune.step_multiplier", "max_tune_values"},
+        {"{\"step_multiplier\": [1], \"p\": [0.1]}", "tune.p", "tune takes step_multiplier"},
+    };
+    struct server s;
+    struct reply r;
+    char body[4096];
+    size_t o;
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *doc, *err;
+
+        snprintf(body, sizeof body,
+                 "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [{}],"
+                 " \"tune\": %s}", cases[i].tune);
+        r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+        ck_assert_msg(r.status == 422, "%s: %ld %s", cases[i].tune, r.status, r.body);
+        doc = json_of(&r);
+        err = json_array_get(json_object_get(doc, "errors"), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(err, "field")), cases[i].field);
+        ck_assert_msg(strstr(json_string_value(json_object_get(err, "detail")),
+                             cases[i].detail), "%s: %s", cases[i].tune, r.body);
+        json_decref(doc);
+        free(r.body);
+    }
+    /* The step comes from the grid */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"step_multiplier\": 2},"
+            " \"variants\": [{}], \"tune\": {\"step_multiplier\": [1, 2]}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "\"base.step_multiplier\""), "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [{},"
+            " {\"step_size\": 0.1}], \"tune\": {\"step_multiplier\": [1, 2]}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "\"variants[1].step_size\""), "%s", r.body);
+    free(r.body);
+    /* 32 variants x 9 runs (8 and the default) = 288 > 256 */
+    o = (size_t)snprintf(body, sizeof body,
+                         "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [");
+    for (int i = 0; i < 32; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o, "%s{}", i ? ", " : "");
+    snprintf(body + o, sizeof body - o,
+             "], \"tune\": {\"step_multiplier\": [0.25, 0.5, 2, 4, 8, 16, 32, 64]}}");
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "288 jobs") && strstr(r.body, "max_experiment_jobs"),
+                  "%s", r.body);
+    free(r.body);
+    /* A number JSON cannot hold is refused before any of this */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [{}],"
+            " \"tune\": {\"step_multiplier\": [1e999]}}", NULL);
+    ck_assert_msg(r.status == 400, "%ld %s", r.status, r.body);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+
 /* Guessing tokens: past 20 failures a minute the address gets 429 with
  * Retry-After, even for a good token, so a right guess is not told apart. */
 START_TEST(test_failed_auth_rate_limit)
@@ -648,6 +873,8 @@ int main(void)
     tcase_add_test(tc, test_readme_walkthrough);
     tcase_add_test(tc, test_events_and_longpoll);
     tcase_add_test(tc, test_experiment);
+    tcase_add_test(tc, test_experiment_tuned);
+    tcase_add_test(tc, test_experiment_tune_invalid);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

@@ -319,6 +319,36 @@ START_TEST(test_http_experiment_quota)
     r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
     ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
     free(r.body);
+    /* A tuned experiment counts variants x multipliers: 2 x 3 = 6 > 5,
+     * though 2 variants alone would fit. */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20},"
+            " \"variants\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+            " \"tune\": {\"step_multiplier\": [0.5, 1, 2]}}", NULL);
+    ck_assert_msg(r.status == 429, "6 tuned jobs under a quota of 5: %ld %.300s", r.status,
+                  r.body);
+    ck_assert_msg(strstr(r.body, "6 jobs (2 variants x 3 step multipliers)"), "%.300s",
+                  r.body);
+    free(r.body);
+    /* The default run added to a grid without 1 counts too: 2 x (2 + 1) */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20},"
+            " \"variants\": [{\"name\": \"a\"}, {\"name\": \"b\"}],"
+            " \"tune\": {\"step_multiplier\": [0.5, 2]}}", NULL);
+    ck_assert_msg(r.status == 429, "%ld %.300s", r.status, r.body);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20},"
+            " \"variants\": [{\"name\": \"a\"}],"
+            " \"tune\": {\"step_multiplier\": [0.5, 2]}}", NULL);
+    ck_assert_msg(r.status == 201, "%ld %.300s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 3);
+    json_decref(doc);
+    free(r.body);
     r = req(&s, "POST", "/v1/experiments", ALICE,
             "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20},"
             " \"variants\": [{\"name\": \"a\"}, {\"name\": \"b\"}]}", NULL);

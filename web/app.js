@@ -1070,6 +1070,17 @@
                                   'aria-label': 'the compared curves'});
         const title = el('b', {text: 'Compared'});
         const tbody = el('tbody');
+        /* A tuned experiment's variants: the default run beside the best. */
+        const tunedBody = el('tbody');
+        const tunedTable = el('table', {id: 'tuned', hidden: ''},
+            el('thead', {}, el('tr', {}, ...['Variant', 'Default: rounds / bits / s', 'Best multiplier',
+                                              'Best: rounds / bits / s', 'Runs']
+                .map(t => el('th', {text: t})))),
+            tunedBody);
+        const runText = r => r && r.reached
+            ? fmtValue(r.rounds_to_target) + ' / ' + fmtCount(r.bits_up_to_target) + ' / ' +
+              fmtValue(r.seconds_to_target)
+            : 'not reached';
         const curves = new Map();   /* job id -> {rows, last} */
         let order = [], jobsById = {}, timer = null;
         const label = j => (j.name ? j.name : j.algorithm + ' ' + (compressorText(j.spec) || j.compressor || ''))
@@ -1093,7 +1104,8 @@
                    .map(t => el('th', {text: t})),
                    ...['Rounds to target', 'Bits up to target', 'Seconds to target', 'Rounds', 'Final gap']
                    .map(t => el('th', {class: 'num', text: t})))),
-               tbody));
+               tbody),
+            tunedTable);
 
         async function refresh() {
             const r = await load(ctl.signal);
@@ -1122,6 +1134,13 @@
                     el('td', {class: 'num', text: fmtValue(c.rounds)}),
                     el('td', {class: 'num', text: fmtGap(c.final_rel_gap)}));
             }));
+            tunedTable.hidden = !doc.tuned;
+            tunedBody.replaceChildren(...(doc.tuned || []).map(t => el('tr', {},
+                el('td', {text: t.algorithm + ' (' + t.variant + ')'}),
+                el('td', {text: runText(t.default)}),
+                el('td', {text: t.best ? 'x' + t.best.step_multiplier : '-'}),
+                el('td', {text: t.best ? runText(t.best) : t.detail}),
+                el('td', {text: t.finished + ' of ' + t.runs + ' finished'}))));
             /* Each curve from its rows: all of them once, then those after
                the last seen while the job runs. */
             await Promise.all(order.map(async id => {

@@ -26,7 +26,10 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
                                 store_job_state_name(job->state), "reached", r->reached);
         json_t *comp = json_object_get(r->spec, "compressor");
 
+        json_t *mult = json_object_get(r->spec, "step_multiplier");
+
         json_object_set(row, "compressor_spec", comp ? comp : json_null());
+        json_object_set(row, "step_multiplier", mult ? mult : json_null());
         json_object_set_new(row, "dataset_sha256", job->dataset_sha256[0]
                                                        ? json_string(job->dataset_sha256)
                                                        : json_null());
@@ -49,6 +52,62 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
     *list_out = list;
 }
 
+/* One run of a tuned variant: its multiplier and how far it got. */
+static json_t *run_json(const struct experiment_row *r)
+{
+    json_t *m = json_object_get(r->spec, "step_multiplier");
+
+    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o}", "job", r->job->id,
+                     "step_multiplier", m ? json_incref(m) : json_null(), "state",
+                     store_job_state_name(r->job->state), "reached", r->reached,
+                     "rounds_to_target",
+                     r->reached ? json_integer((json_int_t)r->last.round) : json_null(),
+                     "bits_up_to_target",
+                     r->reached ? describe_real(r->last.bits_up) : json_null(),
+                     "seconds_to_target",
+                     r->reached ? describe_real(r->last.seconds) : json_null(),
+                     "final_rel_gap", r->have ? describe_real(r->last.rel_gap) : json_null());
+}
+
+/* Per variant of a tuned experiment, its default run beside its best;
+   null when the experiment is not tuned. */
+static json_t *tuned_json(const struct experiment_view *v)
+{
+    json_t *list;
+
+    if (!v->tuned)
+        return json_null();
+    list = json_array();
+    for (size_t i = 0; i < v->ntuned; i++) {
+        const struct experiment_tuned *t = &v->tuned[i];
+        const struct experiment_row *r0 = &v->rows[t->first];
+        char detail[160];
+
+        if (t->best_row >= 0)
+            snprintf(detail, sizeof detail, "best of %zu runs (%zu finished)", t->count,
+                     t->finished);
+        else if (t->finished == t->count)
+            snprintf(detail, sizeof detail, "none of its %zu runs reached the target",
+                     t->count);
+        else
+            snprintf(detail, sizeof detail,
+                     "no run has reached the target yet (%zu of %zu finished)",
+                     t->finished, t->count);
+        json_array_append_new(
+            list, json_pack("{s:I, s:s, s:s, s:I, s:I, s:b, s:s, s:o, s:o}", "variant",
+                            (json_int_t)i, "algorithm", r0->job->algorithm, "compressor",
+                            r0->job->compressor, "runs", (json_int_t)t->count, "finished",
+                            (json_int_t)t->finished, "reached", t->best_row >= 0,
+                            "detail", detail, "default",
+                            t->default_row >= 0 ? run_json(&v->rows[t->default_row])
+                                                : json_null(),
+                            "best",
+                            t->best_row >= 0 ? run_json(&v->rows[t->best_row])
+                                             : json_null()));
+    }
+    return list;
+}
+
 /* The experiment and its comparison table, with status. */
 static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
                             const char *owner, int status)
@@ -65,11 +124,12 @@ static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
     view_json(&v, &table, &list);
     spec = json_loads(v.x.spec, 0, NULL);
     rc = http_reply_json(rs, status,
-                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o}", "id", v.x.id,
-                                   "owner", v.x.owner, "name", v.x.name ? v.x.name : "",
-                                   "created_at", (json_int_t)v.x.created_at, "spec",
+                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o}", "id",
+                                   v.x.id, "owner", v.x.owner, "name",
+                                   v.x.name ? v.x.name : "", "created_at",
+                                   (json_int_t)v.x.created_at, "spec",
                                    spec ? spec : json_null(), "comparison", table,
-                                   "jobs", list));
+                                   "tuned", tuned_json(&v), "jobs", list));
     experiment_view_clear(&v);
     return rc;
 }

@@ -35,29 +35,188 @@ static enum experiments_outcome invalid(struct spec_problem *sp, const char *fie
     return EXPERIMENTS_INVALID;
 }
 
+int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
+                           struct spec_problem *sp)
+{
+    const json_t *grid = json_object_get(tune, "step_multiplier"), *v;
+    const char *key;
+    json_t *value;
+    size_t i;
+
+    *n = 0;
+    if (!json_is_object(tune))
+        return spec_problem_set(sp, "tune", NULL, 0,
+                                "must be an object: {\"step_multiplier\": [0.25, 0.5, 1, 2]}");
+    json_object_foreach((json_t *)tune, key, value) {
+        if (strcmp(key, "step_multiplier")) {
+            char field[160];
+
+            snprintf(field, sizeof field, "tune.%s", key);
+            return spec_problem_set(sp, field, NULL, 0,
+                                    "unknown key; tune takes step_multiplier");
+        }
+    }
+    if (!json_is_array(grid) || json_array_size(grid) < 1 ||
+        json_array_size(grid) > EXPERIMENTS_MAX_TUNE_VALUES)
+        return spec_problem_set(sp, "tune.step_multiplier", "max_tune_values",
+                                EXPERIMENTS_MAX_TUNE_VALUES,
+                                "must be an array of 1..%d distinct numbers above 0 "
+                                "(max_tune_values = %d)", EXPERIMENTS_MAX_TUNE_VALUES,
+                                EXPERIMENTS_MAX_TUNE_VALUES);
+    json_array_foreach(grid, i, v) {
+        double x = json_number_value(v);
+        char field[64];
+
+        snprintf(field, sizeof field, "tune.step_multiplier[%zu]", i);
+        if (!json_is_number(v) || !isfinite(x) || !(x > 0))
+            return spec_problem_set(sp, field, NULL, 0,
+                                    "must be a finite number above 0");
+        for (size_t k = 0; k < i; k++)
+            if (values[k] == x)
+                return spec_problem_set(sp, field, NULL, 0,
+                                        "%g is given twice (also at [%zu])", x, k);
+        values[i] = x;
+    }
+    *n = json_array_size(grid);
+    return 0;
+}
+
+/* The multipliers each variant runs at: the grid, and 1 (its default run)
+   after them when the grid lacks it. */
+static size_t tune_runs(double *values, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (values[i] == 1.0)
+            return n;
+    values[n] = 1.0;
+    return n + 1;
+}
+
+/* The step comes from the grid: a base or variant that sets it is refused. */
+static int tune_conflict(const json_t *spec, const char *where, struct spec_problem *sp)
+{
+    static const char *const keys[] = {"step_size", "step_multiplier"};
+
+    for (int k = 0; k < 2; k++)
+        if (json_object_get(spec, keys[k]) && !json_is_null(json_object_get(spec, keys[k]))) {
+            char field[160];
+
+            snprintf(field, sizeof field, "%s.%s", where, keys[k]);
+            return spec_problem_set(sp, field, NULL, 0,
+                                    "a tuned experiment takes its steps from "
+                                    "tune.step_multiplier; leave %s out", keys[k]);
+        }
+    return 0;
+}
+
+/* "NAME x0.5": the multiplier in the job's name (its legend in the plots),
+   the name shortened to leave room for it. */
+static void name_with_multiplier(char name[JOBSPEC_NAME_MAX + 1], double m)
+{
+    char suffix[40];
+    int len = snprintf(suffix, sizeof suffix, "%sx%g", name[0] ? " " : "", m);
+    size_t keep = strlen(name);
+
+    if (keep + (size_t)len > JOBSPEC_NAME_MAX)
+        keep = JOBSPEC_NAME_MAX - (size_t)len;
+    memcpy(name + keep, suffix, (size_t)len + 1);
+}
+
+/* Everything experiments_create allocates for its n jobs. */
+struct create_buf {
+    struct store_job_new *in;
+    char **spec_text, **labels_text;
+    char (*versions)[65];
+    struct jobspec *specs;
+    size_t n;
+};
+
+static int create_buf_init(struct create_buf *b, size_t n)
+{
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->in = calloc(n, sizeof *b->in);
+    b->spec_text = calloc(n, sizeof *b->spec_text);
+    b->labels_text = calloc(n, sizeof *b->labels_text);
+    b->versions = calloc(n, sizeof *b->versions);
+    b->specs = calloc(n, sizeof *b->specs);
+    return b->in && b->spec_text && b->labels_text && b->versions && b->specs ? 0 : -1;
+}
+
+static void create_buf_clear(struct create_buf *b)
+{
+    for (size_t i = 0; b->spec_text && b->labels_text && i < b->n; i++) {
+        free(b->spec_text[i]);
+        free(b->labels_text[i]);
+    }
+    free(b->in);
+    free(b->spec_text);
+    free(b->labels_text);
+    free(b->versions);
+    free(b->specs);
+}
+
+/* Job j of variant i: the variant merged into the base (at multiplier m
+   when m > 0), checked as a submission is, into b's slot j. */
+static enum experiments_outcome make_job(struct app *a, const char *owner, json_t *base,
+                                         json_t *v, size_t i, double m,
+                                         struct create_buf *b, size_t j,
+                                         struct spec_problem *sp)
+{
+    json_t *merged = json_deep_copy(base);
+    struct jobspec_errors errs = {0};
+    struct spec_problem vp;
+    char field[160];
+    int rc;
+
+    if (!merged)
+        return EXPERIMENTS_NO_MEMORY;
+    json_object_update(merged, v);
+    if (m > 0)
+        json_object_set_new(merged, "step_multiplier", json_real(m));
+    rc = jobspec_from_json(merged, &b->specs[j], &errs);
+    json_decref(merged);
+    if (rc < 0) {
+        snprintf(field, sizeof field, "variants[%zu].%s", i,
+                 errs.count ? errs.item[0].field : "");
+        return invalid(sp, field, errs.count ? errs.item[0].detail : "invalid");
+    }
+    if (jobs_check_spec(a, &b->specs[j], &vp, b->versions[j]) < 0) {
+        snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
+        return invalid(sp, field, vp.detail);
+    }
+    if (m > 0)
+        name_with_multiplier(b->specs[j].name, m);
+    if (jobs_row_new(&b->specs[j], owner, &b->in[j], &b->spec_text[j],
+                     &b->labels_text[j]) < 0)
+        return EXPERIMENTS_NO_MEMORY;
+    b->in[j].dataset_sha256 = b->versions[j];
+    return EXPERIMENTS_CREATED;
+}
+
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
                                             json_t *doc, struct store_experiment *x,
                                             struct spec_problem *sp,
                                             struct store_err *e)
 {
     json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
-    json_t *name = json_object_get(doc, "name"), *value;
-    struct store_job_new in[EXPERIMENTS_MAX_VARIANTS];
-    char *spec_text[EXPERIMENTS_MAX_VARIANTS] = {0};
-    char *labels_text[EXPERIMENTS_MAX_VARIANTS] = {0};
-    char versions[EXPERIMENTS_MAX_VARIANTS][65];
-    struct jobspec *specs = NULL;
+    json_t *name = json_object_get(doc, "name"), *tune = json_object_get(doc, "tune");
+    json_t *value;
+    double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
+    struct create_buf b = {0};
     struct store_experiment_new xn = {0};
     char *xspec = NULL, field[160];
     enum experiments_outcome out = EXPERIMENTS_CREATED;
-    size_t n = 0;
+    size_t nvar, runs = 1, ngrid = 0;
     const char *key;
 
     memset(sp, 0, sizeof *sp);
     json_object_foreach(doc, key, value) {
-        if (strcmp(key, "base") && strcmp(key, "variants") && strcmp(key, "name")) {
+        if (strcmp(key, "base") && strcmp(key, "variants") && strcmp(key, "name") &&
+            strcmp(key, "tune")) {
             snprintf(field, sizeof field, "%s", key);
-            return invalid(sp, field, "unknown key; allowed keys are: name, base, variants");
+            return invalid(sp, field,
+                           "unknown key; allowed keys are: name, base, variants, tune");
         }
     }
     if (!json_is_object(base))
@@ -67,88 +226,90 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
         return invalid(sp, "variants", "must be an array of 1..32 objects");
     if (name && !json_is_string(name))
         return invalid(sp, "name", "must be a string");
-    n = json_array_size(variants);
-    if (!(specs = calloc(n, sizeof *specs)))
-        return EXPERIMENTS_NO_MEMORY;
-    for (size_t i = 0; i < n && out == EXPERIMENTS_CREATED; i++) {
-        json_t *v = json_array_get(variants, i), *merged;
-        struct jobspec_errors errs = {0};
-        struct spec_problem vp;
+    nvar = json_array_size(variants);
+    if (tune) {
+        if (experiments_tune_parse(tune, grid, &ngrid, sp) < 0 ||
+            tune_conflict(base, "base", sp) < 0)
+            return EXPERIMENTS_INVALID;
+        runs = tune_runs(grid, ngrid);
+        if (nvar * runs > EXPERIMENTS_MAX_JOBS) {
+            spec_problem_set(sp, "tune.step_multiplier", "max_experiment_jobs",
+                             EXPERIMENTS_MAX_JOBS,
+                             "%zu variants x %zu step multipliers%s make %zu jobs; an "
+                             "experiment has at most %d (max_experiment_jobs)", nvar,
+                             runs, runs > ngrid ? " (the default x1 added)" : "",
+                             nvar * runs, EXPERIMENTS_MAX_JOBS);
+            return EXPERIMENTS_INVALID;
+        }
+    }
+    for (size_t i = 0; i < nvar; i++) {
+        json_t *v = json_array_get(variants, i);
 
         if (!json_is_object(v)) {
             snprintf(field, sizeof field, "variants[%zu]", i);
-            out = invalid(sp, field, "must be an object");
-            break;
+            return invalid(sp, field, "must be an object");
         }
         json_object_foreach(v, key, value) {
             if (!variant_key_ok(key)) {
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
-                out = invalid(sp, field, "a variant sets only how it runs: algorithm, "
-                              "compressor, batch, p, step_size, step_multiplier, name, "
-                              "labels, backend; the problem comes from base");
-                break;
+                return invalid(sp, field, "a variant sets only how it runs: algorithm, "
+                               "compressor, batch, p, step_size, step_multiplier, name, "
+                               "labels, backend; the problem comes from base");
             }
         }
-        if (out != EXPERIMENTS_CREATED)
-            break;
-        merged = json_deep_copy(base);
-        json_object_update(merged, v);
-        if (jobspec_from_json(merged, &specs[i], &errs) < 0) {
-            json_decref(merged);
-            snprintf(field, sizeof field, "variants[%zu].%s", i,
-                     errs.count ? errs.item[0].field : "");
-            out = invalid(sp, field, errs.count ? errs.item[0].detail : "invalid");
-            break;
-        }
-        json_decref(merged);
-        if (jobs_check_spec(a, &specs[i], &vp, versions[i]) < 0) {
-            snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
-            out = invalid(sp, field, vp.detail);
-            break;
-        }
-        if (jobs_row_new(&specs[i], owner, &in[i], &spec_text[i], &labels_text[i]) < 0)
-            out = EXPERIMENTS_NO_MEMORY;
-        else
-            in[i].dataset_sha256 = versions[i];
+        snprintf(field, sizeof field, "variants[%zu]", i);
+        if (tune && tune_conflict(v, field, sp) < 0)
+            return EXPERIMENTS_INVALID;
     }
+    if (create_buf_init(&b, nvar * runs) < 0) {
+        create_buf_clear(&b);
+        return EXPERIMENTS_NO_MEMORY;
+    }
+    /* Variant-major: variant i's runs are jobs i*runs .. i*runs+runs-1, in
+     * the grid's order (the comparison reads them back so). */
+    for (size_t j = 0; j < b.n && out == EXPERIMENTS_CREATED; j++)
+        out = make_job(a, owner, base, json_array_get(variants, j / runs), j / runs,
+                       tune ? grid[j % runs] : 0, &b, j, sp);
     if (out == EXPERIMENTS_CREATED) {
         xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
         xn.owner = owner;
         xn.name = json_string_value(name);
         xn.spec = xspec;
         struct store_counts c = {0};
+        char what[96];
 
-        /* Its variants are queued jobs like any other: all of them count
+        if (tune)
+            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
+                     b.n, nvar, runs);
+        else
+            snprintf(what, sizeof what, "%zu variants", b.n);
+        /* Its jobs are queued jobs like any other: all of them count
          * against the owner's queue quota, or none is made. */
         pthread_mutex_lock(&a->wlock);
         if (store_counts(a->writer, owner, &c, e) < 0)
             out = EXPERIMENTS_STORE_FAILED;
-        else if (c.owner_queued + n > a->cfg.max_queued_per_token) {
+        else if (c.owner_queued + b.n > a->cfg.max_queued_per_token) {
             spec_problem_set(sp, "variants", "max_queued_per_token",
                              a->cfg.max_queued_per_token,
                              "max_queued_per_token: at most %u queued jobs per token; "
-                             "you have %lld and the experiment's %zu variants would "
-                             "make %lld", a->cfg.max_queued_per_token,
-                             (long long)c.owner_queued, n,
-                             (long long)c.owner_queued + (long long)n);
+                             "you have %lld and the experiment's %s would make %lld",
+                             a->cfg.max_queued_per_token, (long long)c.owner_queued,
+                             what, (long long)c.owner_queued + (long long)b.n);
             out = EXPERIMENTS_QUEUE_FULL;
-        } else if (store_experiment_create(a->writer, &xn, in, n, x, NULL, e) < 0)
+        } else if (store_experiment_create(a->writer, &xn, b.in, b.n, x, NULL, e) < 0)
             out = EXPERIMENTS_STORE_FAILED;
         pthread_mutex_unlock(&a->wlock);
         if (out == EXPERIMENTS_CREATED)
             sched_wake(a->sched);
     }
-    for (size_t i = 0; i < n; i++) {
-        free(spec_text[i]);
-        free(labels_text[i]);
-    }
-    free(specs);
+    create_buf_clear(&b);
     free(xspec);
     return out;
 }
 
 void experiment_view_clear(struct experiment_view *v)
 {
+    free(v->tuned);
     for (size_t i = 0; v->rows && i < v->n; i++)
         json_decref(v->rows[i].spec);
     free(v->rows);
@@ -182,6 +343,64 @@ static int view_rows(struct store *st, struct experiment_view *v, struct store_e
     return 0;
 }
 
+/* Whether row a beats row b (NULL: none yet) as a tuned variant's best. */
+static int tuned_better(const struct experiment_row *a, const struct experiment_row *b)
+{
+    if (!a->reached)
+        return 0;
+    return !b || a->last.round < b->last.round ||
+           (a->last.round == b->last.round && a->last.bits_up < b->last.bits_up);
+}
+
+/* For a tuned experiment, each variant's default and best run. Its jobs
+   are variant-major (experiments_create), so variant i's are rows
+   i*runs .. i*runs + runs - 1. 0, or STORE_ENOMEM. */
+static int view_tuned(struct experiment_view *v, struct store_err *e)
+{
+    json_t *spec = json_loads(v->x.spec, 0, NULL);
+    json_t *tune = json_object_get(spec, "tune");
+    double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
+    size_t ngrid = 0, nvar = json_array_size(json_object_get(spec, "variants")), runs;
+    struct spec_problem sp;
+    int rc = 0;
+
+    if (!tune || experiments_tune_parse(tune, grid, &ngrid, &sp) < 0 || nvar == 0)
+        goto out;
+    runs = tune_runs(grid, ngrid);
+    if (v->n != nvar * runs)
+        goto out;               /* not as experiments_create made it */
+    if (!(v->tuned = calloc(nvar, sizeof *v->tuned))) {
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "out of memory");
+        rc = STORE_ENOMEM;
+        goto out;
+    }
+    v->ntuned = nvar;
+    for (size_t i = 0; i < nvar; i++) {
+        struct experiment_tuned *t = &v->tuned[i];
+        const struct experiment_row *best = NULL;
+
+        t->first = i * runs;
+        t->count = runs;
+        t->default_row = t->best_row = -1;
+        for (size_t k = 0; k < runs; k++) {
+            const struct experiment_row *r = &v->rows[t->first + k];
+
+            if (grid[k] == 1.0)
+                t->default_row = (long)(t->first + k);
+            if (tuned_better(r, best)) {
+                best = r;
+                t->best_row = (long)(t->first + k);
+            }
+            t->finished += r->job->state != STORE_JOB_QUEUED &&
+                           r->job->state != STORE_JOB_RUNNING;
+        }
+    }
+out:
+    json_decref(spec);
+    return rc;
+}
+
 int experiments_view(struct app *a, const char *id, const char *owner,
                      struct experiment_view *v, struct store_err *e)
 {
@@ -195,6 +414,8 @@ int experiments_view(struct app *a, const char *id, const char *owner,
     if (rc == 0)
         rc = view_rows(st, v, e);
     app_reader_done(a, st);
+    if (rc == 0)
+        rc = view_tuned(v, e);
     return rc;
 }
 

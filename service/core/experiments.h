@@ -13,6 +13,8 @@
 #include "store.h"
 
 #define EXPERIMENTS_MAX_VARIANTS 32
+#define EXPERIMENTS_MAX_TUNE_VALUES 16   /* max_tune_values */
+#define EXPERIMENTS_MAX_JOBS 256         /* max_experiment_jobs: variants x runs */
 
 enum experiments_outcome {
     EXPERIMENTS_CREATED,
@@ -24,15 +26,27 @@ enum experiments_outcome {
 };
 
 /*
- * {"name": ..., "base": JOBSPEC, "variants": [{...}]}: each variant's keys
- * replace the base's; every resulting spec must pass exactly what a job's
- * submission checks, and problems name the variant ("variants[2].k").
- * On EXPERIMENTS_CREATED *x is the experiment (the caller clears it).
+ * {"name": ..., "base": JOBSPEC, "variants": [{...}], "tune": {...}}: each
+ * variant's keys replace the base's; every resulting spec must pass exactly
+ * what a job's submission checks, and problems name the variant
+ * ("variants[2].k"). With "tune": {"step_multiplier": [m1, m2, ...]} each
+ * variant runs once per multiplier, and once more at 1 (its default) when
+ * the grid lacks 1; variant i's runs are consecutive jobs, in the grid's
+ * order (1 last when added). On EXPERIMENTS_CREATED *x is the experiment
+ * (the caller clears it).
  */
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
                                             json_t *doc, struct store_experiment *x,
                                             struct spec_problem *sp,
                                             struct store_err *e);
+
+/*
+ * tune's grid into values (room for EXPERIMENTS_MAX_TUNE_VALUES + 1), *n
+ * of them: 0, or -1 with sp naming the field (an object with only
+ * step_multiplier: an array of 1..16 distinct finite numbers above 0).
+ */
+int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
+                           struct spec_problem *sp);
 
 /* One job of an experiment and how far it got. */
 struct experiment_row {
@@ -44,11 +58,24 @@ struct experiment_row {
     int reached;                /* its latest row is at or below target */
 };
 
+/*
+ * One variant of a tuned experiment: its runs are rows first .. first +
+ * count - 1; the default run (multiplier 1) and the best one (fewest rounds
+ * to target, ties by fewer bits; -1 when none reached it).
+ */
+struct experiment_tuned {
+    size_t first, count;
+    long default_row, best_row;
+    size_t finished;            /* runs no longer queued or running */
+};
+
 struct experiment_view {
     struct store_experiment x;
     struct store_job *jobs;
     struct experiment_row *rows;
     size_t n;
+    struct experiment_tuned *tuned;   /* per variant; NULL when not tuned */
+    size_t ntuned;
 };
 
 /* The experiment id that owner (NULL: anyone's) may see: 0, or a STORE_*

@@ -215,6 +215,17 @@ if s == 201:
         wait_final(j["id"])
     call("GET", "/v1/compare?jobs=" + ids, "/v1/compare")
     call("GET", "/v1/compare/plot.svg?jobs=" + ids, "/v1/compare/plot.svg")
+# A tuned one: its "tuned" member, once its runs are done, and a hostile grid.
+tbody = {"base": {"dataset": "heart_scale", "workers": 2, "max_rounds": 200,
+                  "target": 1e-3},
+         "variants": [{"algorithm": "gd"}], "tune": {"step_multiplier": [0.5, 2]}}
+s, tx = call("POST", "/v1/experiments", "/v1/experiments", body=tbody)
+call("POST", "/v1/experiments", "/v1/experiments",
+     body=dict(tbody, tune={"step_multiplier": [2, 2]}))
+if s == 201:
+    for j in tx["jobs"]:
+        wait_final(j["id"])
+    call("GET", "/v1/experiments/" + tx["id"], "/v1/experiments/{id}")
 call("GET", "/v1/experiments/x_0000000000000000", "/v1/experiments/{id}")
 call("GET", "/v1/experiments/x_0000000000000000/plot.svg", "/v1/experiments/{id}/plot.svg")
 call("GET", "/v1/compare", "/v1/compare")
