@@ -24,6 +24,7 @@
 #include "describe.h"
 #include "ecopt/clock.h"
 #include "ecopt/data.h"
+#include "ecopt/memory.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "jobspec.h"
@@ -484,6 +485,25 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
+/* The memory account's view of this run (procs 0: in process). */
+static void run_mem_job(const ec_dataset *ds, const ec_job *job,
+                        const ec_params *prm, uint32_t procs, ec_mem_job *mj)
+{
+    memset(mj, 0, sizeof *mj);
+    mj->rows = ds->n_rows;
+    mj->nnz = ds->nnz;
+    mj->d = ds->d;
+    mj->workers = job->workers;
+    mj->procs = procs;
+    mj->inproc = procs == 0;
+    mj->algo = prm->algo;
+    mj->comp = prm->comp;
+    mj->shift_comp = prm->shift_comp;
+    mj->batch = prm->batch;
+    mj->shuffle = job->shuffle;
+    mj->lambda1 = job->lambda1;
+}
+
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                         const ec_job *job, const ec_problem *pb,
                         const ec_params *prm, enum jobspec_backend backend,
@@ -542,6 +562,19 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
     fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend %s%s\n",
             (unsigned long long)job->max_rounds, job->target, job->eval_every,
             (unsigned long long)job->seed, jobspec_backend_name(backend), procs_text);
+    {
+        ec_mem_job mj;
+        ec_mem_estimate est;
+
+        run_mem_job(ds, job, prm, procs, &mj);
+        ec_estimate_memory(&mj, &est);
+        fprintf(o, "memory     estimate %.0f MiB: coordinator %.0f MiB", est.total / 1048576.0,
+                est.coordinator / 1048576.0);
+        if (est.procs)
+            fprintf(o, ", %u worker process%s of up to %.0f MiB", est.procs,
+                    est.procs == 1 ? "" : "es", est.process / 1048576.0);
+        fputc('\n', o);
+    }
 }
 
 static int on_metric(void *vctx, const ec_metric *row)

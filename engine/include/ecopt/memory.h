@@ -1,0 +1,49 @@
+/*
+ * What a job's processes allocate, from the same sizes the engine uses
+ * when it allocates: the dataset as the reader holds it, the problem and
+ * its P* solve, the model replicas, the messages and frames, and each
+ * worker's own state. One function, so the service's check at submit, the
+ * limits it sets and the test against measured peaks all use one account.
+ * The figures are of address space (what RLIMIT_AS counts); resident
+ * memory is at most that, less where a buffer sized for d holds k entries.
+ */
+#ifndef ECOPT_MEMORY_H
+#define ECOPT_MEMORY_H
+
+#include <stdint.h>
+
+#include "ecopt/job.h"
+
+typedef struct ec_mem_job {
+    uint64_t rows, nnz;      /* of the dataset */
+    uint32_t d;              /* its largest feature index */
+    uint32_t workers;        /* n */
+    uint32_t procs;          /* worker processes; ignored when inproc */
+    int inproc;              /* the workers are simulated in the coordinator */
+    ec_algo_id algo;
+    ec_comp_spec comp;       /* k resolved */
+    ec_comp_spec shift_comp; /* DIANA's shift compressor (ec_params) */
+    uint32_t batch;
+    int shuffle;
+    double lambda1;          /* > 0: P* by FISTA, else Newton for small d */
+} ec_mem_job;
+
+typedef struct ec_mem_estimate {
+    uint64_t data;           /* the dataset as read (the reader's capacity) */
+    uint64_t coordinator;    /* the coordinator's peak, data included */
+    uint64_t process;        /* the largest worker process's own allocations
+                                (it shares the data with the coordinator,
+                                copy-on-write) */
+    uint32_t procs;          /* worker processes (0 inproc) */
+    uint64_t total;          /* coordinator + procs x process: what the
+                                job holds at once */
+} ec_mem_estimate;
+
+/* Bytes a process holds before it allocates anything of the job (code,
+ * libraries, stacks, the allocator's arenas): added to a limit derived
+ * from an estimate, never to the estimate itself. */
+#define EC_MEM_PROCESS_BASE (64ull << 20)
+
+void ec_estimate_memory(const ec_mem_job *job, ec_mem_estimate *out);
+
+#endif

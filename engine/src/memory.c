@@ -1,0 +1,154 @@
+/*
+ * The memory account of ecopt/memory.h. Each term names the allocation it
+ * stands for; keep them in step with the code they count.
+ */
+#include "ecopt/memory.h"
+
+#include <stddef.h>
+
+#include "ecopt/algo.h"
+#include "ecopt/compress.h"
+
+/* libsvm.c: capacities double from INITIAL_ROWS and INITIAL_NNZ. */
+static uint64_t doubled(uint64_t initial, uint64_t need)
+{
+    uint64_t cap = initial;
+
+    while (cap < need)
+        cap *= 2;
+    return cap;
+}
+
+static int katyusha(ec_algo_id a)
+{
+    return a == EC_ALGO_ECLK || a == EC_ALGO_LKATYUSHA;
+}
+
+static int diana(ec_algo_id a)
+{
+    return a == EC_ALGO_EC_SGD_DIANA || a == EC_ALGO_EC_GD_DIANA;
+}
+
+/* A compressed message as wire.c lays it out (the largest for dither). */
+static uint64_t msg_bytes(const ec_comp_spec *c, uint64_t d)
+{
+    uint64_t k = c->k ? c->k : 1;
+
+    switch (c->type) {
+    case EC_COMP_TOPK:
+        return 8 + 12 * k;
+    case EC_COMP_RANDK:
+    case EC_COMP_RANDK_UNBIASED:
+        return 16 + 8 * k;
+    case EC_COMP_DITHER:
+    case EC_COMP_DITHER_UNBIASED:
+        return 28 + 12 * d;
+    default:
+        return 8 + 8 * d;
+    }
+}
+
+/* The largest UP payload of one worker for this job: q as compressed,
+ * plus a dense extra (the init exchange, L-Katyusha's coin) or DIANA's
+ * compressed shift, and ECLK's two sums. */
+static uint64_t up_bytes(const ec_mem_job *j)
+{
+    uint64_t d = j->d, extra = 8 + 8 * d, shift = msg_bytes(&j->shift_comp, d);
+
+    if (diana(j->algo) && shift > extra)
+        extra = shift;
+    return 4 + msg_bytes(&j->comp, d) + extra + 16;
+}
+
+/* ec_wire_max_payload(d): the buffer every frame of the job fits. */
+static uint64_t max_payload(uint64_t d)
+{
+    uint64_t up = 4 + 2 * (28 + 12 * d) + 16, step = 20 + 2 * (8 + 8 * d) + 16;
+
+    return 24 + (up > step ? up : step);
+}
+
+/* ec_model_init: x, u; y, z, w, tmp for L-Katyusha; ECLK's best snapshot. */
+static uint64_t model_bytes(const ec_mem_job *j)
+{
+    uint64_t v = 2;
+
+    if (katyusha(j->algo))
+        v += 4;
+    if (j->algo == EC_ALGO_ECLK)
+        v += 2;
+    return v * 8 * (uint64_t)j->d;
+}
+
+/* One worker's own state (ec_worker_init_sharing): error memory, shifts,
+ * EC-LSVRG's reference point, the minibatch. */
+static uint64_t worker_bytes(const ec_mem_job *j)
+{
+    uint64_t D = 8 * (uint64_t)j->d, b = D + 4 * (uint64_t)j->batch;
+
+    if (diana(j->algo) || j->algo == EC_ALGO_EF21)
+        b += D;
+    if (j->algo == EC_ALGO_EC_LSVRG)
+        b += 2 * D;
+    return b;
+}
+
+/* What the first worker of a process owns and the others borrow: the two
+ * scratch vectors and the compressors' scratch. */
+static uint64_t owner_bytes(const ec_mem_job *j)
+{
+    uint64_t d = j->d, b = 16 * d;
+
+    if (j->comp.type == EC_COMP_TOPK)
+        b += 4 * d;
+    if (j->comp.type == EC_COMP_RANDK || j->comp.type == EC_COMP_RANDK_UNBIASED)
+        b += d / 8 + 8;
+    if (diana(j->algo))
+        b += d / 8 + 8;            /* the shift compressor, randk at worst */
+    return b;
+}
+
+void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
+{
+    uint64_t d = j->d, D = 8 * d, n = j->workers ? j->workers : 1;
+    uint64_t rows = doubled(1024, j->rows), nnz = doubled(16384, j->nnz);
+    uint64_t up_msgs = 24 * d;     /* ec_up_init: q and extra, d entries */
+    uint64_t solve, run, procs, count;
+
+    /* The reader's CSR arrays at their capacity, and a shuffled copy. */
+    out->data = (rows + 1) * 8 + rows * 8 + nnz * 12;
+    if (j->shuffle)
+        out->data += (j->rows + 1) * 8 + j->rows * 8 + j->nnz * 12 + 4 * j->rows;
+    /* The problem: x_star, the power iteration's two vectors; then the
+     * P* solve: Newton's Hessian and three vectors, or FISTA's three. */
+    solve = 3 * D + D;
+    if (j->lambda1 == 0.0 && d <= 4096)
+        solve += 8 * d * d;
+    /* The run: the model, the broadcast, the evaluation's two vectors. */
+    run = D + model_bytes(j) + 2 * D + 2 * D;
+    if (j->inproc) {
+        /* Every worker here, one owner's scratch, one uplink at a time. */
+        run += n * worker_bytes(j) + owner_bytes(j) + up_msgs;
+        procs = 0;
+        count = 0;
+    } else {
+        procs = j->procs ? j->procs : 1;
+        if (procs > n)
+            procs = n;
+        count = (n + procs - 1) / procs;
+        /* The STEP buffer, one decode buffer, each process's frame. */
+        run += max_payload(d) + up_msgs + procs * (4 + count * (8 + up_bytes(j)));
+    }
+    out->coordinator = out->data + (solve > run ? solve : run);
+    out->procs = (uint32_t)procs;
+    out->process = 0;
+    if (procs) {
+        /* ec_worker_serve: the frame buffer, the model and broadcast, one
+         * uplink, the UPS frame (grown by doubling), the workers. */
+        uint64_t frame = doubled(4096, 28 + count * (8 + up_bytes(j)));
+
+        out->process = max_payload(d) + model_bytes(j) + 2 * D + up_msgs +
+                       frame + count * worker_bytes(j) + owner_bytes(j);
+    }
+    out->total = out->coordinator + procs * out->process;
+}
