@@ -75,6 +75,10 @@ static const char run_usage[] =
     "      --round-timeout SEC     fail the job if a worker takes longer to\n"
     "                              answer (process backend; default 60)\n"
     "      --worker-mem-limit MB   address-space limit of each worker process\n"
+    "      --mem-limits auto|off   auto: address-space limits for this process\n"
+    "                              and (unless --worker-mem-limit) each worker\n"
+    "                              process from the memory estimate, 1.25x it\n"
+    "                              plus 64 MiB; default off (the service: auto)\n"
     "      --worker-cpu-limit SEC  CPU time limit of each worker process\n"
     "      --worker-user NAME      run the job (workers and, once the data\n"
     "                              is loaded, the coordinator) as this user;\n"
@@ -498,10 +502,50 @@ static void run_mem_job(const ec_dataset *ds, const ec_job *job,
     mj->inproc = procs == 0;
     mj->algo = prm->algo;
     mj->comp = prm->comp;
-    mj->shift_comp = prm->shift_comp;
     mj->batch = prm->batch;
     mj->shuffle = job->shuffle;
     mj->lambda1 = job->lambda1;
+}
+
+/*
+ * --mem-limits auto: address-space limits from the memory account, with
+ * room to spare (a quarter more, and EC_MEM_PROCESS_BASE for code and
+ * libraries): this process's own soft limit, and each worker process's
+ * unless --worker-mem-limit gave one. Set once the data is read (which
+ * the upload limits bound) and before the P* solve and the run. Not in
+ * an AddressSanitizer build, whose shadow memory is no part of it.
+ */
+static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
+                             const ec_params *prm, enum jobspec_backend backend,
+                             ec_proc_opts *popts, FILE *info)
+{
+#ifdef __SANITIZE_ADDRESS__
+    (void)ds, (void)job, (void)prm, (void)backend, (void)popts;
+    fprintf(info, "memory     no limits in an AddressSanitizer build\n");
+    return 0;
+#else
+    ec_mem_job mj;
+    ec_mem_estimate est;
+    struct rlimit rl;
+
+    run_mem_job(ds, job, prm, backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs, &mj);
+    ec_estimate_memory(&mj, &est);
+    if (getrlimit(RLIMIT_AS, &rl) < 0)
+        return -1;
+    rl.rlim_cur = est.coordinator + est.coordinator / 4 + EC_MEM_PROCESS_BASE;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+        rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_AS, &rl) < 0)
+        return -1;
+    if (est.procs && !popts->worker_mem_limit)
+        popts->worker_mem_limit = est.process + est.process / 4 + EC_MEM_PROCESS_BASE;
+    fprintf(info, "memory     limits: coordinator %.0f MiB", rl.rlim_cur / 1048576.0);
+    if (est.procs)
+        fprintf(info, ", each worker process %.0f MiB",
+                popts->worker_mem_limit / 1048576.0);
+    fputc('\n', info);
+    return 0;
+#endif
 }
 
 static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
@@ -871,6 +915,7 @@ int cmd_run(int argc, char **argv)
         {"dataset-sha256", required_argument, NULL, 'S'},
         {"mpi-rank", no_argument, NULL, 'Z'},
         {"procs", required_argument, NULL, 'W'},
+        {"mem-limits", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -882,6 +927,7 @@ int cmd_run(int argc, char **argv)
     int data_fd = -1;
     ec_libsvm_opts ropts = {0};
     long long worker_uid = -1, procs_flag = 0;
+    int mem_auto = 0;
     struct stat data_st, after_st;
     int mpi_rank_mode = 0;
 #ifdef ECOPT_WITH_MPI
@@ -973,6 +1019,14 @@ int cmd_run(int argc, char **argv)
             break;
         case 'Z':
             mpi_rank_mode = 1;
+            break;
+        case 'L':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "ecopt run: --mem-limits must be auto or off (got '%s')\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            mem_auto = strcmp(optarg, "auto") == 0;
             break;
         case 'W':
             errno = 0;
@@ -1148,6 +1202,15 @@ int cmd_run(int argc, char **argv)
             goto stopped;
         report_failure(&ctx, e.msg);
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
+        goto out;
+    }
+    if (mem_auto && set_memory_limits(&ds, &spec.job, &prm, backend, &popts,
+                                      ctx.info) < 0) {
+        snprintf(err, sizeof err, "cannot set the job's memory limit: %s",
+                 strerror(errno));
+        fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
+        rc = EXIT_INTERNAL;
         goto out;
     }
     use_pstar_hint(hint, pstar_hint, &pb, ctx.info);

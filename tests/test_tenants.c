@@ -1207,7 +1207,14 @@ static void data_copy(const char *from, const char *to)
     ck_assert_int_eq(system(cmd), 0);
 }
 
+static void data_start_with(struct data_server *d, const char *const *extra);
+
 static void data_start(struct data_server *d)
+{
+    data_start_with(d, NULL);
+}
+
+static void data_start_with(struct data_server *d, const char *const *extra)
 {
     char path[256], src[512], cwd[512];
     FILE *f;
@@ -1227,7 +1234,7 @@ static void data_start(struct data_server *d)
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
     setenv("ECOPT_DATA_DIR", d->data, 1);
     ck_assert_int_eq(chdir(d->s.dir), 0);
-    server_start(&d->s, 1);
+    server_start_with(&d->s, 1, extra);
     ck_assert_int_eq(chdir(cwd), 0);
 }
 
@@ -1307,6 +1314,55 @@ static char *data_rows(int n, int seed)
                                 0.25 * ((i * 13 + seed * 3) % 9), 1.0 / (i + seed + 1));
     return t;
 }
+
+/*
+ * Memory is estimated at submit: a 50-byte file whose largest index is
+ * 4e6 makes every d-sized vector 32 MB, and the job is refused with the
+ * estimate and the limit, whatever the backend; a job that fits runs with
+ * address-space limits derived from its estimate.
+ */
+START_TEST(test_data_memory_estimate)
+{
+    static const char *const opts[] = {"--max-job-memory", "512", NULL};
+    static const char tiny[] = "+1 1:1 4000000:0.5\n-1 2:1\n+1 3:1\n-1 4:1\n";
+    struct data_server d;
+    struct reply r;
+    json_t *doc;
+    char id[32], path[96];
+
+    data_start_with(&d, opts);
+    json_decref(data_upload_ok(&d.s, BOB, "name=tiny", tiny, 201));
+    for (int inproc = 0; inproc <= 1; inproc++) {
+        char spec[256];
+
+        snprintf(spec, sizeof spec,
+                 "{\"dataset\": \"tiny\", \"workers\": 4, \"max_rounds\": 5,"
+                 " \"compressor\": {\"type\": \"topk\", \"k\": 1}%s}",
+                 inproc ? ", \"backend\": \"inproc\"" : "");
+        r = req(&d.s, "POST", "/v1/jobs", BOB, spec, NULL);
+        ck_assert_msg(r.status == 422, "%ld %s", r.status, r.body);
+        ck_assert_msg(strstr(r.body, "would need about") &&
+                      strstr(r.body, "limit of 512 MiB") &&
+                      strstr(r.body, "\"max_job_memory\""), "%s", r.body);
+        ck_assert_msg(strstr(r.body, inproc ? "in process" : "worker processes of"),
+                      "%s", r.body);
+        free(r.body);
+    }
+    job_create(&d.s, BOB, "{\"dataset\": \"heart_scale\", \"workers\": 2,"
+               " \"max_rounds\": 20}", id);
+    doc = job_wait(&d.s, BOB, id, "succeeded", 60);
+    json_decref(doc);
+    snprintf(path, sizeof path, "/v1/jobs/%s/log", id);
+    r = req(&d.s, "GET", path, BOB, NULL, NULL);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+#ifndef __SANITIZE_ADDRESS__
+    ck_assert_msg(strstr(r.body, "memory     limits: coordinator ") &&
+                  strstr(r.body, ", each worker process "), "%s", r.body);
+#endif
+    free(r.body);
+    data_stop(&d);
+}
+END_TEST
 
 /* Replacing another tenant's dataset, or the shared reference data. */
 START_TEST(test_data_replace_needs_owner)
@@ -1680,6 +1736,7 @@ static void add_data_cases(Suite *s)
     tcase_add_test(tc, test_data_pstar_race);
     tcase_add_test(tc, test_data_gzip_bomb);
     tcase_add_test(tc, test_data_upload_refusals);
+    tcase_add_test(tc, test_data_memory_estimate);
     tcase_add_test(tc, test_data_readonly_directory);
     suite_add_tcase(s, tc);
 }

@@ -82,6 +82,26 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff)
         p->gamma = p->step_multiplier * p->theory_step;
 }
 
+ec_comp_spec ec_shift_comp(const ec_comp_spec *comp)
+{
+    ec_comp_spec c = {EC_COMP_NONE, 0, 0};
+
+    switch (comp->type) {
+    case EC_COMP_TOPK:
+    case EC_COMP_RANDK:
+        c.type = EC_COMP_RANDK_UNBIASED;
+        c.k = comp->k;
+        break;
+    case EC_COMP_DITHER:
+        c.type = EC_COMP_DITHER_UNBIASED;
+        c.s = comp->s;
+        break;
+    default:
+        break;
+    }
+    return c;
+}
+
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e)
 {
@@ -138,19 +158,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     p->batch = job->batch;
     p->delta = ec_comp_delta(&p->comp, d);
 
-    switch (p->comp.type) {
-    case EC_COMP_TOPK:
-    case EC_COMP_RANDK:
-        p->shift_comp.type = EC_COMP_RANDK_UNBIASED;
-        p->shift_comp.k = p->comp.k;
-        break;
-    case EC_COMP_DITHER:
-        p->shift_comp.type = EC_COMP_DITHER_UNBIASED;
-        p->shift_comp.s = p->comp.s;
-        break;
-    default:
-        p->shift_comp.type = EC_COMP_NONE;
-    }
+    p->shift_comp = ec_shift_comp(&p->comp);
     p->omega = ec_comp_omega(&p->shift_comp, d);
     p->alpha = 1.0 / (1.0 + p->omega);
 

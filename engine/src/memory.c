@@ -53,7 +53,9 @@ static uint64_t msg_bytes(const ec_comp_spec *c, uint64_t d)
  * compressed shift, and ECLK's two sums. */
 static uint64_t up_bytes(const ec_mem_job *j)
 {
-    uint64_t d = j->d, extra = 8 + 8 * d, shift = msg_bytes(&j->shift_comp, d);
+    uint64_t d = j->d, extra = 8 + 8 * d;
+    ec_comp_spec sc = ec_shift_comp(&j->comp);
+    uint64_t shift = msg_bytes(&sc, d);
 
     if (diana(j->algo) && shift > extra)
         extra = shift;

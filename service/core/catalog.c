@@ -748,6 +748,7 @@ int catalog_file(struct app *a, const char *name, struct catalog_file *out,
     }
     out->rows = fs.ds.rows;
     out->d = fs.ds.d;
+    out->nnz = fs.ds.nnz;
     memcpy(out->sha256, fs.ds.sha256, sizeof out->sha256);
     catalog_item_clear(&fs);
     return 0;

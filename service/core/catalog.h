@@ -92,7 +92,7 @@ int catalog_get(struct app *a, const char *name, struct catalog_item *it,
  * no such dataset or the reader refuses it.
  */
 struct catalog_file {
-    int64_t rows, d;
+    int64_t rows, d, nnz;
     char sha256[65];
     struct stat st;
 };

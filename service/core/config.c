@@ -110,7 +110,8 @@ enum {
     KEY_UPLOAD_MAX_NNZ,
     KEY_UPLOAD_MAX_D,
     KEY_UPLOAD_VALIDATOR_MEM,
-    KEY_UPLOAD_VALIDATOR_CPU
+    KEY_UPLOAD_VALIDATOR_CPU,
+    KEY_MAX_JOB_MEMORY
 };
 
 /* One setting from either source; `what` names it in messages. */
@@ -266,6 +267,11 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->upload_validator_cpu = (unsigned)u;
         return 0;
+    case KEY_MAX_JOB_MEMORY:
+        if (parse_uint(v, 64, 1u << 30, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_job_memory = (unsigned)u;
+        return 0;
     case 'm':
         if (strcmp(v, "0") != 0 &&
             parse_uint(v, 16, 1u << 30, &u, err, errlen, what) < 0)
@@ -386,6 +392,7 @@ static const struct {
     {KEY_UPLOAD_MAX_D, "upload-max-d", "ECOPT_UPLOAD_MAX_D"},
     {KEY_UPLOAD_VALIDATOR_MEM, "upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM"},
     {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
+    {KEY_MAX_JOB_MEMORY, "max-job-memory", "ECOPT_MAX_JOB_MEMORY"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -414,6 +421,7 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->conn_timeout = 30;
     c->max_connections = 1000;
     c->max_streams_per_token = 16;
+    c->max_job_memory = 8192;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 

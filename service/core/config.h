@@ -40,7 +40,9 @@ struct config {
     uint32_t worker_uid_count;    /* own uid of these; 0 count: not in use */
     unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
     int worker_cpu_set;           /* given, not the --max-seconds default */
-    unsigned worker_mem_limit;    /* MB of address space per worker; 0 none */
+    unsigned worker_mem_limit;    /* MB of address space per worker process;
+                                     0: from the job's memory estimate */
+    unsigned max_job_memory;      /* MB: the most a job's estimate may be */
     /* The upload validator's limits (validator.h; 0: its defaults). */
     uint64_t upload_max_bytes;    /* decompressed */
     uint64_t upload_max_rows, upload_max_nnz, upload_max_d;

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "catalog.h"
+#include "ecopt/memory.h"
+#include "ecopt/proc.h"
 #include "pagecache.h"
 #include "scheduler.h"
 
@@ -126,7 +128,47 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
         return spec_problem_set(sp, "max_seconds", "max_seconds", cfg->max_seconds,
                             "at most %.0f seconds per job on this server (got %g)",
                             cfg->max_seconds, job->max_seconds);
-    return 0;
+    return jobs_check_memory(spec, &df, cfg, sp);
+}
+
+int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
+                      const struct config *cfg, struct spec_problem *sp)
+{
+    const ec_job *job = &spec->job;
+    ec_mem_job mj = {0};
+    ec_mem_estimate est;
+    double mib;
+
+    /* The job as ecopt run will resolve it: k from k_frac, the procs. */
+    mj.rows = (uint64_t)df->rows;
+    mj.nnz = (uint64_t)df->nnz;
+    mj.d = (uint32_t)df->d;
+    mj.workers = job->workers;
+    mj.inproc = spec->backend == JOBSPEC_BACKEND_INPROC;
+    mj.procs = mj.inproc ? 0 : ec_procs_resolve(job->workers, spec->procs);
+    mj.algo = job->algorithm;
+    mj.comp = job->compressor;
+    if (!isnan(job->k_frac))
+        mj.comp.k = (uint32_t)ceil(job->k_frac * (double)df->d);
+    mj.batch = job->batch;
+    mj.shuffle = job->shuffle;
+    mj.lambda1 = job->lambda1;
+    ec_estimate_memory(&mj, &est);
+    mib = (double)est.total / 1048576.0;
+    if (mib <= cfg->max_job_memory)
+        return 0;
+    if (est.procs)
+        return spec_problem_set(sp, "workers", "max_job_memory", cfg->max_job_memory,
+                                "the job would need about %.0f MiB (coordinator %.0f MiB "
+                                "and %u worker processes of %.0f MiB, for d = %lld and "
+                                "%u workers), over this server's limit of %u MiB per job",
+                                mib, est.coordinator / 1048576.0, est.procs,
+                                est.process / 1048576.0, (long long)df->d,
+                                job->workers, cfg->max_job_memory);
+    return spec_problem_set(sp, "workers", "max_job_memory", cfg->max_job_memory,
+                            "the job would need about %.0f MiB in process (d = %lld, "
+                            "%u workers), over this server's limit of %u MiB per job",
+                            mib, (long long)df->d, job->workers, cfg->max_job_memory);
 }
 
 enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,

@@ -33,6 +33,12 @@ int spec_problem_set(struct spec_problem *sp, const char *field, const char *lim
    which the job is to run on (catalog_file keeps it meanwhile). */
 int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp,
                     char version[65]);
+/* The job's memory estimate (ecopt/memory.h) on this dataset against
+   --max-job-memory: 0, or -1 with sp naming the estimate and the limit. */
+struct catalog_file;
+struct config;
+int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
+                      const struct config *cfg, struct spec_problem *sp);
 
 /*
  * A new job's row from a parsed spec: its canonical text and labels are

@@ -768,6 +768,8 @@ static void start_jobs(struct sched *s)
         o.worker_cpu_limit = a->cfg.worker_cpu_limit;
         o.worker_mem_limit = a->cfg.worker_mem_limit;
         o.procs = procs;
+        o.mem_limits = 1;       /* from the job's estimate (--worker-mem-limit
+                                   fixes the workers' own) */
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
             r->uid = uid;

@@ -134,6 +134,10 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
             argv_buf[a++] = "--worker-mem-limit";
             argv_buf[a++] = mem_arg;
         }
+        if (o->mem_limits) {
+            argv_buf[a++] = "--mem-limits";
+            argv_buf[a++] = "auto";
+        }
         if (o->procs) {
             snprintf(procs_arg, sizeof procs_arg, "%u", o->procs);
             argv_buf[a++] = "--procs";

@@ -28,6 +28,7 @@ struct runner_opts {
     unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */
     unsigned worker_mem_limit;   /* MB of address space per worker; 0 none */
     unsigned procs;              /* ecopt run --procs; 0: its default */
+    int mem_limits;              /* ecopt run --mem-limits auto */
     /* Tests may replace the whole command; argv[0] is the program. */
     char *const *argv;
 };

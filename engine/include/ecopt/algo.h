@@ -73,6 +73,11 @@ typedef struct ec_params {
     uint32_t d;
 } ec_params;
 
+/* DIANA's unbiased shift compressor for a job's compressor (k resolved):
+ * randk-unbiased with the same k for topk and randk, dither-unbiased with
+ * the same s for dither, none otherwise. */
+ec_comp_spec ec_shift_comp(const ec_comp_spec *comp);
+
 /* Checks the job against the problem (k in 1..d, batch in 1..m, ...) and
  * resolves every parameter; the sentence in e names the field and range. */
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,

@@ -22,7 +22,6 @@ typedef struct ec_mem_job {
     int inproc;              /* the workers are simulated in the coordinator */
     ec_algo_id algo;
     ec_comp_spec comp;       /* k resolved */
-    ec_comp_spec shift_comp; /* DIANA's shift compressor (ec_params) */
     uint32_t batch;
     int shuffle;
     double lambda1;          /* > 0: P* by FISTA, else Newton for small d */
