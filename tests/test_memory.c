@@ -147,8 +147,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("memory");
-    TCase *tc = tcase_create("cgroup");
+    Suite *s;
+    TCase *tc;
     struct stat sb;
     int rc;
 
@@ -164,6 +164,8 @@ int main(void)
         return 0;
     }
     write_data();
+    s = suite_create("memory");
+    tc = tcase_create("cgroup");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_estimate_bounds_peak);
     suite_add_tcase(s, tc);
