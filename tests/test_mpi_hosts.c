@@ -2,7 +2,8 @@
  * Open MPI across two hosts: two network namespaces joined by a veth
  * (tools/mpi-netns.sh), mpirun in the first, its rsh agent starting the
  * daemon of the second in the second; `ecopt run --backend mpi --hostfile`
- * across both gives the rows of the in-process run, and its ranks really
+ * across both, with one worker per rank and with two workers per rank
+ * (--procs), gives the rows of the in-process run, and its ranks really
  * ran in both namespaces (each one records the namespace it ran in).
  * Needs root, `ip netns`, mpirun and build/ecopt-mpi; without them the
  * suite says so and passes, unless ECOPT_REQUIRE_MPI is set, as CI sets it.
@@ -18,9 +19,10 @@
 static char ecopt[1024], tag[16], net[32], dir[256];
 static pid_t parent;
 
-/* The lead's --procs goes here once `ecopt run` has it ("--procs 2"): the
-   test then runs n workers on fewer ranks. */
-static const char procs_arg[] = "";
+/* The workers, and the processes (MPI ranks besides rank 0) that host
+   them. */
+enum { WORKERS = 4 };
+static const unsigned procs_list[] = {WORKERS, 2};
 
 static void pair_down(void)
 {
@@ -127,7 +129,6 @@ START_TEST(test_hosts_rows_equal_inproc)
         "\"algorithm\": \"ec-sgd-diana\", \"compressor\": {\"type\": \"randk\", \"k\": 30},"
         " \"max_rounds\": 100",
     };
-    const int workers = 4;
     char data[300], cmd[4096], args[1024], path[300];
     char *a, *b;
     FILE *f;
@@ -151,13 +152,15 @@ START_TEST(test_hosts_rows_equal_inproc)
     chmod(path, 0755);
     setenv("ECOPT_MPI_BIN", path, 1);
 
-    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+    for (size_t t = 0; t < 2 * sizeof jobs / sizeof jobs[0]; t++) {
+        size_t i = t / 2;
+        unsigned procs = procs_list[t % 2], np = procs + 1;
         char spec[300], job[1024];
         int in_a, in_b;
 
         snprintf(spec, sizeof spec, "%s/job%zu.json", dir, i);
         snprintf(job, sizeof job, "{\"dataset\": \"%s\", \"workers\": %d, %s,"
-                 " \"eval_every\": 10}", data, workers, jobs[i]);
+                 " \"eval_every\": 10}", data, WORKERS, jobs[i]);
         ck_assert_ptr_nonnull(f = fopen(spec, "w"));
         fputs(job, f);
         fclose(f);
@@ -165,21 +168,24 @@ START_TEST(test_hosts_rows_equal_inproc)
                  ecopt, spec);
         ck_assert_int_eq(capture(cmd, &a), 0);
         snprintf(cmd, sizeof cmd,
-                 "ip netns exec %sa %s run %s --backend mpi --hostfile %s/hosts %s"
-                 " --format csv 2>%s/err", tag, ecopt, spec, dir, procs_arg, dir);
+                 "ip netns exec %sa %s run %s --backend mpi --hostfile %s/hosts --procs %u"
+                 " --format csv 2>%s/err", tag, ecopt, spec, dir, procs, dir);
         snprintf(path, sizeof path, "%s/err", dir);
         if (capture(cmd, &b) != 0) {
             dump(path);
-            ck_abort_msg("job %zu: ecopt run --backend mpi across the pair failed", i);
+            ck_abort_msg("job %zu, procs %u: ecopt run --backend mpi across the pair "
+                         "failed", i, procs);
         }
         ck_assert_ptr_nonnull(strstr(a, "\n100,"));
         keep_eight(a);
         keep_eight(b);
-        ck_assert_msg(strcmp(a, b) == 0, "job %zu: rows differ:\n%s\n---\n%s", i, a, b);
+        ck_assert_msg(strcmp(a, b) == 0, "job %zu, procs %u: rows differ:\n%s\n---\n%s",
+                      i, procs, a, b);
         /* --map-by node: ranks alternate, 0 in a (mpirun's host), 1 in b */
-        check_ranks(workers + 1, &in_a, &in_b);
-        ck_assert_msg(in_a == 3 && in_b == 2, "job %zu: %d ranks in %sa, %d in %sb",
-                      i, in_a, tag, in_b, tag);
+        check_ranks((int)np, &in_a, &in_b);
+        ck_assert_msg(in_a == (int)(np + 1) / 2 && in_b == (int)np / 2,
+                      "job %zu, procs %u: %d ranks in %sa, %d in %sb", i, procs, in_a,
+                      tag, in_b, tag);
         free(a);
         free(b);
     }
