@@ -15,6 +15,7 @@ static const char usage[] =
     "commands:\n"
     "  run JOB.json   run a job and print its progress\n"
     "  serve          serve the REST API (see api/openapi.yaml)\n"
+    "  gen            write a synthetic LibSVM file (deterministic)\n"
     "\n"
     "ecopt COMMAND --help shows a command's options; ecopt --version.\n";
 
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
         return validator_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "gen") == 0)
+        return cmd_gen(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
     if ((rc = cmd_client(argv[1], argc - 1, argv + 1, url, token)) >= 0)

@@ -740,11 +740,12 @@ extern char **environ;
  * still there MPIRUN_GRACE_SECONDS after the first signal. mpirun's exit
  * status, or EXIT_JOB_FAILED when it died of a signal.
  */
-static int supervise_mpirun(char **av)
+static int supervise_mpirun(char **av, int stdout_fd)
 {
     static const int passed[] = {SIGTERM, SIGINT, SIGHUP};
     sigset_t waited, old, dflt;
     posix_spawnattr_t attr;
+    posix_spawn_file_actions_t fa;
     double since = 0;
     pid_t pid;
     int st = 0, rc, sent = 0;
@@ -763,7 +764,11 @@ static int supervise_mpirun(char **av)
     posix_spawnattr_setsigmask(&attr, &old);
     posix_spawnattr_setsigdefault(&attr, &dflt);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    rc = posix_spawnp(&pid, "mpirun", NULL, &attr, av, environ);
+    posix_spawn_file_actions_init(&fa);
+    if (stdout_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, stdout_fd, 1);
+    rc = posix_spawnp(&pid, "mpirun", &fa, &attr, av, environ);
+    posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -810,9 +815,12 @@ static int supervise_mpirun(char **av)
  * run ... --mpi-rank`, which runs the same job with rank 0 coordinating.
  * ecopt-mpi is looked up beside this binary (or $ECOPT_MPI_BIN); extra
  * mpirun arguments come from $ECOPT_MPIRUN_ARGS, split at spaces.
+ * With a report descriptor, mpirun's stdout is that descriptor and rank
+ * 0 writes its records to its stdout (which mpirun forwards, from any
+ * host), its rows to /dev/null and its text to stderr.
  */
 static int exec_mpirun(int argc, char **argv, uint32_t procs,
-                       const char *hostfile)
+                       const char *hostfile, int report_fd)
 {
     char self[4096], bin[4200], np[16], *extra = NULL, *tok, *save = NULL;
     const char *env_bin = getenv("ECOPT_MPI_BIN");
@@ -857,9 +865,15 @@ static int exec_mpirun(int argc, char **argv, uint32_t procs,
     for (int i = 0; i < argc; i++)
         av[ac++] = argv[i];
     av[ac++] = "--mpi-rank";
+    if (report_fd >= 0) {
+        static char *report_args[] = {"--report-fd", "1", "--format", "csv",
+                                      "-o", "/dev/null"};
+        for (size_t i = 0; i < sizeof report_args / sizeof report_args[0]; i++)
+            av[ac++] = report_args[i];
+    }
     av[ac] = NULL;
     fflush(NULL);
-    int rc = supervise_mpirun(av);
+    int rc = supervise_mpirun(av, report_fd);
     free(extra);
     free(av);
     return rc;
@@ -1124,14 +1138,7 @@ int cmd_run(int argc, char **argv)
     if (backend_flag)
         jobspec_backend_from_name(backend_flag, &backend);
     if (backend == JOBSPEC_BACKEND_MPI && !mpi_rank_mode) {
-        if (ctx.report_fd >= 0) {
-            snprintf(err, sizeof err, "--report-fd is not supported with backend mpi");
-            fprintf(stderr, "ecopt run: %s\n", err);
-            report_failure(&ctx, err);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        rc = exec_mpirun(argc, argv, popts.procs, hostfile);
+        rc = exec_mpirun(argc, argv, popts.procs, hostfile, ctx.report_fd);
         goto out;
     }
     if (mpi_rank_mode) {

@@ -4,13 +4,14 @@
 # Dockerfile all use this one list.
 # As root it installs what is missing; otherwise it prints the apt-get line.
 # Given package names, it does the same for those instead (fuzz/ uses it).
+# iproute2 (ip netns) serves test_mpi_hosts and bench_link.sh.
 # python3-jsonschema, python3-yaml and prometheus (for promtool) serve
 # test_contract, which checks the server against api/openapi.yaml.
 set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
-      libcurl4-openssl-dev nettle-dev
+      libcurl4-openssl-dev nettle-dev iproute2
       python3-jsonschema python3-yaml prometheus curl"
 [ $# -gt 0 ] && PKGS="$*"
 

@@ -3,14 +3,17 @@
  * metric rows through `mpirun`; SIGTERM and a killed rank end every
  * process. Runs the real binaries; needs build/ecopt-mpi (built where
  * mpicc exists). Without it the suite says so and passes, unless
- * ECOPT_REQUIRE_MPI is set, as CI sets it.
+ * ECOPT_REQUIRE_MPI is set, as CI sets it. The service runs MPI jobs
+ * where its admin enabled them (--mpi-hostfile), and refuses them (422
+ * naming backend) where not.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "serverutil.h"
 
 static char ecopt[1024];
 
@@ -219,6 +222,123 @@ START_TEST(test_mpi_rank_killed)
 }
 END_TEST
 
+/* The metric rows of a service job, as CSV. */
+static char *job_csv(const struct server *s, const char *id)
+{
+    char path[96];
+    struct reply r;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=1000", id);
+    r = req(s, "GET", path, ALICE, NULL, "Accept: text/csv");
+    ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+    return r.body;
+}
+
+/* CSV rows cut to their first 8 columns (round .. grad_norm): the
+   in-process run sends no frame, so its socket bytes are 0. */
+static void keep_eight(char *csv)
+{
+    char *r = csv, *w = csv;
+    int col = 1;
+
+    for (; *r; r++) {
+        if (*r == '\n') {
+            col = 1;
+            *w++ = *r;
+            continue;
+        }
+        if (*r == ',')
+            col++;
+        if (col <= 8)
+            *w++ = *r;
+    }
+    *w = '\0';
+}
+
+#define MPI_JOB "{\"dataset\": \"a1a\", \"workers\": 3, \"algorithm\": \"eclk\", \"p\": 0.2," \
+    " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 100, \"eval_every\": 10"
+
+START_TEST(test_service_runs_mpi)
+{
+    struct server s;
+    char hosts[128], id[32], spec[64], cmd[2048], *a, *b;
+    const char *opts[] = {"--mpi-hostfile", hosts, NULL};
+    json_t *doc;
+    FILE *f;
+
+    snprintf(hosts, sizeof hosts, "/tmp/ecopt-mpi-hosts-%ld", (long)getpid());
+    ck_assert_ptr_nonnull(f = fopen(hosts, "w"));
+    fputs("localhost slots=8\n", f);
+    fclose(f);
+    server_start_with(&s, 0, opts);
+    job_create(&s, ALICE, MPI_JOB ", \"backend\": \"mpi\"}", id);
+    doc = job_wait(&s, ALICE, id, "succeeded", 60);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "backend")), "mpi");
+    json_decref(doc);
+    b = job_csv(&s, id);
+    server_stop(&s, SIGTERM);
+    unlink(hosts);
+
+    tu_write_temp_str(MPI_JOB "}", spec, sizeof spec);
+    snprintf(cmd, sizeof cmd, "%s run %s --backend inproc --format csv 2>/dev/null",
+             ecopt, spec);
+    ck_assert_int_eq(capture(cmd, &a), 0);
+    unlink(spec);
+    ck_assert_ptr_nonnull(strstr(a, "\n100,"));
+    keep_eight(a);
+    keep_eight(b);
+    ck_assert_msg(strcmp(a, b) == 0, "rows differ:\n%s\n---\n%s", a, b);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_service_refuses_mpi)
+{
+    struct server s;
+    struct reply r;
+    json_t *doc;
+
+    /* not enabled: 422 naming backend, and no job */
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/jobs", ALICE, MPI_JOB ", \"backend\": \"mpi\"}", NULL);
+    ck_assert_msg(r.status == 422, "status %ld: %s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"backend\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "--mpi-hostfile"));
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_ptr_null(strstr(r.body, "\"id\""));
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Enabled where MPI is missing: the server does not start, and says why. */
+START_TEST(test_service_mpi_needs_binary)
+{
+    char cmd[2400], hosts[128], *out;
+
+    snprintf(hosts, sizeof hosts, "/tmp/ecopt-mpi-hosts2-%ld", (long)getpid());
+    ck_assert_int_eq(close(creat(hosts, 0600)), 0);
+    snprintf(cmd, sizeof cmd,
+             "ECOPT_MPI_BIN=/nonexistent/ecopt-mpi %s serve --listen 127.0.0.1:0 "
+             "--auth off --mpi-hostfile %s 2>&1", ecopt, hosts);
+    ck_assert_int_ne(capture(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "--mpi-hostfile: MPI jobs need /nonexistent/ecopt-mpi"),
+                  "said: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve --listen 127.0.0.1:0 --auth off "
+             "--mpi-hostfile /nonexistent/hosts 2>&1", ecopt);
+    ck_assert_int_ne(capture(cmd, &out), 0);
+    ck_assert_msg(strstr(out, "--mpi-hostfile (ECOPT_MPI_HOSTFILE) /nonexistent/hosts"),
+                  "said: %s", out);
+    free(out);
+    unlink(hosts);
+}
+END_TEST
+
 int main(void)
 {
     const char *bin = getenv("ECOPT_BIN");
@@ -246,5 +366,14 @@ int main(void)
     tcase_add_test(tc, test_mpi_sigterm);
     tcase_add_test(tc, test_mpi_rank_killed);
     suite_add_tcase(s, tc);
-    return tu_run(s);
+    tc = tcase_create("service");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_service_runs_mpi);
+    tcase_add_test(tc, test_service_refuses_mpi);
+    tcase_add_test(tc, test_service_mpi_needs_binary);
+    suite_add_tcase(s, tc);
+    curl_global_init(CURL_GLOBAL_ALL);
+    int rc = tu_run(s);
+    curl_global_cleanup();
+    return rc;
 }

@@ -111,7 +111,8 @@ enum {
     KEY_UPLOAD_MAX_D,
     KEY_UPLOAD_VALIDATOR_MEM,
     KEY_UPLOAD_VALIDATOR_CPU,
-    KEY_MAX_JOB_MEMORY
+    KEY_MAX_JOB_MEMORY,
+    KEY_MPI_HOSTFILE
 };
 
 /* One setting from either source; `what` names it in messages. */
@@ -262,6 +263,8 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->upload_validator_mem = (unsigned)u;
         return 0;
+    case KEY_MPI_HOSTFILE:
+        return copy_path(c->mpi_hostfile, sizeof c->mpi_hostfile, v, err, errlen, what);
     case KEY_UPLOAD_VALIDATOR_CPU:
         if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
             return -1;
@@ -358,6 +361,41 @@ static int worker_user_check(struct config *c, char *err, size_t errlen)
     return 0;
 }
 
+/*
+ * MPI jobs (--mpi-hostfile): the admin's choice, and only where they can
+ * run: the hostfile readable, ecopt-mpi beside the coordinator's binary
+ * (or at $ECOPT_MPI_BIN, as ecopt run looks for it) and mpirun on PATH.
+ */
+static int mpi_check(struct config *c, char *err, size_t errlen)
+{
+    const char *env_bin = getenv("ECOPT_MPI_BIN");
+    char bin[PATH_MAX + 16];
+    const char *slash = strrchr(c->exe, '/');
+
+    if (access(c->mpi_hostfile, R_OK) != 0) {
+        snprintf(err, errlen, "--mpi-hostfile (ECOPT_MPI_HOSTFILE) %s: %s",
+                 c->mpi_hostfile, strerror(errno));
+        return -1;
+    }
+    if (env_bin && *env_bin)
+        snprintf(bin, sizeof bin, "%s", env_bin);
+    else
+        snprintf(bin, sizeof bin, "%.*s/ecopt-mpi",
+                 slash ? (int)(slash - c->exe) : 1, slash ? c->exe : ".");
+    if (access(bin, X_OK) != 0) {
+        snprintf(err, errlen, "--mpi-hostfile: MPI jobs need %s, which is built "
+                 "where mpicc exists (apt-get install libopenmpi-dev openmpi-bin, "
+                 "then make)", bin);
+        return -1;
+    }
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        snprintf(err, errlen, "--mpi-hostfile: MPI jobs need mpirun on PATH "
+                 "(apt-get install openmpi-bin)");
+        return -1;
+    }
+    return 0;
+}
+
 static const struct {
     int key;
     const char *flag, *env;
@@ -393,6 +431,7 @@ static const struct {
     {KEY_UPLOAD_VALIDATOR_MEM, "upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM"},
     {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
     {KEY_MAX_JOB_MEMORY, "max-job-memory", "ECOPT_MAX_JOB_MEMORY"},
+    {KEY_MPI_HOSTFILE, "mpi-hostfile", "ECOPT_MPI_HOSTFILE"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -494,6 +533,8 @@ int config_load(struct config *c, int argc, char **argv, char *err,
         return -1;
     }
     if (worker_user_check(c, err, errlen) < 0)
+        return -1;
+    if (c->mpi_hostfile[0] && mpi_check(c, err, errlen) < 0)
         return -1;
     if (!c->state_dir[0]) {
         size_t dl = strlen(c->db);

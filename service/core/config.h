@@ -43,6 +43,9 @@ struct config {
     unsigned worker_mem_limit;    /* MB of address space per worker process;
                                      0: from the job's memory estimate */
     unsigned max_job_memory;      /* MB: the most a job's estimate may be */
+    char mpi_hostfile[PATH_MAX];  /* --mpi-hostfile: jobs may use backend mpi,
+                                     its ranks placed by this hostfile; ""
+                                     when MPI jobs are not enabled */
     /* The upload validator's limits (validator.h; 0: its defaults). */
     uint64_t upload_max_bytes;    /* decompressed */
     uint64_t upload_max_rows, upload_max_nnz, upload_max_d;

@@ -72,10 +72,12 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
     int64_t rows, d;
 
     memset(sp, 0, sizeof *sp);
-    if (spec->backend == JOBSPEC_BACKEND_MPI)
+    if (spec->backend == JOBSPEC_BACKEND_MPI && !cfg->mpi_hostfile[0])
         return spec_problem_set(sp, "backend", NULL, 0,
-                            "mpi is not available through the service yet; "
-                            "use process or inproc");
+                            "mpi is not enabled on this server (its admin "
+                            "enables it with ecopt serve --mpi-hostfile, where "
+                            "ecopt-mpi is built and mpirun found); use process "
+                            "or inproc");
     /* What the engine would refuse when the job starts, refused now. */
     if (!ec_algo_compresses(job->algorithm) && job->compressor.type != EC_COMP_NONE)
         return spec_problem_set(sp, "compressor", NULL, 0,

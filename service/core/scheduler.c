@@ -770,6 +770,8 @@ static void start_jobs(struct sched *s)
         o.procs = procs;
         o.mem_limits = 1;       /* from the job's estimate (--worker-mem-limit
                                    fixes the workers' own) */
+        if (q[0].backend && strcmp(q[0].backend, "mpi") == 0 && a->cfg.mpi_hostfile[0])
+            o.hostfile = a->cfg.mpi_hostfile;
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
             r->uid = uid;

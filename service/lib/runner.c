@@ -107,6 +107,10 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
             argv_buf[a++] = "--backend";
             argv_buf[a++] = (char *)o->backend;
         }
+        if (o->hostfile) {
+            argv_buf[a++] = "--hostfile";
+            argv_buf[a++] = (char *)o->hostfile;
+        }
         if (o->dataset_sha256) {
             argv_buf[a++] = "--dataset-sha256";
             argv_buf[a++] = (char *)o->dataset_sha256;

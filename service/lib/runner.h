@@ -20,6 +20,7 @@ struct runner_opts {
     const char *data_dir;     /* ECOPT_DATA_DIR for the coordinator, or NULL */
     const char *log_path;     /* the coordinator's stdout+stderr, or NULL */
     const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
+    const char *hostfile;     /* mpirun's hostfile (backend mpi), or NULL */
     const char *pstar_hint;   /* cached P* values (ecopt run --pstar-hint) */
     const char *dataset_sha256;  /* the dataset's version: ecopt run
                                     --dataset-sha256 (the catalog only) */
