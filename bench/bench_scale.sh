@@ -1,0 +1,113 @@
+#!/bin/sh
+# Scale: n workers on P processes against the in-process run, in one run.
+#
+#   ECOPT=build/ecopt sh bench/bench_scale.sh [OUT.md]
+#
+# 1. a9a, 20 workers, ECLK topk k = 1: loop time per round in process, on
+#    2 processes (the default here: min(n, CPUs)) and on 20 (one per
+#    worker, as before procs), REPS interleaved repetitions, medians.
+# 2. A generated file (ecopt gen) of 100k rows, d = 1e6, 20 nonzeros a
+#    row, ECLK topk k = 1000, 20 workers: per-round time in process and
+#    on 2 and 20 processes, the job's peak memory in a v1 memory cgroup
+#    (shared pages once) beside the estimate ecopt run prints, and the
+#    round's memory-traffic floor: the bytes a round must touch (each
+#    worker's gradient over its shard, its error memory read and written
+#    twice and scanned by topk; each replica's update) at the memcpy rate
+#    measured here.
+set -eu
+ECOPT=${ECOPT:-build/ecopt}
+OUT=${1:-bench/results/scale.md}
+REPS=${REPS:-3}
+DATA=$(cd "${ECOPT_DATA_DIR:-../shared/datasets}" && pwd)
+export ECOPT_DATA_DIR=$DATA
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; rmdir /sys/fs/cgroup/memory/ecopt-bench-$$ 2>/dev/null || true' EXIT
+
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+
+# loop seconds of the last row (the seconds column) / rounds
+per_round() {   # spec backend procs
+    "$ECOPT" run "$1" --backend "$2" --procs "$3" --format csv 2>/dev/null |
+        awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
+                 {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
+}
+
+# peak bytes of the command's processes (cgroup v1), or "n/a"
+peak() {
+    cg=/sys/fs/cgroup/memory/ecopt-bench-$$
+    if [ ! -w /sys/fs/cgroup/memory ] || ! mkdir "$cg" 2>/dev/null; then
+        "$@" >"$tmp/peak.out" 2>&1; echo n/a; return
+    fi
+    sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" x "$@" >"$tmp/peak.out" 2>&1
+    cat "$cg/memory.max_usage_in_bytes"
+    rmdir "$cg"
+}
+
+cat >"$tmp/a9a.json" <<EOF
+{"dataset": "a9a", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": 1},
+ "max_rounds": 4000, "eval_every": 4000, "target": 0}
+EOF
+: >"$tmp/a9a.in"; : >"$tmp/a9a.p2"; : >"$tmp/a9a.p20"
+i=0
+while [ $i -lt "$REPS" ]; do
+    per_round "$tmp/a9a.json" inproc 1 >>"$tmp/a9a.in"
+    per_round "$tmp/a9a.json" process 2 >>"$tmp/a9a.p2"
+    per_round "$tmp/a9a.json" process 20 >>"$tmp/a9a.p20"
+    i=$((i + 1))
+done
+a_in=$(median <"$tmp/a9a.in"); a_p2=$(median <"$tmp/a9a.p2"); a_p20=$(median <"$tmp/a9a.p20")
+
+"$ECOPT" gen --rows 100000 --features 1000000 --nnz 20 --seed 1 -o "$tmp/big" >/dev/null
+cat >"$tmp/big.json" <<EOF
+{"dataset": "$tmp/big", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": 1000},
+ "lambda1": 1e-6, "max_rounds": 30, "eval_every": 30, "target": 0}
+EOF
+row() {   # backend procs label
+    b=$(peak "$ECOPT" run "$tmp/big.json" --backend "$1" --procs "$2" --format csv -o "$tmp/rows.csv")
+    us=$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
+                  {r = $1; t = $s} END {printf "%.0f", t / r * 1e6}' "$tmp/rows.csv")
+    est=$(sed -n 's/^memory *estimate \([0-9]*\) MiB.*/\1/p' "$tmp/peak.out")
+    if [ "$b" = n/a ]; then mib=n/a; else mib=$(awk -v b="$b" 'BEGIN {printf "%.0f", b / 1048576}'); fi
+    echo "$3|$us|$mib|$est"
+}
+big_in=$(row inproc 1 "in process")
+big_p2=$(row process 2 "2 processes")
+big_p20=$(row process 20 "20 processes")
+
+# memcpy rate: 256 MiB copied 8 times into one buffer made beforehand
+# (a slice assignment of a bytearray is a memcpy; a new buffer each time
+# would time its page faults instead).
+rate=$(python3 -c 'import time
+b = bytearray(256 << 20); c = bytearray(len(b)); c[:] = b; t = time.perf_counter()
+for _ in range(8): c[:] = b
+print(8 * len(b) / (time.perf_counter() - t))')
+# bytes a round touches: 20 workers x (shard gradient: 5000 rows x 20
+# nnz x 12 B, twice for D = grad(x) - grad(w); error memory 8d read and
+# written, read again by topk and by the measured sums: 4 x 8d) + each of
+# the model replicas' updates (about 8 vectors of 8d read and written)
+floor_bytes=$(awk 'BEGIN {d = 1e6; w = 20 * (2 * 5000 * 20 * 12 + 4 * 8 * d); printf "%.0f", w + 16 * 8 * d}')
+floor_us=$(awk -v b="$floor_bytes" -v r="$rate" 'BEGIN {printf "%.0f", b / r * 1e6}')
+
+{
+    echo "# Scale: n workers on P processes ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
+    echo
+    echo "\`sh bench/bench_scale.sh\`; medians of $REPS interleaved runs; loop time per round."
+    echo
+    echo "## a9a, 20 workers, ECLK topk k = 1, 4000 rounds"
+    echo
+    echo "| backend | us per round | ratio to in process |"
+    echo "|---|---|---|"
+    echo "| in process | $a_in | 1 |"
+    awk -v a="$a_in" -v b="$a_p2" 'BEGIN {printf "| 2 processes (default) | %s | %.2fx |\n", b, b / a}'
+    awk -v a="$a_in" -v b="$a_p20" 'BEGIN {printf "| 20 processes (one per worker) | %s | %.2fx |\n", b, b / a}'
+    echo
+    echo "## generated, 100k rows, d = 1e6, 20 nnz a row, ECLK topk k = 1000, 20 workers, 30 rounds"
+    echo
+    echo "| backend | us per round | peak memory of the job (cgroup), MiB | estimate, MiB |"
+    echo "|---|---|---|---|"
+    for r in "$big_in" "$big_p2" "$big_p20"; do echo "| $r |" | sed "s/|/ | /g; s/^ *//; s/ *$//"; done
+    echo
+    echo "Memory-traffic floor of one round: about $(awk -v b="$floor_bytes" 'BEGIN {printf "%.0f", b / 1048576}') MiB touched"
+    echo "at $(awk -v r="$rate" 'BEGIN {printf "%.1f", r / 1e9}') GB/s (memcpy of 256 MiB, measured in this run) = $floor_us us per round."
+} >"$OUT"
+cat "$OUT"
