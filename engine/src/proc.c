@@ -125,14 +125,20 @@ static int recv_all(int fd, uint8_t *buf, size_t len)
 }
 
 /*
- * Reads one frame: header, checked, then exactly its payload into buf.
- * Returns 1, or 0 on a clean EOF before the header, or < 0 with e set.
+ * Reads one frame: header, checked, then exactly its payload, into buf
+ * or, when b is given, into b grown to the frame's length. Returns 1, or
+ * 0 on a clean EOF before the header, or < 0 with e set.
  */
-static int read_frame(int fd, uint8_t *buf, size_t max_payload,
-                      ec_wire_header *h, ec_err *e)
+static int read_frame_into(int fd, uint8_t *buf, ec_buf *b, size_t max_payload,
+                           ec_wire_header *h, ec_err *e)
 {
-    int r = recv_all(fd, buf, EC_WIRE_HEADER_SIZE);
+    int r;
 
+    if (b && ec_buf_reserve(b, EC_WIRE_HEADER_SIZE) < 0)
+        return ec_err_set(e, EC_ENOMEM, "out of memory for a frame");
+    if (b)
+        buf = b->p;
+    r = recv_all(fd, buf, EC_WIRE_HEADER_SIZE);
     if (r == 0)
         return 0;
     if (r < 0)
@@ -142,6 +148,12 @@ static int read_frame(int fd, uint8_t *buf, size_t max_payload,
                           strerror(errno));
     if (ec_wire_header_decode(buf, EC_WIRE_HEADER_SIZE, max_payload, h, e) < 0)
         return EC_EPROTO;
+    if (b) {
+        if (ec_buf_reserve(b, EC_WIRE_HEADER_SIZE + (size_t)h->length) < 0)
+            return ec_err_set(e, EC_ENOMEM, "out of memory for a frame of %u bytes",
+                              (unsigned)h->length);
+        buf = b->p;
+    }
     r = recv_all(fd, buf + EC_WIRE_HEADER_SIZE, h->length);
     if (r <= 0)
         return ec_err_set(e, r == 0 || errno == EPROTO ? EC_EPEER :
@@ -149,6 +161,18 @@ static int read_frame(int fd, uint8_t *buf, size_t max_payload,
                           "%s", errno == EAGAIN ? "timed out mid-frame" :
                           "closed its connection mid-frame");
     return 1;
+}
+
+static int read_frame(int fd, uint8_t *buf, size_t max_payload,
+                      ec_wire_header *h, ec_err *e)
+{
+    return read_frame_into(fd, buf, NULL, max_payload, h, e);
+}
+
+static int read_frame_grow(int fd, ec_buf *b, size_t max_payload,
+                           ec_wire_header *h, ec_err *e)
+{
+    return read_frame_into(fd, NULL, b, max_payload, h, e);
 }
 
 static void set_timeouts(int fd, double seconds)
@@ -159,36 +183,6 @@ static void set_timeouts(int fd, double seconds)
     tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-/* read_frame into a buffer grown to the frame's length. */
-static int read_frame_grow(int fd, ec_buf *b, size_t max_payload,
-                           ec_wire_header *h, ec_err *e)
-{
-    int r;
-
-    if (ec_buf_reserve(b, EC_WIRE_HEADER_SIZE) < 0)
-        return ec_err_set(e, EC_ENOMEM, "out of memory for a frame");
-    r = recv_all(fd, b->p, EC_WIRE_HEADER_SIZE);
-    if (r == 0)
-        return 0;
-    if (r < 0)
-        return ec_err_set(e, errno == EAGAIN ? EC_ETIMEOUT : EC_EPEER, "%s",
-                          errno == EAGAIN ? "timed out" :
-                          errno == EPROTO ? "closed its connection mid-frame" :
-                          strerror(errno));
-    if (ec_wire_header_decode(b->p, EC_WIRE_HEADER_SIZE, max_payload, h, e) < 0)
-        return EC_EPROTO;
-    if (ec_buf_reserve(b, EC_WIRE_HEADER_SIZE + (size_t)h->length) < 0)
-        return ec_err_set(e, EC_ENOMEM, "out of memory for a frame of %u bytes",
-                          (unsigned)h->length);
-    r = recv_all(fd, b->p + EC_WIRE_HEADER_SIZE, h->length);
-    if (r <= 0)
-        return ec_err_set(e, r == 0 || errno == EPROTO ? EC_EPEER :
-                             errno == EAGAIN ? EC_ETIMEOUT : EC_EPEER,
-                          "%s", errno == EAGAIN ? "timed out mid-frame" :
-                          "closed its connection mid-frame");
-    return 1;
 }
 
 /* ---- hosting: n workers on P processes ----------------------------------- */
