@@ -59,6 +59,17 @@ static struct fault fault_from_env(void)
 }
 
 /* One process hosting workers first .. first + count - 1. */
+/*
+ * How long a receive spins before it sleeps, when the job's processes (P
+ * and the coordinator) are no more than the online CPUs: on a virtual
+ * machine the wake-up of a sleeping CPU costs tens of microseconds, most
+ * of a small round. With more processes than CPUs a spin only takes a CPU
+ * from a process with work, so then nobody spins. Set once before the
+ * fork; the workers inherit it.
+ */
+#define SPIN_SECONDS 50e-6
+static double spin_seconds;
+
 struct peer {
     int fd;
     pid_t pid;
@@ -107,9 +118,14 @@ static int send_all(int fd, const uint8_t *buf, size_t len)
 static int recv_all(int fd, uint8_t *buf, size_t len)
 {
     size_t got = 0;
+    double spin_until = spin_seconds > 0 ? ec_clock() + spin_seconds : 0;
 
     while (got < len) {
-        ssize_t r = recv(fd, buf + got, len - got, 0);
+        int spin = spin_until > 0 && ec_clock() < spin_until;
+        ssize_t r = recv(fd, buf + got, len - got, spin ? MSG_DONTWAIT : 0);
+
+        if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;           /* a blocking receive once the spin is over */
         if (r == 0) {
             errno = got ? EPROTO : 0;
             return got ? -1 : 0;
@@ -554,7 +570,15 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
         pfd[nfd].fd = ec_signal_fd();
         pfd[nfd].events = POLLIN;
         pfd[nfd].revents = 0;
-        ready = poll(pfd, nfd + 1, wait_ms > 0 ? wait_ms : 0);
+        /* A short spin before sleeping: on a virtual machine the wake-up
+         * of a sleeping CPU costs tens of microseconds, most of a small
+         * round. */
+        ready = 0;
+        for (double spin_until = ec_clock() + spin_seconds;
+             spin_seconds > 0 && ready == 0 && ec_clock() < spin_until;)
+            ready = poll(pfd, nfd + 1, 0);
+        if (ready == 0)
+            ready = poll(pfd, nfd + 1, wait_ms > 0 ? wait_ms : 0);
         if (ready < 0 && errno != EINTR) {
             sum->stop = EC_STOP_FAILED;
             snprintf(sum->reason, sizeof sum->reason, "poll: %s", strerror(errno));
@@ -871,6 +895,11 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         p->fd = -1;
         ec_procs_block(n, np, t, &p->first, &p->count);
         p->max_payload = ec_wire_max_payload_ups(d, p->count);
+    }
+    {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+        spin_seconds = cpus > 0 && (long)np + 1 <= cpus ? SPIN_SECONDS : 0;
     }
     for (uint32_t t = 0; t < np; t++)
         if ((rc = spawn(&pc, t, opts, e)) < 0)
