@@ -57,11 +57,13 @@ i=0
 while [ $i -lt "$REPS" ]; do
     (cd "$tmp" && "$PY" ref.py) >>"$tmp/ref"
     per_round inproc 1 >>"$tmp/in"
+    per_round process 1 >>"$tmp/p1"
     per_round process 2 >>"$tmp/p2"
     per_round process 20 >>"$tmp/p20"
     i=$((i + 1))
 done
-ref=$(median <"$tmp/ref"); in=$(median <"$tmp/in"); p2=$(median <"$tmp/p2"); p20=$(median <"$tmp/p20")
+ref=$(median <"$tmp/ref"); in=$(median <"$tmp/in"); p1=$(median <"$tmp/p1")
+p2=$(median <"$tmp/p2"); p20=$(median <"$tmp/p20")
 {
     echo "# ecopt beside the numpy reference code ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
     echo
@@ -71,7 +73,8 @@ ref=$(median <"$tmp/ref"); in=$(median <"$tmp/in"); p2=$(median <"$tmp/p2"); p20
     echo "| run | us per round | reference / this |"
     echo "|---|---|---|"
     echo "| reference (numpy, workers simulated in one process) | $ref | 1 |"
-    for r in "ecopt, in process|$in" "ecopt, 2 worker processes (default)|$p2" "ecopt, 20 worker processes|$p20"; do
+    for r in "ecopt, in process|$in" "ecopt, 1 worker process (--procs 1)|$p1" \
+             "ecopt, 2 worker processes (default)|$p2" "ecopt, 20 worker processes|$p20"; do
         awk -F'|' -v ref="$ref" '{printf "| %s | %s | %.1fx |\n", $1, $2, ref / $2}' <<EOT
 $r
 EOT

@@ -4,7 +4,7 @@
 #   ECOPT=build/ecopt sh bench/bench_scale.sh [OUT.md]
 #
 # 1. a9a, 20 workers, ECLK topk k = 1: loop time per round in process, on
-#    2 processes (the default here: min(n, CPUs)) and on 20 (one per
+#    1 process, on 2 (the default here: min(n, CPUs)) and on 20 (one per
 #    worker, as before procs), REPS interleaved repetitions, medians.
 # 2. A generated file (ecopt gen) of 100k rows, d = 1e6, 20 nonzeros a
 #    row, ECLK topk k = 1000, 20 workers: per-round time in process and
@@ -47,15 +47,16 @@ cat >"$tmp/a9a.json" <<EOF
 {"dataset": "a9a", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": 1},
  "max_rounds": 4000, "eval_every": 4000, "target": 0}
 EOF
-: >"$tmp/a9a.in"; : >"$tmp/a9a.p2"; : >"$tmp/a9a.p20"
+: >"$tmp/a9a.in"; : >"$tmp/a9a.p1"; : >"$tmp/a9a.p2"; : >"$tmp/a9a.p20"
 i=0
 while [ $i -lt "$REPS" ]; do
     per_round "$tmp/a9a.json" inproc 1 >>"$tmp/a9a.in"
+    per_round "$tmp/a9a.json" process 1 >>"$tmp/a9a.p1"
     per_round "$tmp/a9a.json" process 2 >>"$tmp/a9a.p2"
     per_round "$tmp/a9a.json" process 20 >>"$tmp/a9a.p20"
     i=$((i + 1))
 done
-a_in=$(median <"$tmp/a9a.in"); a_p2=$(median <"$tmp/a9a.p2"); a_p20=$(median <"$tmp/a9a.p20")
+a_in=$(median <"$tmp/a9a.in"); a_p1=$(median <"$tmp/a9a.p1"); a_p2=$(median <"$tmp/a9a.p2"); a_p20=$(median <"$tmp/a9a.p20")
 
 "$ECOPT" gen --rows 100000 --features 1000000 --nnz 20 --seed 1 -o "$tmp/big" >/dev/null
 cat >"$tmp/big.json" <<EOF
@@ -71,6 +72,7 @@ row() {   # backend procs label
     echo "$3|$us|$mib|$est"
 }
 big_in=$(row inproc 1 "in process")
+big_p1=$(row process 1 "1 process")
 big_p2=$(row process 2 "2 processes")
 big_p20=$(row process 20 "20 processes")
 
@@ -98,6 +100,7 @@ floor_us=$(awk -v b="$floor_bytes" -v r="$rate" 'BEGIN {printf "%.0f", b / r * 1
     echo "| backend | us per round | ratio to in process |"
     echo "|---|---|---|"
     echo "| in process | $a_in | 1 |"
+    awk -v a="$a_in" -v b="$a_p1" 'BEGIN {printf "| 1 process (--procs 1; receives spin) | %s | %.2fx |\n", b, b / a}'
     awk -v a="$a_in" -v b="$a_p2" 'BEGIN {printf "| 2 processes (default) | %s | %.2fx |\n", b, b / a}'
     awk -v a="$a_in" -v b="$a_p20" 'BEGIN {printf "| 20 processes (one per worker) | %s | %.2fx |\n", b, b / a}'
     echo
@@ -105,7 +108,9 @@ floor_us=$(awk -v b="$floor_bytes" -v r="$rate" 'BEGIN {printf "%.0f", b / r * 1
     echo
     echo "| backend | us per round | peak memory of the job (cgroup), MiB | estimate, MiB |"
     echo "|---|---|---|---|"
-    for r in "$big_in" "$big_p2" "$big_p20"; do echo "| $r |" | sed "s/|/ | /g; s/^ *//; s/ *$//"; done
+    for r in "$big_in" "$big_p1" "$big_p2" "$big_p20"; do
+        echo "$r" | awk -F'|' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}'
+    done
     echo
     echo "Memory-traffic floor of one round: about $(awk -v b="$floor_bytes" 'BEGIN {printf "%.0f", b / 1048576}') MiB touched"
     echo "at $(awk -v r="$rate" 'BEGIN {printf "%.1f", r / 1e9}') GB/s (memcpy of 256 MiB, measured in this run) = $floor_us us per round."
