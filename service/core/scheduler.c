@@ -486,29 +486,24 @@ static void on_record(void *ctx, json_t *rec)
 static int ms_until(double t, double now);
 
 /* The job's max_seconds from its stored spec; cap when unreadable. */
-static double spec_max_seconds(const char *spec, double cap)
+/* What the spawn needs from the job's spec, parsed once: its time budget
+ * (else cap) and the processes its workers run on: its procs, else
+ * min(workers, CPUs) as ecopt run resolves it; inproc runs them in the
+ * coordinator. */
+static void spec_run(const char *spec, uint32_t workers, double cap,
+                     double *max_seconds, uint32_t *procs)
 {
     struct jobspec js;
     struct jobspec_errors jerr = {0};
 
-    if (!spec || jobspec_parse(spec, strlen(spec), &js, &jerr) < 0 ||
-        !(js.job.max_seconds > 0))
-        return cap;
-    return js.job.max_seconds;
-}
-
-/* The processes a job's workers run on: its procs, else min(workers,
- * CPUs) as ecopt run resolves it; inproc runs them in the coordinator. */
-static uint32_t spec_procs(const char *spec, uint32_t workers)
-{
-    struct jobspec js;
-    struct jobspec_errors jerr = {0};
-
+    *max_seconds = cap;
+    *procs = workers;
     if (!spec || jobspec_parse(spec, strlen(spec), &js, &jerr) < 0)
-        return workers;
-    if (js.backend == JOBSPEC_BACKEND_INPROC)
-        return 1;
-    return ec_procs_resolve(js.job.workers, js.procs);
+        return;
+    if (js.job.max_seconds > 0)
+        *max_seconds = js.job.max_seconds;
+    *procs = js.backend == JOBSPEC_BACKEND_INPROC
+                 ? 1 : ec_procs_resolve(js.job.workers, js.procs);
 }
 
 /* SIGTERM to the job's processes, once; the escalation counts from it.
@@ -739,7 +734,9 @@ static void start_jobs(struct sched *s)
             q[0] = q[pick];
             q[pick] = t;
         }
-        uint32_t procs = spec_procs(q[0].spec, q[0].workers);
+        uint32_t procs;
+        double max_seconds;
+        spec_run(q[0].spec, q[0].workers, a->cfg.max_seconds, &max_seconds, &procs);
         if (nrun > 0 && workers_now + procs > a->cfg.max_total_workers) {
             store_jobs_free(q, n);
             return;             /* wait for workers to free up */
@@ -831,7 +828,7 @@ static void start_jobs(struct sched *s)
         memcpy(r->id, q[0].id, sizeof r->id);
         r->workers = procs;      /* processes, as max_total_workers counts */
         r->app = a;
-        r->max_seconds = spec_max_seconds(q[0].spec, a->cfg.max_seconds);
+        r->max_seconds = max_seconds;
         r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
         /* Listed before the store says running, so that a cancel which
          * sees the job running always finds its coordinator here. */
