@@ -489,24 +489,6 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
-/* The memory account's view of this run (procs 0: in process). */
-static void run_mem_job(const ec_dataset *ds, const ec_job *job,
-                        const ec_params *prm, uint32_t procs, ec_mem_job *mj)
-{
-    memset(mj, 0, sizeof *mj);
-    mj->rows = ds->n_rows;
-    mj->nnz = ds->nnz;
-    mj->d = ds->d;
-    mj->workers = job->workers;
-    mj->procs = procs;
-    mj->inproc = procs == 0;
-    mj->algo = prm->algo;
-    mj->comp = prm->comp;
-    mj->batch = prm->batch;
-    mj->shuffle = job->shuffle;
-    mj->lambda1 = job->lambda1;
-}
-
 /*
  * --mem-limits auto: address-space limits from the memory account, with
  * room to spare (a quarter more, and EC_MEM_PROCESS_BASE for code and
@@ -516,11 +498,11 @@ static void run_mem_job(const ec_dataset *ds, const ec_job *job,
  * an AddressSanitizer build, whose shadow memory is no part of it.
  */
 static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
-                             const ec_params *prm, enum jobspec_backend backend,
-                             ec_proc_opts *popts, FILE *info)
+                             enum jobspec_backend backend, ec_proc_opts *popts,
+                             FILE *info)
 {
 #ifdef __SANITIZE_ADDRESS__
-    (void)ds, (void)job, (void)prm, (void)backend, (void)popts;
+    (void)ds, (void)job, (void)backend, (void)popts;
     fprintf(info, "memory     no limits in an AddressSanitizer build\n");
     return 0;
 #else
@@ -528,7 +510,8 @@ static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
     ec_mem_estimate est;
     struct rlimit rl;
 
-    run_mem_job(ds, job, prm, backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs, &mj);
+    ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d,
+                    backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs);
     ec_estimate_memory(&mj, &est);
     if (getrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
@@ -610,7 +593,7 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
         ec_mem_job mj;
         ec_mem_estimate est;
 
-        run_mem_job(ds, job, prm, procs, &mj);
+        ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
         ec_estimate_memory(&mj, &est);
         fprintf(o, "memory     estimate %.0f MiB: coordinator %.0f MiB", est.total / 1048576.0,
                 est.coordinator / 1048576.0);
@@ -1211,7 +1194,7 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
-    if (mem_auto && set_memory_limits(&ds, &spec.job, &prm, backend, &popts,
+    if (mem_auto && set_memory_limits(&ds, &spec.job, backend, &popts,
                                       ctx.info) < 0) {
         snprintf(err, sizeof err, "cannot set the job's memory limit: %s",
                  strerror(errno));

@@ -4,7 +4,9 @@
  */
 #include "ecopt/memory.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "ecopt/algo.h"
 #include "ecopt/compress.h"
@@ -153,4 +155,23 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
                        frame + count * worker_bytes(j) + owner_bytes(j);
     }
     out->total = out->coordinator + procs * out->process;
+}
+
+void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
+                     uint64_t nnz, uint32_t d, uint32_t procs)
+{
+    memset(mj, 0, sizeof *mj);
+    mj->rows = rows;
+    mj->nnz = nnz;
+    mj->d = d;
+    mj->workers = job->workers;
+    mj->procs = procs;
+    mj->inproc = procs == 0;
+    mj->algo = job->algorithm;
+    mj->comp = job->compressor;
+    if (!isnan(job->k_frac))
+        mj->comp.k = (uint32_t)ceil(job->k_frac * d);
+    mj->batch = job->batch;
+    mj->shuffle = job->shuffle;
+    mj->lambda1 = job->lambda1;
 }

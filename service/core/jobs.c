@@ -137,24 +137,14 @@ int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
                       const struct config *cfg, struct spec_problem *sp)
 {
     const ec_job *job = &spec->job;
-    ec_mem_job mj = {0};
+    ec_mem_job mj;
     ec_mem_estimate est;
     double mib;
 
-    /* The job as ecopt run will resolve it: k from k_frac, the procs. */
-    mj.rows = (uint64_t)df->rows;
-    mj.nnz = (uint64_t)df->nnz;
-    mj.d = (uint32_t)df->d;
-    mj.workers = job->workers;
-    mj.inproc = spec->backend == JOBSPEC_BACKEND_INPROC;
-    mj.procs = mj.inproc ? 0 : ec_procs_resolve(job->workers, spec->procs);
-    mj.algo = job->algorithm;
-    mj.comp = job->compressor;
-    if (!isnan(job->k_frac))
-        mj.comp.k = (uint32_t)ceil(job->k_frac * (double)df->d);
-    mj.batch = job->batch;
-    mj.shuffle = job->shuffle;
-    mj.lambda1 = job->lambda1;
+    /* The job as ecopt run will resolve it. */
+    ec_mem_job_from(&mj, job, (uint64_t)df->rows, (uint64_t)df->nnz, (uint32_t)df->d,
+                    spec->backend == JOBSPEC_BACKEND_INPROC
+                        ? 0 : ec_procs_resolve(job->workers, spec->procs));
     ec_estimate_memory(&mj, &est);
     mib = (double)est.total / 1048576.0;
     if (mib <= cfg->max_job_memory)

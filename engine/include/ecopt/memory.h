@@ -44,5 +44,10 @@ typedef struct ec_mem_estimate {
 #define EC_MEM_PROCESS_BASE (64ull << 20)
 
 void ec_estimate_memory(const ec_mem_job *job, ec_mem_estimate *out);
+/* The account's view of job on a dataset of rows x d with nnz entries,
+ * on procs worker processes (0: in process), k resolved from k_frac as
+ * ec_params_resolve does. */
+void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
+                     uint64_t nnz, uint32_t d, uint32_t procs);
 
 #endif
