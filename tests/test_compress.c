@@ -400,7 +400,8 @@ static const uint32_t topk_dims[] = {1, 2, 3, 7, 64, 123, 255, 256, 257,
 START_TEST(test_topk_matches_sort)
 {
     const uint32_t d = topk_dims[_i];
-    const uint32_t ks[] = {1, 2, 3, d / 20, d / 2, d - 1, d};
+    /* 64 and 65 sit either side of the heap's limit (TOPK_HEAP_MAX). */
+    const uint32_t ks[] = {1, 2, 3, d / 20, 64, 65, d / 2, d - 1, d};
     ec_rng r;
     ec_msg m;
     double *x = malloc(d * sizeof *x);

@@ -311,10 +311,109 @@ static uint64_t magnitude_key(double v)
 }
 
 /*
+ * Up to this k, top-k keeps the k best entries seen so far in a heap: one
+ * comparison for most entries and a sift of log2(k) levels for the few
+ * that enter (about k ln(d/k) on data in no order). On short vectors that
+ * is several times cheaper than the radix select below, whose counters
+ * cost more to clear than the vector does to scan.
+ */
+#define TOPK_HEAP_MAX 64
+
+struct topk_entry {
+    uint64_t key;
+    uint32_t idx;
+};
+
+/* Whether a ranks below b in the strict order (key descending, index
+ * ascending): the heap keeps the lowest-ranked at its root. */
+static int topk_below(struct topk_entry a, struct topk_entry b)
+{
+    return a.key < b.key || (a.key == b.key && a.idx > b.idx);
+}
+
+static void topk_sift_down(struct topk_entry *heap, uint32_t k, uint32_t i)
+{
+    struct topk_entry v = heap[i];
+
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+
+        if (child >= k)
+            break;
+        if (child + 1 < k && topk_below(heap[child + 1], heap[child]))
+            child++;
+        if (!topk_below(heap[child], v))
+            break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    heap[i] = v;
+}
+
+/*
+ * Top-k for k <= TOPK_HEAP_MAX (and k < d). Entries come in index order,
+ * so one whose key only equals the root's ranks below it and stays out.
+ * The scan takes four entries at a time and looks at them one by one only
+ * when one may enter: |x| > the root's magnitude, or a NaN, for which the
+ * comparison is false (its key lies above every number's).
+ */
+static void compress_topk_heap(const ec_compressor *c, const double *x,
+                               ec_msg *out)
+{
+    const uint32_t d = c->d, k = c->spec.k;
+    struct topk_entry heap[TOPK_HEAP_MAX];
+    double bar;
+    uint32_t j;
+
+    assert(k >= 1 && k <= TOPK_HEAP_MAX && k < d);
+    for (j = 0; j < k; j++) {
+        heap[j].key = magnitude_key(x[j]);
+        heap[j].idx = j;
+    }
+    for (uint32_t i = k / 2; i-- > 0;)
+        topk_sift_down(heap, k, i);
+    memcpy(&bar, &heap[0].key, sizeof bar);
+    while (j < d) {
+        if (j + 4 <= d && fabs(x[j]) <= bar && fabs(x[j + 1]) <= bar &&
+            fabs(x[j + 2]) <= bar && fabs(x[j + 3]) <= bar) {
+            j += 4;
+            continue;
+        }
+        for (uint32_t end = j + 4 < d ? j + 4 : d; j < end; j++) {
+            uint64_t key = magnitude_key(x[j]);
+
+            if (key > heap[0].key) {
+                heap[0].key = key;
+                heap[0].idx = j;
+                topk_sift_down(heap, k, 0);
+                memcpy(&bar, &heap[0].key, sizeof bar);
+            }
+        }
+    }
+    /* The message lists its entries in index order. */
+    for (uint32_t i = 1; i < k; i++) {
+        struct topk_entry v = heap[i];
+        uint32_t at = i;
+
+        while (at > 0 && heap[at - 1].idx > v.idx) {
+            heap[at] = heap[at - 1];
+            at--;
+        }
+        heap[at] = v;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        out->idx[i] = heap[i].idx;
+        out->val[i] = x[heap[i].idx];
+    }
+    out->nnz = k;
+}
+
+/*
  * The k largest keys in the strict order (key descending, index ascending).
- * An MSB-first radix select finds the k-th largest key T one digit at a
- * time over a shrinking candidate list (8 passes at most, each
- * O(candidates), so O(d) in all whatever the data);
+ * Up to TOPK_HEAP_MAX, the heap above. Beyond, an MSB-first radix select
+ * finds the k-th largest key T one digit at a time over a shrinking
+ * candidate list (8 passes at most, each O(candidates), so O(d) in all
+ * whatever the data);
  * then one scan emits, in index order, every key above T and the first
  * `take_equal` keys equal to T, which is exactly the tie rule.
  */
@@ -340,6 +439,10 @@ static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
     uint32_t ncand = d, take_equal = k, n = 0;
     uint64_t threshold = 0;
 
+    if (k < d && k <= TOPK_HEAP_MAX) {
+        compress_topk_heap(c, x, out);
+        return;
+    }
     /* With k = d everything is selected and no order needs to be found. */
     for (size_t p = 0; p < 8 && k < d; p++) {
         const unsigned shift = digits[p].shift;
