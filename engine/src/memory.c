@@ -123,9 +123,10 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
     out->data = (rows + 1) * 8 + rows * 8 + nnz * 12;
     if (j->shuffle)
         out->data += (j->rows + 1) * 8 + j->rows * 8 + j->nnz * 12 + 4 * j->rows;
-    /* The problem: x_star, the power iteration's two vectors; then the
-     * P* solve: Newton's Hessian and three vectors, or FISTA's three. */
-    solve = 3 * D + D;
+    /* The problem: x_star, the power iteration's three vectors, its
+     * support list and marks; then the P* solve: Newton's Hessian and
+     * three vectors, or FISTA's three. */
+    solve = 4 * D + 5 * d;
     if (j->lambda1 == 0.0 && d <= 4096)
         solve += 8 * d * d;
     /* The run: the model, the broadcast, the evaluation's two vectors. */

@@ -193,44 +193,83 @@ double ec_problem_grad_norm(const ec_problem *pb, const double *x,
 }
 
 /*
- * lambda_max(A_S^T A_S) for the rows [begin, end) by power iteration,
- * started from a fixed vector so that the constant is reproducible.
- * Stops when the Rayleigh quotient changes by less than 1e-12 relative;
- * NaN when a termination signal came (ec_signal_caught) meanwhile.
+ * The columns the rows [begin, end) use, in ascending order, into cols;
+ * returns how many. mark (d bytes, all zero) is left all zero again.
  */
-static double power_iteration(const ec_dataset *ds, uint32_t begin,
-                              uint32_t end, uint32_t d, double *v,
-                              double *av)
+static uint32_t rows_support(const ec_dataset *ds, uint32_t begin,
+                             uint32_t end, uint32_t d, uint8_t *mark,
+                             uint32_t *cols)
 {
-    double lam = 0.0, nv = 0.0;
+    uint32_t n = 0;
+
+    for (uint64_t j = ds->row_ptr[begin]; j < ds->row_ptr[end]; j++)
+        mark[ds->col[j]] = 1;
+    for (uint32_t c = 0; c < d; c++) {
+        if (mark[c]) {
+            cols[n++] = c;
+            mark[c] = 0;
+        }
+    }
+    return n;
+}
+
+/* The power iteration's start: a fixed unit vector, so that the constants
+ * are reproducible. */
+static void power_start(uint32_t d, double *v0)
+{
+    double nv = 0.0;
     ec_rng rng;
 
     ec_rng_seed(&rng, 0x5eed, 0);
     for (uint32_t j = 0; j < d; j++)
-        v[j] = 1.0 + 0.1 * ec_rng_uniform(&rng);
+        v0[j] = 1.0 + 0.1 * ec_rng_uniform(&rng);
     for (uint32_t j = 0; j < d; j++)
-        nv += v[j] * v[j];
+        nv += v0[j] * v0[j];
     nv = sqrt(nv);
     for (uint32_t j = 0; j < d; j++)
-        v[j] /= nv;
+        v0[j] /= nv;
+}
+
+/*
+ * lambda_max(A_S^T A_S) for the rows [begin, end) by power iteration from
+ * v0. Stops when the Rayleigh quotient changes by less than 1e-12
+ * relative; NaN when a termination signal came (ec_signal_caught)
+ * meanwhile.
+ *
+ * Only the rows' columns (cols, ascending) are touched: A_S v reads v
+ * there alone, and A_S^T t is zero elsewhere. The sums run over the same
+ * nonzero terms in the same order as over all of d (a zero term leaves a
+ * sum's bits as they are), so the result is the same to the bit; and a
+ * shard of a wide model costs its own columns, not d, per iteration.
+ */
+static double power_iteration(const ec_dataset *ds, uint32_t begin,
+                              uint32_t end, const uint32_t *cols,
+                              uint32_t ncols, const double *v0, double *v,
+                              double *av)
+{
+    double lam = 0.0;
+
+    for (uint32_t i = 0; i < ncols; i++)
+        v[cols[i]] = v0[cols[i]];
     for (int it = 0; it < 10000; it++) {
         double lam_new = 0.0, n2 = 0.0;
 
         if (ec_signal_caught())
             return NAN;             /* ec_problem_init says cancelled */
-        memset(av, 0, d * sizeof *av);
+        for (uint32_t i = 0; i < ncols; i++)
+            av[cols[i]] = 0.0;
         for (uint32_t i = begin; i < end; i++) {
             double t = row_dot(ds, i, v);
             row_axpy(ds, i, t, av);
             lam_new += t * t;               /* v^T A^T A v with ||v|| = 1 */
         }
-        for (uint32_t j = 0; j < d; j++)
-            n2 += av[j] * av[j];
+        for (uint32_t i = 0; i < ncols; i++)
+            n2 += av[cols[i]] * av[cols[i]];
         if (n2 == 0.0)
             return 0.0;
         n2 = sqrt(n2);
-        for (uint32_t j = 0; j < d; j++)
-            v[j] = av[j] / n2;
+        for (uint32_t i = 0; i < ncols; i++)
+            v[cols[i]] = av[cols[i]] / n2;
         if (it > 2 && fabs(lam_new - lam) <= 1e-12 * lam_new) {
             lam = lam_new;
             break;
@@ -292,7 +331,9 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
 {
     uint32_t N = ds->n_rows, n = job->workers, d = ds->d;
     double c = loss_curv(job->loss), sumsq = 0.0;
-    double *v = NULL, *av = NULL;
+    double *v = NULL, *av = NULL, *v0 = NULL;
+    uint32_t *cols = NULL, ncols;
+    uint8_t *mark = NULL;
     int rc;
 
     memset(pb, 0, sizeof *pb);
@@ -318,13 +359,18 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     pb->shards = calloc(n, sizeof *pb->shards);
     v = malloc(d * sizeof *v);
     av = malloc(d * sizeof *av);
+    v0 = malloc(d * sizeof *v0);
+    cols = malloc(d * sizeof *cols);
+    mark = calloc(d, 1);
     pb->x_star = calloc(d, sizeof *pb->x_star);
-    if (!pb->shards || !v || !av || !pb->x_star) {
+    if (!pb->shards || !v || !av || !v0 || !cols || !mark || !pb->x_star) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for the problem");
         goto fail;
     }
 
-    pb->lmax_data = c * power_iteration(pb->ds, 0, N, d, v, av) / N;
+    power_start(d, v0);
+    ncols = rows_support(pb->ds, 0, N, d, mark, cols);
+    pb->lmax_data = c * power_iteration(pb->ds, 0, N, cols, ncols, v0, v, av) / N;
     if (isnan(pb->lmax_data))
         goto cancelled;
     if (!isnan(job->lambda2))
@@ -354,9 +400,10 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                 maxsq = r;
         }
         sh->L_max = sh->weight * c * maxsq + pb->lambda2;
+        ncols = rows_support(pb->ds, sh->begin, sh->end, d, mark, cols);
         sh->L_bar = sh->weight * c *
-                        power_iteration(pb->ds, sh->begin, sh->end, d, v, av) /
-                        m +
+                        power_iteration(pb->ds, sh->begin, sh->end, cols,
+                                        ncols, v0, v, av) / m +
                     pb->lambda2;
         if (isnan(sh->L_bar))
             goto cancelled;
@@ -374,6 +421,9 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     pb->P_star = NAN;
     free(v);
     free(av);
+    free(v0);
+    free(cols);
+    free(mark);
     return 0;
 cancelled:
     rc = ec_err_set(e, EC_ECANCELLED,
@@ -382,6 +432,9 @@ cancelled:
 fail:
     free(v);
     free(av);
+    free(v0);
+    free(cols);
+    free(mark);
     ec_problem_clear(pb);
     return rc;
 }
