@@ -548,8 +548,10 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
         fprintf(o, " (lambda2_rel %g)", job->lambda2_rel);
     fprintf(o, ", %u workers, %s shards\n", pb->n,
             job->shuffle ? "shuffled" : "contiguous");
-    fprintf(o, "constants  L = %.6g, L_f = %.6g, L_tilde = %.6g, mu = %.6g, kappa = %.6g\n",
-            pb->L, pb->L_f, pb->L_tilde, pb->mu, pb->kappa);
+    fprintf(o, "constants  L = %.6g, L_f = %.6g, ", pb->L, pb->L_f);
+    if (!isnan(pb->L_tilde))        /* computed for EF21 alone */
+        fprintf(o, "L_tilde = %.6g, ", pb->L_tilde);
+    fprintf(o, "mu = %.6g, kappa = %.6g\n", pb->mu, pb->kappa);
     if (pb->solve_cached)
         fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (cached, found by %s, bound %.2g)\n",
                 pb->P_star, pb->P0, pb->solve_method, pb->solve_bound);

@@ -201,26 +201,17 @@ START_TEST(test_uneven_shards_keep_f)
 }
 END_TEST
 
-/* L_f from power iteration against the largest eigenvalue found by the
- * dense Rayleigh quotient over many random starts, and L_i by definition. */
-START_TEST(test_constants)
+/* The largest eigenvalue of the dense A_S^T A_S of rows [begin, end) (d at
+ * most 8), by many power steps. */
+static double dense_lmax(const ec_dataset *ds, uint32_t begin, uint32_t end,
+                         uint32_t d)
 {
-    ec_dataset ds;
-    ec_problem pb;
-    ec_err e = {0};
-    uint32_t d = 6;
+    double M[64] = {0}, v[8], w[8], lam = 0;
 
-    make_data(&ds, 40, d, 0.7, 13);
-    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
-    job.lambda2 = NAN;
-    job.lambda2_rel = 1e-2;
-    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
-    /* dense A^T A and its largest eigenvalue by many power steps */
-    double M[36] = {0}, v[6], w[6], lam = 0;
-    for (uint32_t i = 0; i < ds.n_rows; i++)
-        for (uint64_t p = ds.row_ptr[i]; p < ds.row_ptr[i + 1]; p++)
-            for (uint64_t q = ds.row_ptr[i]; q < ds.row_ptr[i + 1]; q++)
-                M[ds.col[p] * d + ds.col[q]] += ds.val[p] * ds.val[q];
+    for (uint32_t i = begin; i < end; i++)
+        for (uint64_t p = ds->row_ptr[i]; p < ds->row_ptr[i + 1]; p++)
+            for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++)
+                M[ds->col[p] * d + ds->col[q]] += ds->val[p] * ds->val[q];
     for (uint32_t j = 0; j < d; j++)
         v[j] = 1.0 / (j + 1);
     for (int it = 0; it < 5000; it++) {
@@ -233,10 +224,34 @@ START_TEST(test_constants)
         for (uint32_t r = 0; r < d; r++)
             n2 += w[r] * w[r];
         lam = sqrt(n2);
+        if (lam == 0)
+            return 0;
         for (uint32_t r = 0; r < d; r++)
             v[r] = w[r] / lam;
     }
+    return lam;
+}
+
+/* L_f from power iteration against the largest eigenvalue found by the
+ * dense Rayleigh quotient over many random starts, and L_i by definition.
+ * The shards' L_bar (of rows that use some of the columns only, so the
+ * iteration runs over their support) and L_tilde for EF21, the one method
+ * that uses them; NaN for the others. */
+START_TEST(test_constants)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    uint32_t d = 6;
+
+    make_data(&ds, 40, d, 0.15, 13);
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
+    job.lambda2 = NAN;
+    job.lambda2_rel = 1e-2;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    double lam = dense_lmax(&ds, 0, ds.n_rows, d);
     ck_assert_double_eq_tol(pb.lmax_data, 0.25 * lam / ds.n_rows, 1e-9 * lam);
+    ck_assert(isnan(pb.L_tilde) && isnan(pb.shards[0].L_bar));
     ck_assert_double_eq_tol(pb.lambda2, 1e-2 * pb.lmax_data, 1e-15);
     ck_assert_double_eq_tol(pb.L_f, pb.lmax_data + pb.lambda2, 1e-15);
     ck_assert_double_eq_tol(pb.kappa, pb.L_f / pb.mu, 1e-9);
@@ -249,6 +264,32 @@ START_TEST(test_constants)
     }
     ck_assert_double_eq_tol(pb.L, 0.25 * maxsq + pb.lambda2, 1e-12);
     ck_assert(pb.L >= pb.L_f);
+    ec_problem_clear(&pb);
+
+    job.algorithm = EC_ALGO_EF21;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    double sumsq = 0;
+    int narrow = 0;
+    for (uint32_t t = 0; t < pb.n; t++) {
+        const ec_shard *sh = &pb.shards[t];
+        uint32_t m = sh->end - sh->begin, used = 0;
+
+        for (uint32_t c = 0; c < d; c++) {
+            int in = 0;
+            for (uint64_t p = ds.row_ptr[sh->begin]; p < ds.row_ptr[sh->end]; p++)
+                in |= ds.col[p] == c;
+            used += in;
+        }
+        narrow += used < d;
+        double want = sh->weight * 0.25 * dense_lmax(&ds, sh->begin, sh->end, d) / m +
+                      pb.lambda2;
+
+        ck_assert_double_eq_tol(sh->L_bar, want, 1e-9 * want);
+        sumsq += sh->L_bar * sh->L_bar;
+    }
+    ck_assert_double_eq_tol(pb.L_tilde, sqrt(sumsq / pb.n), 1e-15);
+    ck_assert_msg(narrow > 0, "no shard leaves a column out: the support "
+                  "is not exercised");
     ec_problem_clear(&pb);
     ec_dataset_clear(&ds);
 }

@@ -400,6 +400,14 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                 maxsq = r;
         }
         sh->L_max = sh->weight * c * maxsq + pb->lambda2;
+        if (sh->L_max > pb->L)
+            pb->L = sh->L_max;
+        row += m;
+        /* Each shard's own power iteration is most of the set-up of a
+         * wide model, and only EF21's step uses its result. */
+        sh->L_bar = NAN;
+        if (job->algorithm != EC_ALGO_EF21)
+            continue;
         ncols = rows_support(pb->ds, sh->begin, sh->end, d, mark, cols);
         sh->L_bar = sh->weight * c *
                         power_iteration(pb->ds, sh->begin, sh->end, cols,
@@ -407,12 +415,9 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                     pb->lambda2;
         if (isnan(sh->L_bar))
             goto cancelled;
-        if (sh->L_max > pb->L)
-            pb->L = sh->L_max;
         sumsq += sh->L_bar * sh->L_bar;
-        row += m;
     }
-    pb->L_tilde = sqrt(sumsq / n);
+    pb->L_tilde = job->algorithm == EC_ALGO_EF21 ? sqrt(sumsq / n) : NAN;
     pb->L_f = pb->lmax_data + pb->lambda2;
     pb->mu = pb->lambda2;
     pb->kappa = pb->L_f / pb->mu;

@@ -22,7 +22,7 @@ typedef struct ec_shard {
     uint32_t begin, end;     /* rows [begin, end) of ec_problem.ds */
     double weight;           /* w_tau = n m_tau / N */
     double L_max;            /* max_i of w_tau c ||a_i||^2 + lambda2 */
-    double L_bar;            /* smoothness of f_tau (power iteration) */
+    double L_bar;            /* smoothness of f_tau (power iteration); EF21 only, else NaN */
 } ec_shard;
 
 typedef struct ec_problem {
@@ -36,7 +36,7 @@ typedef struct ec_problem {
     double lmax_data;        /* c lambda_max(A^T A) / N: L of the data term */
     double L;                /* max over shards of L_max (per-sample constant) */
     double L_f;              /* lmax_data + lambda2 */
-    double L_tilde;          /* sqrt(mean_tau L_bar^2) (EF21) */
+    double L_tilde;          /* sqrt(mean_tau L_bar^2): EF21 only, else NaN */
     double mu;               /* lambda2 */
     double kappa;            /* L_f / mu */
     double P0;               /* P(0) */
