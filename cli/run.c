@@ -69,7 +69,8 @@ static const char run_usage[] =
     "                              default: the job's backend, else process\n"
     "      --procs P               processes (MPI ranks) hosting the n\n"
     "                              workers, 1..n; default: the job's procs,\n"
-    "                              else min(n, online CPUs)\n"
+    "                              else min(n, online CPUs), or one CPU\n"
+    "                              fewer for a light round (process backend)\n"
     "      --report-fd N           write progress records (JSON lines, see\n"
     "                              api/report-format.md) to descriptor N\n"
     "      --round-timeout SEC     fail the job if a worker takes longer to\n"
@@ -1166,6 +1167,14 @@ int cmd_run(int argc, char **argv)
         report_failure(&ctx, e.msg);
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
+    }
+    /* Without procs, the process backend sizes itself to the round, now
+     * that the data's shape is known (mpirun needed its count before). */
+    if (backend == JOBSPEC_BACKEND_PROCESS && !spec.procs) {
+        ec_mem_job mj;
+
+        ec_mem_job_from(&mj, &spec.job, ds.n_rows, ds.nnz, ds.d, 1);
+        popts.procs = ec_procs_default_for(spec.job.workers, ec_round_bytes(&mj));
     }
     if (pstar_hint && data_unchanged(data_fd, &data_st, &after_st))
         hint = load_pstar_hint(pstar_hint, &data_st, &after_st, version, ctx.info);

@@ -16,6 +16,7 @@
 
 #include "ecopt/algo.h"
 #include "ecopt/data.h"
+#include "ecopt/memory.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "testutil.h"
@@ -416,6 +417,71 @@ START_TEST(test_worker_memory_limit)
 END_TEST
 #endif
 
+/* ---- the default procs ---------------------------------------------------- */
+
+/* The processes `ecopt run SPEC` puts the workers on, from its setup line. */
+static unsigned run_procs(const char *spec_text)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char specpath[64], cmd[512], line[512];
+    unsigned workers, procs = 0;
+    FILE *f;
+
+    tu_write_temp_str(spec_text, specpath, sizeof specpath);
+    snprintf(cmd, sizeof cmd, "%s run %s 2>&1", bin && *bin ? bin : "build/ecopt",
+             specpath);
+    f = popen(cmd, "r");
+    ck_assert(f != NULL);
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "backend process (");
+        if (at)
+            sscanf(at, "backend process (%u workers on %u process", &workers, &procs);
+    }
+    pclose(f);
+    unlink(specpath);
+    return procs;
+}
+
+/*
+ * Without procs, a light round (a1a, batch 1) keeps a CPU for the
+ * coordinator and a heavy one (d = 20000) takes every CPU: what
+ * ec_procs_default_for says, and what ecopt run does.
+ */
+START_TEST(test_default_procs)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t all = cpus > 0 ? (uint32_t)cpus : 1, light = all > 1 ? all - 1 : 1;
+    ec_mem_job mj = {.rows = 1605, .nnz = 22249, .d = 123, .workers = 6,
+                     .algo = EC_ALGO_ECLK, .batch = 1};
+    char data[64], spec[512];
+
+    ck_assert_uint_lt(ec_round_bytes(&mj), EC_PROCS_LIGHT_ROUND);
+    ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), light < 6 ? light : 6);
+    ck_assert_uint_eq(ec_procs_default_for(1, 0), 1);
+    mj.d = 20000;
+    ck_assert_uint_ge(ec_round_bytes(&mj), EC_PROCS_LIGHT_ROUND);
+    ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), ec_procs_default(6));
+    ck_assert_uint_eq(ec_procs_default(6), all < 6 ? all : 6);
+
+    ck_assert_uint_eq(run_procs("{\"dataset\": \"a1a\", \"workers\": 6, "
+                                "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
+                                "\"max_rounds\": 2}"), light < 6 ? light : 6);
+    ck_assert_uint_eq(run_procs("{\"dataset\": \"a1a\", \"workers\": 6, \"procs\": 3, "
+                                "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
+                                "\"max_rounds\": 2}"), 3);
+    /* 8 rows of d = 20000 */
+    tu_write_temp_str("1 1:1 20000:1\n-1 2:1 19999:0.5\n1 3:1\n-1 4:1 20000:-1\n"
+                      "1 5:1 17:2\n-1 6:1 9000:1\n1 7:-1\n-1 8:1 12000:1\n",
+                      data, sizeof data);
+    snprintf(spec, sizeof spec,
+             "{\"dataset\": \"%s\", \"workers\": 6, \"lambda2_rel\": 1e-2,"
+             " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 2}",
+             data);
+    ck_assert_uint_eq(run_procs(spec), all < 6 ? all : 6);
+    unlink(data);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("proc");
@@ -430,6 +496,7 @@ int main(void)
     tcase_add_test(faults, test_sigterm_coordinator);
     tcase_add_test(faults, test_sigkill_coordinator);
     tcase_add_test(faults, test_worker_faults);
+    tcase_add_test(faults, test_default_procs);
 #ifndef __SANITIZE_ADDRESS__
     /* AddressSanitizer reserves terabytes of shadow address space, so an
      * address-space limit stops an ASan-built worker before it can say

@@ -158,6 +158,28 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
     out->total = out->coordinator + procs * out->process;
 }
 
+/* The methods whose workers take their whole shard's gradient each round. */
+static int full_local(ec_algo_id a)
+{
+    return a == EC_ALGO_GD || a == EC_ALGO_EC_GD || a == EC_ALGO_EC_GD_DIANA ||
+           a == EC_ALGO_EF21;
+}
+
+uint64_t ec_round_bytes(const ec_mem_job *j)
+{
+    uint64_t n = j->workers ? j->workers : 1, d = j->d;
+    uint64_t per_row = j->rows ? (j->nnz + j->rows - 1) / j->rows : 1;
+    uint64_t rows = full_local(j->algo) ? (j->rows + n - 1) / n
+                                        : (j->batch ? j->batch : 1);
+    uint64_t grads = katyusha(j->algo) || j->algo == EC_ALGO_EC_LSVRG ? 2 : 1;
+
+    /* About six passes over d-vectors (the gradient buffer, the error
+     * memory read and written, the compressor's scan, the model), and
+     * for each sampled entry its index, value and the two vector entries
+     * at its column, once per gradient taken. */
+    return n * (6 * 8 * d + grads * rows * per_row * 28);
+}
+
 void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
                      uint64_t nnz, uint32_t d, uint32_t procs)
 {

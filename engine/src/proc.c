@@ -243,6 +243,16 @@ uint32_t ec_procs_default(uint32_t n)
     return p < n ? p : n;
 }
 
+uint32_t ec_procs_default_for(uint32_t n, uint64_t round_bytes)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t p = cpus > 1 ? (uint32_t)cpus - 1 : 1;
+
+    if (round_bytes >= EC_PROCS_LIGHT_ROUND)
+        return ec_procs_default(n);
+    return p < n ? p : n;
+}
+
 uint32_t ec_procs_resolve(uint32_t n, uint32_t procs)
 {
     return procs ? procs : ec_procs_default(n);

@@ -485,25 +485,26 @@ static void on_record(void *ctx, json_t *rec)
 
 static int ms_until(double t, double now);
 
-/* The job's max_seconds from its stored spec; cap when unreadable. */
 /* What the spawn needs from the job's spec, parsed once: its time budget
- * (else cap) and the processes its workers run on: its procs, else
- * min(workers, CPUs) as ecopt run resolves it; inproc runs them in the
- * coordinator. */
+ * (else cap), the processes its workers may run on (its procs, else
+ * min(workers, CPUs), the most ecopt run resolves it to; inproc runs them
+ * in the coordinator), and the procs it asked for (0: none). */
 static void spec_run(const char *spec, uint32_t workers, double cap,
-                     double *max_seconds, uint32_t *procs)
+                     double *max_seconds, uint32_t *procs, uint32_t *asked)
 {
     struct jobspec js;
     struct jobspec_errors jerr = {0};
 
     *max_seconds = cap;
     *procs = workers;
+    *asked = 0;
     if (!spec || jobspec_parse(spec, strlen(spec), &js, &jerr) < 0)
         return;
     if (js.job.max_seconds > 0)
         *max_seconds = js.job.max_seconds;
     *procs = js.backend == JOBSPEC_BACKEND_INPROC
                  ? 1 : ec_procs_resolve(js.job.workers, js.procs);
+    *asked = js.procs;
 }
 
 /* SIGTERM to the job's processes, once; the escalation counts from it.
@@ -734,9 +735,10 @@ static void start_jobs(struct sched *s)
             q[0] = q[pick];
             q[pick] = t;
         }
-        uint32_t procs;
+        uint32_t procs, asked;
         double max_seconds;
-        spec_run(q[0].spec, q[0].workers, a->cfg.max_seconds, &max_seconds, &procs);
+        spec_run(q[0].spec, q[0].workers, a->cfg.max_seconds, &max_seconds, &procs,
+                 &asked);
         if (nrun > 0 && workers_now + procs > a->cfg.max_total_workers) {
             store_jobs_free(q, n);
             return;             /* wait for workers to free up */
@@ -764,7 +766,10 @@ static void start_jobs(struct sched *s)
         o.worker_uid = uid;
         o.worker_cpu_limit = a->cfg.worker_cpu_limit;
         o.worker_mem_limit = a->cfg.worker_mem_limit;
-        o.procs = procs;
+        /* A job without procs counts min(workers, CPUs), the most ecopt
+         * run takes for it, and lets ecopt run choose from the data's
+         * shape (one CPU fewer for a light round). */
+        o.procs = asked;
         o.mem_limits = 1;       /* from the job's estimate (--worker-mem-limit
                                    fixes the workers' own) */
         if (q[0].backend && strcmp(q[0].backend, "mpi") == 0 && a->cfg.mpi_hostfile[0])

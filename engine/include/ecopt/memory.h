@@ -44,6 +44,13 @@ typedef struct ec_mem_estimate {
 #define EC_MEM_PROCESS_BASE (64ull << 20)
 
 void ec_estimate_memory(const ec_mem_job *job, ec_mem_estimate *out);
+/*
+ * About how many bytes the workers' steps of one round touch, all workers
+ * together: what spreading them over processes divides. A model of the
+ * kernels' passes, not a measurement; ec_procs_default_for() uses it to
+ * tell a light round from a heavy one.
+ */
+uint64_t ec_round_bytes(const ec_mem_job *job);
 /* The account's view of job on a dataset of rows x d with nnz entries,
  * on procs worker processes (0: in process), k resolved from k_frac as
  * ec_params_resolve does. */

@@ -27,13 +27,25 @@ typedef struct ec_proc_opts {
     unsigned worker_max_files;   /* RLIMIT_NOFILE per worker; 0 means
                                     EC_WORKER_MAX_FILES */
     uint32_t procs;              /* processes hosting the workers, 1..n;
-                                    0 means ec_procs_default(n) */
+                                    0 means ec_procs_default(n); ecopt run
+                                    gives ec_procs_default_for()'s */
 } ec_proc_opts;
 
 /* The limits above are per process (a worker process hosts count workers). */
 
 /* min(n, online CPUs): more processes than cores only add switches. */
 uint32_t ec_procs_default(uint32_t n);
+/*
+ * The default for a job whose round touches round_bytes (ec_round_bytes):
+ * below EC_PROCS_LIGHT_ROUND, min(n, CPUs - 1) and at least 1, so that
+ * the processes and the coordinator each have a CPU and receive without
+ * sleeping (on a virtual machine a wake-up costs tens of microseconds,
+ * more than such a round gains from another process); from it on,
+ * ec_procs_default(n). Never more than ec_procs_default(n), so a count
+ * made with that stays an upper bound.
+ */
+#define EC_PROCS_LIGHT_ROUND (256u << 10)
+uint32_t ec_procs_default_for(uint32_t n, uint64_t round_bytes);
 uint32_t ec_procs_resolve(uint32_t n, uint32_t procs);
 /* Process p of procs hosts workers first .. first + count - 1: blocks of
  * n / procs, the first n % procs processes one more. */
