@@ -78,7 +78,9 @@ static const char run_usage[] =
     "      --mem-limits auto|off   auto: address-space limits for this process\n"
     "                              and (unless --worker-mem-limit) each worker\n"
     "                              process from the memory estimate, 1.25x it\n"
-    "                              plus 64 MiB; default off (the service: auto)\n"
+    "                              plus 64 MiB (an MPI rank: plus what Open MPI\n"
+    "                              maps at its start); default off (the\n"
+    "                              service: auto)\n"
     "      --worker-cpu-limit SEC  CPU time limit of each worker process\n"
     "      --worker-user NAME      run the job (workers and, once the data\n"
     "                              is loaded, the coordinator) as this user;\n"
@@ -489,43 +491,89 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
+#ifdef ECOPT_WITH_MPI
+/*
+ * The address space this process holds now, 0 when it cannot be read. An
+ * MPI rank measures it right after MPI_Init: Open MPI's libraries, shared
+ * memory and threads come to some 230 MiB here, against 20 MiB for all of
+ * a plain ecopt, so a limit from the account and EC_MEM_PROCESS_BASE alone
+ * would fail the rank's next mmap.
+ */
+static uint64_t address_space_now(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long pages = 0;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+#endif
+
+/*
+ * The address-space limit of a process whose own allocations the account
+ * puts at `own`: a quarter more, EC_MEM_PROCESS_BASE for code, libraries,
+ * stacks and the allocator's arenas, and `held`, what the process had
+ * mapped before the job began that the base does not cover (an MPI
+ * rank's runtime; 0 for ecopt's own processes).
+ */
+static uint64_t mem_limit(uint64_t own, uint64_t held)
+{
+    return held + own + own / 4 + EC_MEM_PROCESS_BASE;
+}
+
+static void job_estimate(const ec_dataset *ds, const ec_job *job,
+                         uint32_t procs, ec_mem_estimate *est)
+{
+    ec_mem_job mj;
+
+    ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
+    ec_estimate_memory(&mj, est);
+}
+
 /*
  * --mem-limits auto: address-space limits from the memory account, with
- * room to spare (a quarter more, and EC_MEM_PROCESS_BASE for code and
- * libraries): this process's own soft limit, and each worker process's
- * unless --worker-mem-limit gave one. Set once the data is read (which
- * the upload limits bound) and before the P* solve and the run. Not in
- * an AddressSanitizer build, whose shadow memory is no part of it.
+ * room to spare (mem_limit): this process's own soft limit, and each
+ * worker process's unless --worker-mem-limit gave one. `held` is what an
+ * MPI rank held at its start, 0 otherwise. Set once the data is read
+ * (which the upload limits bound) and before the P* solve and the run.
+ * Not in an AddressSanitizer build, whose shadow memory is no part of it.
  */
 static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
                              enum jobspec_backend backend, ec_proc_opts *popts,
-                             FILE *info)
+                             uint64_t held, FILE *info)
 {
 #ifdef __SANITIZE_ADDRESS__
-    (void)ds, (void)job, (void)backend, (void)popts;
+    (void)ds, (void)job, (void)backend, (void)popts, (void)held;
     fprintf(info, "memory     no limits in an AddressSanitizer build\n");
     return 0;
 #else
-    ec_mem_job mj;
     ec_mem_estimate est;
     struct rlimit rl;
 
-    ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d,
-                    backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs);
-    ec_estimate_memory(&mj, &est);
+    job_estimate(ds, job, backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs,
+                 &est);
     if (getrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
-    rl.rlim_cur = est.coordinator + est.coordinator / 4 + EC_MEM_PROCESS_BASE;
+    rl.rlim_cur = mem_limit(est.coordinator, held);
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
         rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
-    if (est.procs && !popts->worker_mem_limit)
-        popts->worker_mem_limit = est.process + est.process / 4 + EC_MEM_PROCESS_BASE;
     fprintf(info, "memory     limits: coordinator %.0f MiB", rl.rlim_cur / 1048576.0);
-    if (est.procs)
+    if (backend == JOBSPEC_BACKEND_MPI)
+        fprintf(info, " (it counts the %.0f MiB the MPI runtime mapped at "
+                "its start)", held / 1048576.0);
+    else if (est.procs) {
+        if (!popts->worker_mem_limit)
+            popts->worker_mem_limit = mem_limit(est.process, 0);
         fprintf(info, ", each worker process %.0f MiB",
                 popts->worker_mem_limit / 1048576.0);
+    }
     fputc('\n', info);
     return 0;
 #endif
@@ -927,6 +975,7 @@ int cmd_run(int argc, char **argv)
     int mem_auto = 0;
     struct stat data_st, after_st;
     int mpi_rank_mode = 0;
+    uint64_t held = 0;          /* an MPI rank's address space at start */
 #ifdef ECOPT_WITH_MPI
     int rank = 0;
 #endif
@@ -1133,6 +1182,8 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
         backend = JOBSPEC_BACKEND_MPI;
+        /* Before the job's first allocation: see address_space_now. */
+        held = address_space_now();
         if (rank > 0) {
             /* A worker rank: the same problem and parameters, quietly. */
             if (open_dataset(spec.job.dataset, data_dir, version, &data_fd,
@@ -1194,7 +1245,7 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
-    if (mem_auto && set_memory_limits(&ds, &spec.job, backend, &popts,
+    if (mem_auto && set_memory_limits(&ds, &spec.job, backend, &popts, held,
                                       ctx.info) < 0) {
         snprintf(err, sizeof err, "cannot set the job's memory limit: %s",
                  strerror(errno));
