@@ -538,10 +538,11 @@ static void job_estimate(const ec_dataset *ds, const ec_job *job,
 /*
  * --mem-limits auto: address-space limits from the memory account, with
  * room to spare (mem_limit): this process's own soft limit, and each
- * worker process's unless --worker-mem-limit gave one. `held` is what an
- * MPI rank held at its start, 0 otherwise. Set once the data is read
- * (which the upload limits bound) and before the P* solve and the run.
- * Not in an AddressSanitizer build, whose shadow memory is no part of it.
+ * worker process's unless --worker-mem-limit gave one (an MPI worker rank
+ * sets its own, worker_rank). `held` is what an MPI rank held at its
+ * start, 0 otherwise. Set once the data is read (which the upload limits
+ * bound) and before the P* solve and the run. Not in an AddressSanitizer
+ * build, whose shadow memory is no part of it.
  */
 static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
                              enum jobspec_backend backend, ec_proc_opts *popts,
@@ -565,9 +566,13 @@ static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
     if (setrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
     fprintf(info, "memory     limits: coordinator %.0f MiB", rl.rlim_cur / 1048576.0);
-    if (backend == JOBSPEC_BACKEND_MPI)
-        fprintf(info, " (it counts the %.0f MiB the MPI runtime mapped at "
-                "its start)", held / 1048576.0);
+    if (backend == JOBSPEC_BACKEND_MPI && popts->worker_mem_limit)
+        fprintf(info, ", each worker rank %.0f MiB",
+                popts->worker_mem_limit / 1048576.0);
+    else if (backend == JOBSPEC_BACKEND_MPI)
+        fprintf(info, ", each worker rank about %.0f MiB (both count the "
+                "%.0f MiB the MPI runtime maps at a rank's start)",
+                mem_limit(est.rank, held) / 1048576.0, held / 1048576.0);
     else if (est.procs) {
         if (!popts->worker_mem_limit)
             popts->worker_mem_limit = mem_limit(est.process, 0);
@@ -941,6 +946,79 @@ static void close_inherited(int keep)
     }
 }
 
+#ifdef ECOPT_WITH_MPI
+/* What an MPI worker rank takes from its argv, which is rank 0's. */
+struct rank_args {
+    const char *data_dir, *version, *worker_user;
+    const ec_libsvm_opts *ropts;
+    long long worker_uid;       /* <= 0: none */
+    int mem_auto;
+    ec_proc_opts popts;         /* --worker-mem-limit, --worker-cpu-limit */
+    uint64_t held;              /* address space at MPI_Init */
+};
+
+/*
+ * An MPI worker rank (rank > 0) takes the steps of a forked worker
+ * process: it reads the data as it was started (root, under the service),
+ * runs as the job's user or uid under a worker's limits (ec_worker_limits;
+ * --mem-limits auto: from the account of a rank, mem_limit) but for the
+ * open-file limit, which would cut off the MPI runtime's own descriptors,
+ * then builds rank 0's problem and hosts its block of workers. A rank
+ * that cannot tells rank 0 why, so the job fails saying so rather than
+ * hangs or goes on with a rank that runs as root. Returns an exit code.
+ */
+static int worker_rank(const struct rank_args *a, const ec_job *job, int rank,
+                       int size)
+{
+    ec_dataset ds = {0};
+    ec_problem pb = {0};
+    ec_params prm;
+    ec_proc_opts lim = a->popts;
+    ec_err e = {0};
+    struct stat st;
+    char err[4096], path[2048];
+    const char *why = NULL;
+    int fd = -1, rc;
+
+    if (open_dataset(job->dataset, a->data_dir, a->version, &fd, &st, path,
+                     sizeof path, err, sizeof err) < 0)
+        why = err;
+    else if (read_dataset(fd, path, a->ropts, &ds, &e) < 0)
+        why = e.msg;
+    if (fd >= 0)
+        close(fd);
+    /* Rank 0 clears a job's uid as it takes it (ec_drop_to_job_uid), which
+     * would kill a rank of its host already running as it: so every rank
+     * waits for rank 0 here, even one that failed, or rank 0 would wait. */
+    if ((a->worker_user || a->worker_uid > 0) && ec_mpi_barrier() < 0 && !why)
+        why = "the ranks could not meet before taking the job's user";
+    if (!why && ((a->worker_user && ec_drop_privileges(a->worker_user, &e) < 0) ||
+                 (a->worker_uid > 0 &&
+                  ec_join_job_uid((uint32_t)a->worker_uid, &e) < 0)))
+        why = e.msg;
+    lim.worker_max_files = EC_WORKER_FILES_KEEP;
+#ifndef __SANITIZE_ADDRESS__
+    if (a->mem_auto && !lim.worker_mem_limit) {
+        ec_mem_estimate est;
+
+        job_estimate(&ds, job, (uint32_t)size - 1, &est);
+        lim.worker_mem_limit = mem_limit(est.rank, a->held);
+    }
+#endif
+    if (!why && (why = ec_worker_limits(&lim))) {
+        snprintf(err, sizeof err, "%s: %s", why, strerror(errno));
+        why = err;
+    }
+    if (!why && (ec_problem_init(&pb, &ds, job, &e) < 0 ||
+                 ec_params_resolve(job, &pb, &prm, &e) < 0))
+        why = e.msg;
+    rc = why ? ec_mpi_worker_fail(rank, why) : ec_mpi_worker(&pb, &prm, rank, size);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+    return rc;
+}
+#endif
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -1185,15 +1263,10 @@ int cmd_run(int argc, char **argv)
         /* Before the job's first allocation: see address_space_now. */
         held = address_space_now();
         if (rank > 0) {
-            /* A worker rank: the same problem and parameters, quietly. */
-            if (open_dataset(spec.job.dataset, data_dir, version, &data_fd,
-                             &data_st, path, sizeof path, err, sizeof err) < 0 ||
-                read_dataset(data_fd, path, &ropts, &ds, &e) < 0 ||
-                ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
-                ec_params_resolve(&spec.job, &pb, &prm, &e) < 0)
-                rc = EXIT_USAGE;    /* rank 0 meets the same error and says it */
-            else
-                rc = ec_mpi_worker(&pb, &prm, rank, size);
+            struct rank_args ra = {data_dir, version, worker_user, &ropts,
+                                   worker_uid, mem_auto, popts, held};
+
+            rc = worker_rank(&ra, &spec.job, rank, size);
             ec_mpi_finalize();
             goto out;
         }
@@ -1236,6 +1309,18 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
         goto out;
     }
+#ifdef ECOPT_WITH_MPI
+    /* The worker ranks take the job's uid once this rank has (and has
+     * cleared it): see worker_rank. */
+    if (mpi_rank_mode && (worker_user || worker_uid > 0) && ec_mpi_barrier() < 0) {
+        snprintf(err, sizeof err, "a worker rank ended before it took the "
+                 "job's user");
+        fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
+        rc = EXIT_INTERNAL;
+        goto out;
+    }
+#endif
     if (ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
         ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
