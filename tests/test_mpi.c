@@ -141,9 +141,12 @@ static int count_procs(const char *tag)
     return mpi_pids(tag, pids, 64);
 }
 
-/* A job that runs until it is stopped: rank 0 and three worker ranks. */
-#define LONG_JOB "{\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3, \"algorithm\": \"eclk\"," \
-    " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 100000000, \"target\": 0}"
+/* A job that runs until it is stopped: rank 0 and three worker ranks
+ * (the rounds within the test server's --max-rounds). */
+#define LONG_FIELDS "\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3," \
+    " \"algorithm\": \"eclk\", \"compressor\": {\"type\": \"topk\", \"k\": 1}," \
+    " \"max_rounds\": 40000000, \"target\": 0"
+#define LONG_JOB "{" LONG_FIELDS "}"
 
 /* Starts a long MPI job; returns the pid of ecopt, which runs mpirun. */
 static pid_t start_long(char *spec, size_t len)
@@ -563,6 +566,82 @@ START_TEST(test_service_runs_mpi)
 }
 END_TEST
 
+/* The rows a service job has stored so far (up to 10). */
+static size_t rows_stored(const struct server *s, const char *id)
+{
+    char path[96];
+    struct reply r;
+    json_t *doc;
+    size_t n;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10", id);
+    r = req(s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+    doc = json_of(&r);
+    n = json_array_size(json_object_get(doc, "rows"));
+    json_decref(doc);
+    free(r.body);
+    return n;
+}
+
+/*
+ * The service with a uid for each job (--worker-uids, as root): every
+ * rank of a running MPI job runs as that job's uid, read from /proc once
+ * the job has stored a row (after every rank's handshake). The job ends
+ * by its own max_seconds rather than by a cancel: the service's SIGTERM
+ * to the whole process group sometimes leaves Open MPI's shared-memory
+ * files in /dev/shm (it did before the ranks switched users too).
+ */
+START_TEST(test_service_mpi_job_uid)
+{
+    enum { FIRST = 3999100 };
+    struct server s;
+    char hosts[128], id[32], want[64], line[256];
+    const char *opts[] = {"--mpi-hostfile", hosts, NULL};
+    pid_t pids[64];
+    unsigned uid = 0;
+    json_t *doc;
+    const char *reason;
+    int n;
+    FILE *f;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_mpi: not root: the service's MPI job uids are "
+                "not tested\n");
+        return;
+    }
+    snprintf(hosts, sizeof hosts, "/tmp/ecopt-mpi-hosts3-%ld", (long)getpid());
+    ck_assert_ptr_nonnull(f = fopen(hosts, "w"));
+    fputs("localhost slots=8\n", f);
+    fclose(f);
+    setenv("ECOPT_WORKER_UIDS", "3999100-3999101", 1);
+    server_start_with(&s, 0, opts);
+    job_create(&s, ALICE, "{" LONG_FIELDS ", \"max_seconds\": 8, \"backend\": \"mpi\"}",
+               id);
+    for (double until = tu_now() + 60; rows_stored(&s, id) < 1; usleep(50000))
+        ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id);
+    /* The ranks' command lines name the job's spec file, <id>.json. */
+    n = mpi_pids(id, pids, 64);
+    ck_assert_int_eq(n, 4);
+    for (int i = 0; i < n; i++) {
+        proc_line(pids[i], "status", "Uid:", line, sizeof line);
+        if (!uid)
+            uid = (unsigned)atoi(line);
+        ck_assert_msg(uid == FIRST || uid == FIRST + 1, "uid %u", uid);
+        snprintf(want, sizeof want, "\t%u\t%u\t%u\t%u", uid, uid, uid, uid);
+        ck_assert_msg(strcmp(line, want) == 0, "rank %d: Uid:%s", rank_of(pids[i]),
+                      line);
+    }
+    doc = job_wait(&s, ALICE, id, "final", 60);
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_msg(reason && strstr(reason, "max_seconds 8 reached"), "reason: %s",
+                  reason ? reason : "(none)");
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+    unlink(hosts);
+}
+END_TEST
+
 START_TEST(test_service_refuses_mpi)
 {
     struct server s;
@@ -644,6 +723,7 @@ int main(void)
     tc = tcase_create("service");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_service_runs_mpi);
+    tcase_add_test(tc, test_service_mpi_job_uid);
     tcase_add_test(tc, test_service_refuses_mpi);
     tcase_add_test(tc, test_service_mpi_needs_binary);
     suite_add_tcase(s, tc);
