@@ -79,7 +79,9 @@ static const char run_usage[] =
     "      --mem-limits auto|off   auto: address-space limits for this process\n"
     "                              and (unless --worker-mem-limit) each worker\n"
     "                              process from the memory estimate, 1.25x it\n"
-    "                              plus 64 MiB; default off (the service: auto)\n"
+    "                              plus 64 MiB (an MPI rank: plus what Open MPI\n"
+    "                              maps at its start); default off (the\n"
+    "                              service: auto)\n"
     "      --worker-cpu-limit SEC  CPU time limit of each worker process\n"
     "      --worker-user NAME      run the job (workers and, once the data\n"
     "                              is loaded, the coordinator) as this user;\n"
@@ -490,43 +492,94 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
+#ifdef ECOPT_WITH_MPI
+/*
+ * The address space this process holds now, 0 when it cannot be read. An
+ * MPI rank measures it right after MPI_Init: Open MPI's libraries, shared
+ * memory and threads come to some 230 MiB here, against 20 MiB for all of
+ * a plain ecopt, so a limit from the account and EC_MEM_PROCESS_BASE alone
+ * would fail the rank's next mmap.
+ */
+static uint64_t address_space_now(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long pages = 0;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+#endif
+
+/*
+ * The address-space limit of a process whose own allocations the account
+ * puts at `own`: a quarter more, EC_MEM_PROCESS_BASE for code, libraries,
+ * stacks and the allocator's arenas, and `held`, what the process had
+ * mapped before the job began that the base does not cover (an MPI
+ * rank's runtime; 0 for ecopt's own processes).
+ */
+static uint64_t mem_limit(uint64_t own, uint64_t held)
+{
+    return held + own + own / 4 + EC_MEM_PROCESS_BASE;
+}
+
+static void job_estimate(const ec_dataset *ds, const ec_job *job,
+                         uint32_t procs, ec_mem_estimate *est)
+{
+    ec_mem_job mj;
+
+    ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
+    ec_estimate_memory(&mj, est);
+}
+
 /*
  * --mem-limits auto: address-space limits from the memory account, with
- * room to spare (a quarter more, and EC_MEM_PROCESS_BASE for code and
- * libraries): this process's own soft limit, and each worker process's
- * unless --worker-mem-limit gave one. Set once the data is read (which
- * the upload limits bound) and before the P* solve and the run. Not in
- * an AddressSanitizer build, whose shadow memory is no part of it.
+ * room to spare (mem_limit): this process's own soft limit, and each
+ * worker process's unless --worker-mem-limit gave one (an MPI worker rank
+ * sets its own, worker_rank). `held` is what an MPI rank held at its
+ * start, 0 otherwise. Set once the data is read (which the upload limits
+ * bound) and before the P* solve and the run. Not in an AddressSanitizer
+ * build, whose shadow memory is no part of it.
  */
 static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
                              enum jobspec_backend backend, ec_proc_opts *popts,
-                             FILE *info)
+                             uint64_t held, FILE *info)
 {
 #ifdef __SANITIZE_ADDRESS__
-    (void)ds, (void)job, (void)backend, (void)popts;
+    (void)ds, (void)job, (void)backend, (void)popts, (void)held;
     fprintf(info, "memory     no limits in an AddressSanitizer build\n");
     return 0;
 #else
-    ec_mem_job mj;
     ec_mem_estimate est;
     struct rlimit rl;
 
-    ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d,
-                    backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs);
-    ec_estimate_memory(&mj, &est);
+    job_estimate(ds, job, backend == JOBSPEC_BACKEND_INPROC ? 0 : popts->procs,
+                 &est);
     if (getrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
-    rl.rlim_cur = est.coordinator + est.coordinator / 4 + EC_MEM_PROCESS_BASE;
+    rl.rlim_cur = mem_limit(est.coordinator, held);
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
         rl.rlim_cur = rl.rlim_max;
     if (setrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
-    if (est.procs && !popts->worker_mem_limit)
-        popts->worker_mem_limit = est.process + est.process / 4 + EC_MEM_PROCESS_BASE;
     fprintf(info, "memory     limits: coordinator %.0f MiB", rl.rlim_cur / 1048576.0);
-    if (est.procs)
+    if (backend == JOBSPEC_BACKEND_MPI && popts->worker_mem_limit)
+        fprintf(info, ", each worker rank %.0f MiB",
+                popts->worker_mem_limit / 1048576.0);
+    else if (backend == JOBSPEC_BACKEND_MPI)
+        fprintf(info, ", each worker rank about %.0f MiB (both count the "
+                "%.0f MiB the MPI runtime maps at a rank's start)",
+                mem_limit(est.rank, held) / 1048576.0, held / 1048576.0);
+    else if (est.procs) {
+        if (!popts->worker_mem_limit)
+            popts->worker_mem_limit = mem_limit(est.process, 0);
         fprintf(info, ", each worker process %.0f MiB",
                 popts->worker_mem_limit / 1048576.0);
+    }
     fputc('\n', info);
     return 0;
 #endif
@@ -896,6 +949,79 @@ static void close_inherited(int keep)
     }
 }
 
+#ifdef ECOPT_WITH_MPI
+/* What an MPI worker rank takes from its argv, which is rank 0's. */
+struct rank_args {
+    const char *data_dir, *version, *worker_user;
+    const ec_libsvm_opts *ropts;
+    long long worker_uid;       /* <= 0: none */
+    int mem_auto;
+    ec_proc_opts popts;         /* --worker-mem-limit, --worker-cpu-limit */
+    uint64_t held;              /* address space at MPI_Init */
+};
+
+/*
+ * An MPI worker rank (rank > 0) takes the steps of a forked worker
+ * process: it reads the data as it was started (root, under the service),
+ * runs as the job's user or uid under a worker's limits (ec_worker_limits;
+ * --mem-limits auto: from the account of a rank, mem_limit) but for the
+ * open-file limit, which would cut off the MPI runtime's own descriptors,
+ * then builds rank 0's problem and hosts its block of workers. A rank
+ * that cannot tells rank 0 why, so the job fails saying so rather than
+ * hangs or goes on with a rank that runs as root. Returns an exit code.
+ */
+static int worker_rank(const struct rank_args *a, const ec_job *job, int rank,
+                       int size)
+{
+    ec_dataset ds = {0};
+    ec_problem pb = {0};
+    ec_params prm;
+    ec_proc_opts lim = a->popts;
+    ec_err e = {0};
+    struct stat st;
+    char err[4096], path[2048];
+    const char *why = NULL;
+    int fd = -1, rc;
+
+    if (open_dataset(job->dataset, a->data_dir, a->version, &fd, &st, path,
+                     sizeof path, err, sizeof err) < 0)
+        why = err;
+    else if (read_dataset(fd, path, a->ropts, &ds, &e) < 0)
+        why = e.msg;
+    if (fd >= 0)
+        close(fd);
+    /* Rank 0 clears a job's uid as it takes it (ec_drop_to_job_uid), which
+     * would kill a rank of its host already running as it: so every rank
+     * waits for rank 0 here, even one that failed, or rank 0 would wait. */
+    if ((a->worker_user || a->worker_uid > 0) && ec_mpi_barrier() < 0 && !why)
+        why = "the ranks could not meet before taking the job's user";
+    if (!why && ((a->worker_user && ec_drop_privileges(a->worker_user, &e) < 0) ||
+                 (a->worker_uid > 0 &&
+                  ec_join_job_uid((uint32_t)a->worker_uid, &e) < 0)))
+        why = e.msg;
+    lim.worker_max_files = EC_WORKER_FILES_KEEP;
+#ifndef __SANITIZE_ADDRESS__
+    if (a->mem_auto && !lim.worker_mem_limit) {
+        ec_mem_estimate est;
+
+        job_estimate(&ds, job, (uint32_t)size - 1, &est);
+        lim.worker_mem_limit = mem_limit(est.rank, a->held);
+    }
+#endif
+    if (!why && (why = ec_worker_limits(&lim))) {
+        snprintf(err, sizeof err, "%s: %s", why, strerror(errno));
+        why = err;
+    }
+    if (!why && (ec_problem_init(&pb, &ds, job, &e) < 0 ||
+                 ec_params_resolve(job, &pb, &prm, &e) < 0))
+        why = e.msg;
+    rc = why ? ec_mpi_worker_fail(rank, why) : ec_mpi_worker(&pb, &prm, rank, size);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+    return rc;
+}
+#endif
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -930,6 +1056,7 @@ int cmd_run(int argc, char **argv)
     int mem_auto = 0;
     struct stat data_st, after_st;
     int mpi_rank_mode = 0;
+    uint64_t held = 0;          /* an MPI rank's address space at start */
 #ifdef ECOPT_WITH_MPI
     int rank = 0;
 #endif
@@ -1136,16 +1263,13 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
         backend = JOBSPEC_BACKEND_MPI;
+        /* Before the job's first allocation: see address_space_now. */
+        held = address_space_now();
         if (rank > 0) {
-            /* A worker rank: the same problem and parameters, quietly. */
-            if (open_dataset(spec.job.dataset, data_dir, version, &data_fd,
-                             &data_st, path, sizeof path, err, sizeof err) < 0 ||
-                read_dataset(data_fd, path, &ropts, &ds, &e) < 0 ||
-                ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
-                ec_params_resolve(&spec.job, &pb, &prm, &e) < 0)
-                rc = EXIT_USAGE;    /* rank 0 meets the same error and says it */
-            else
-                rc = ec_mpi_worker(&pb, &prm, rank, size);
+            struct rank_args ra = {data_dir, version, worker_user, &ropts,
+                                   worker_uid, mem_auto, popts, held};
+
+            rc = worker_rank(&ra, &spec.job, rank, size);
             ec_mpi_finalize();
             goto out;
         }
@@ -1196,6 +1320,18 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
         goto out;
     }
+#ifdef ECOPT_WITH_MPI
+    /* The worker ranks take the job's uid once this rank has (and has
+     * cleared it): see worker_rank. */
+    if (mpi_rank_mode && (worker_user || worker_uid > 0) && ec_mpi_barrier() < 0) {
+        snprintf(err, sizeof err, "a worker rank ended before it took the "
+                 "job's user");
+        fprintf(stderr, "ecopt run: %s\n", err);
+        report_failure(&ctx, err);
+        rc = EXIT_INTERNAL;
+        goto out;
+    }
+#endif
     if (ec_problem_init(&pb, &ds, &spec.job, &e) < 0 ||
         ec_params_resolve(&spec.job, &pb, &prm, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
@@ -1205,7 +1341,7 @@ int cmd_run(int argc, char **argv)
         rc = e.code == EC_ENOMEM || e.code == EC_EIO ? EXIT_INTERNAL : EXIT_USAGE;
         goto out;
     }
-    if (mem_auto && set_memory_limits(&ds, &spec.job, backend, &popts,
+    if (mem_auto && set_memory_limits(&ds, &spec.job, backend, &popts, held,
                                       ctx.info) < 0) {
         snprintf(err, sizeof err, "cannot set the job's memory limit: %s",
                  strerror(errno));

@@ -1,15 +1,20 @@
 /*
  * The Open MPI backend against the socket one: the same job gives the same
  * metric rows through `mpirun`; SIGTERM and a killed rank end every
- * process. Runs the real binaries; needs build/ecopt-mpi (built where
- * mpicc exists). Without it the suite says so and passes, unless
- * ECOPT_REQUIRE_MPI is set, as CI sets it. The service runs MPI jobs
+ * process; as root, every rank runs as the job's uid under a worker's
+ * limits, and a rank that cannot switch fails the job saying so. Runs the
+ * real binaries; needs build/ecopt-mpi (built where mpicc exists).
+ * Without it the suite says so and passes, unless ECOPT_REQUIRE_MPI is
+ * set, as CI sets it. The service runs MPI jobs
  * where its admin enabled them (--mpi-hostfile), and refuses them (422
  * naming backend) where not.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -58,6 +63,10 @@ static void drop_seconds(char *csv)
     }
     *w = '\0';
 }
+
+#define MPI_JOB "{\"dataset\": \"a1a\", \"workers\": 3, \"algorithm\": \"eclk\", \"p\": 0.2," \
+    " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 100, \"eval_every\": 10"
+#define MPI_JOB_SPEC MPI_JOB "}"
 
 START_TEST(test_mpi_rows_equal_process)
 {
@@ -132,14 +141,19 @@ static int count_procs(const char *tag)
     return mpi_pids(tag, pids, 64);
 }
 
+/* A job that runs until it is stopped: rank 0 and three worker ranks
+ * (the rounds within the test server's --max-rounds). */
+#define LONG_FIELDS "\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3," \
+    " \"algorithm\": \"eclk\", \"compressor\": {\"type\": \"topk\", \"k\": 1}," \
+    " \"max_rounds\": 40000000, \"target\": 0"
+#define LONG_JOB "{" LONG_FIELDS "}"
+
 /* Starts a long MPI job; returns the pid of ecopt, which runs mpirun. */
 static pid_t start_long(char *spec, size_t len)
 {
     pid_t pid;
 
-    tu_write_temp_str("{\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3, \"algorithm\": \"eclk\","
-                      " \"compressor\": {\"type\": \"topk\", \"k\": 1},"
-                      " \"max_rounds\": 100000000, \"target\": 0}", spec, len);
+    tu_write_temp_str(LONG_JOB, spec, len);
     pid = fork();
     if (pid == 0) {
         freopen("/dev/null", "w", stdout);
@@ -172,7 +186,9 @@ static void dump_job(pid_t mpirun, const char *tag)
         fprintf(stderr, "test_mpi: (ps failed)\n");
 }
 
-static void wait_all_gone(pid_t pid, const char *spec, double limit)
+/* Waits for ecopt and every rank of its job to be gone; ecopt's wait
+ * status. */
+static int wait_all_gone(pid_t pid, const char *spec, double limit)
 {
     double t0 = tu_now();
     int st;
@@ -192,6 +208,7 @@ static void wait_all_gone(pid_t pid, const char *spec, double limit)
     }
     ck_assert_msg(!WIFEXITED(st) || WEXITSTATUS(st) != 0,
                   "an ended job must not look successful");
+    return st;
 }
 
 START_TEST(test_mpi_sigterm)
@@ -218,6 +235,264 @@ START_TEST(test_mpi_rank_killed)
     ck_assert_int_gt(victim, 0);
     kill(victim, SIGKILL);
     wait_all_gone(pid, spec, 20.0);
+    unlink(spec);
+}
+END_TEST
+
+/* ---- the worker ranks' uid and limits ---------------------------------- */
+
+/* A uid of the job's own for these tests: no account may have it. */
+#define JOB_UID 61234
+
+/* Starts `ecopt run ARGS...` with its report records (--report-fd 1) on
+ * a pipe whose read end is *out, its text on /dev/null; ecopt's pid. */
+static pid_t start_reporting(const char *const *args, int *out)
+{
+    int p[2];
+    pid_t pid;
+
+    ck_assert_int_eq(pipe(p), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const char *av[40];
+        int n = 0;
+
+        av[n++] = ecopt;
+        av[n++] = "run";
+        while (*args && n < 36)
+            av[n++] = *args++;
+        av[n++] = "--report-fd";
+        av[n++] = "1";
+        av[n++] = "--quiet";
+        av[n] = NULL;
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        freopen("/dev/null", "w", stderr);
+        execv(ecopt, (char *const *)av);
+        _exit(127);
+    }
+    close(p[1]);
+    *out = p[0];
+    return pid;
+}
+
+/* The first record read from fd that contains needle (malloc'd), or NULL
+ * at the end of the stream; fails if neither comes within limit seconds.
+ * Without a needle it reads to the end. */
+static char *read_record(int fd, const char *needle, double limit)
+{
+    static char buf[1 << 20];
+    static size_t len;
+    double t0 = tu_now();
+
+    for (;;) {
+        char *nl;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t r;
+
+        while (needle && (nl = memchr(buf, '\n', len))) {
+            size_t n = (size_t)(nl - buf) + 1;
+            char *rec = NULL;
+
+            *nl = '\0';
+            if (strstr(buf, needle))
+                rec = strdup(buf);
+            memmove(buf, buf + n, len - n);
+            len -= n;
+            if (rec)
+                return rec;
+        }
+        ck_assert_msg(tu_now() - t0 < limit, "no record with %s within %g s",
+                      needle ? needle : "the end", limit);
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        if (len == sizeof buf)
+            len = 0;                /* only whole records are looked at */
+        r = read(fd, buf + len, sizeof buf - len);
+        if (r <= 0) {
+            len = 0;
+            return NULL;
+        }
+        len += (size_t)r;
+    }
+}
+
+/* Which MPI rank process pid is, from the environment mpirun gave it. */
+static int rank_of(pid_t pid)
+{
+    char path[64], env[1 << 16];
+    size_t len;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    ck_assert_ptr_nonnull(f = fopen(path, "r"));
+    len = fread(env, 1, sizeof env - 1, f);
+    fclose(f);
+    env[len] = '\0';
+    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
+        if (strncmp(env + i, "OMPI_COMM_WORLD_RANK=", 21) == 0)
+            return atoi(env + i + 21);
+    ck_abort_msg("pid %d has no OMPI_COMM_WORLD_RANK", (int)pid);
+    return -1;
+}
+
+/* The value of the line of /proc/PID/FILE that starts with key. */
+static void proc_line(pid_t pid, const char *file, const char *key, char *out,
+                      size_t len)
+{
+    char path[96], buf[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    ck_assert_ptr_nonnull(f = fopen(path, "r"));
+    while (fgets(buf, sizeof buf, f))
+        if (strncmp(buf, key, strlen(key)) == 0) {
+            snprintf(out, len, "%s", buf + strlen(key));
+            out[strcspn(out, "\n")] = '\0';
+            fclose(f);
+            return;
+        }
+    fclose(f);
+    ck_abort_msg("%s has no line %s", path, key);
+}
+
+/* A limit's soft and hard values from /proc/PID/limits; UINT64_MAX is
+ * unlimited. */
+static void proc_limit(pid_t pid, const char *name, uint64_t *soft, uint64_t *hard)
+{
+    char line[256], s[32], h[32];
+
+    proc_line(pid, "limits", name, line, sizeof line);
+    ck_assert_int_eq(sscanf(line, "%31s %31s", s, h), 2);
+    *soft = strcmp(s, "unlimited") == 0 ? UINT64_MAX : strtoull(s, NULL, 10);
+    *hard = strcmp(h, "unlimited") == 0 ? UINT64_MAX : strtoull(h, NULL, 10);
+}
+
+/*
+ * As root, --worker-uid and --mem-limits auto hold for every rank, as for
+ * a forked worker: each runs as the job's uid (group the same, no other
+ * groups) under an address-space limit above what it holds, and each
+ * worker rank under a worker's limits (CPU, no core files). Read from
+ * /proc once the first metric row is out, which is after every rank's
+ * handshake and so after every drop.
+ */
+START_TEST(test_mpi_ranks_take_job_uid)
+{
+    char spec[64], uid[16], want[64], line[256], *rec;
+    const char *args[] = {spec, "--backend", "mpi", "--worker-uid", uid, "--mem-limits",
+                          "auto", "--worker-cpu-limit", "3600", NULL};
+    pid_t pid, pids[64];
+    int fd, n, seen[4] = {0};
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_mpi: not root: the ranks' uid is not tested\n");
+        return;
+    }
+    ck_assert_msg(!getpwuid(JOB_UID), "uid %d belongs to an account", JOB_UID);
+    snprintf(uid, sizeof uid, "%d", JOB_UID);
+    snprintf(want, sizeof want, "\t%d\t%d\t%d\t%d", JOB_UID, JOB_UID, JOB_UID, JOB_UID);
+    tu_write_temp_str(LONG_JOB, spec, sizeof spec);
+    pid = start_reporting(args, &fd);
+    rec = read_record(fd, "\"type\":\"metric\"", 60);
+    ck_assert_msg(rec, "the job ended before its first row");
+    free(rec);
+    n = mpi_pids(spec, pids, 64);
+    ck_assert_int_eq(n, 4);
+    for (int i = 0; i < n; i++) {
+        int rank = rank_of(pids[i]);
+
+        ck_assert(rank >= 0 && rank < 4);
+        seen[rank]++;
+        proc_line(pids[i], "status", "Uid:", line, sizeof line);
+        ck_assert_msg(strcmp(line, want) == 0, "rank %d: Uid:%s", rank, line);
+        proc_line(pids[i], "status", "Gid:", line, sizeof line);
+        ck_assert_msg(strcmp(line, want) == 0, "rank %d: Gid:%s", rank, line);
+        proc_line(pids[i], "status", "Groups:", line, sizeof line);
+        ck_assert_msg(atoi(line) == JOB_UID, "rank %d: Groups:%s", rank, line);
+    }
+    for (int r = 0; r < 4; r++)
+        ck_assert_msg(seen[r] == 1, "rank %d seen %d times", r, seen[r]);
+    for (int i = 0; i < n; i++) {
+        int rank = rank_of(pids[i]);
+        uint64_t soft, hard, vm;
+
+        /* A limit, and one the rank can live under: above the address
+         * space it holds (its MPI runtime's some 230 MiB included). */
+        proc_limit(pids[i], "Max address space", &soft, &hard);
+        proc_line(pids[i], "status", "VmSize:", line, sizeof line);
+        vm = strtoull(line, NULL, 10) * 1024;
+        ck_assert_msg(soft != UINT64_MAX && soft > vm,
+                      "rank %d: address-space limit %llu, holds %llu", rank,
+                      (unsigned long long)soft, (unsigned long long)vm);
+        if (rank == 0)
+            continue;
+        ck_assert_msg(hard == soft, "rank %d: hard limit %llu", rank,
+                      (unsigned long long)hard);
+        proc_limit(pids[i], "Max cpu time", &soft, &hard);
+        ck_assert_msg(soft == 3600 && hard == 3605, "rank %d: cpu %llu %llu", rank,
+                      (unsigned long long)soft, (unsigned long long)hard);
+        proc_limit(pids[i], "Max core file size", &soft, &hard);
+        ck_assert_msg(soft == 0 && hard == 0, "rank %d: core %llu %llu", rank,
+                      (unsigned long long)soft, (unsigned long long)hard);
+    }
+    kill(pid, SIGTERM);
+    free(read_record(fd, NULL, 20));
+    close(fd);
+    wait_all_gone(pid, spec, 20.0);
+    unlink(spec);
+}
+END_TEST
+
+/*
+ * A worker rank that cannot take the job's uid (here: rank 2, started
+ * without CAP_SETUID and CAP_SETGID, as a rank an unprivileged mpirun
+ * daemon starts on another host would be) fails the job at once, and the
+ * final record says which rank and why; no rank is left behind.
+ */
+START_TEST(test_mpi_rank_cannot_drop)
+{
+    char spec[64], uid[16], wrapper[80], want[64], *rec;
+    const char *args[] = {spec, "--backend", "mpi", "--worker-uid", uid, NULL};
+    json_t *doc;
+    const char *reason;
+    pid_t pid;
+    FILE *f;
+    int fd, st;
+
+    if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "test_mpi: not root or no setpriv: a rank that cannot "
+                "drop is not tested\n");
+        return;
+    }
+    snprintf(uid, sizeof uid, "%d", JOB_UID);
+    tu_write_temp_str(MPI_JOB_SPEC, spec, sizeof spec);
+    snprintf(wrapper, sizeof wrapper, "%s.sh", spec);
+    ck_assert_ptr_nonnull(f = fopen(wrapper, "w"));
+    fprintf(f, "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 2 ]; then\n"
+               "    exec setpriv --bounding-set -setuid,-setgid %s-mpi \"$@\"\nfi\n"
+               "exec %s-mpi \"$@\"\n", ecopt, ecopt);
+    fclose(f);
+    chmod(wrapper, 0755);
+    setenv("ECOPT_MPI_BIN", wrapper, 1);
+    pid = start_reporting(args, &fd);
+    unsetenv("ECOPT_MPI_BIN");
+    rec = read_record(fd, "\"type\":\"final\"", 60);
+    ck_assert_msg(rec, "the job ended without a final record");
+    ck_assert_ptr_nonnull(doc = json_loads(rec, 0, NULL));
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "status")), "failed");
+    reason = json_string_value(json_object_get(doc, "reason"));
+    snprintf(want, sizeof want, "setgroups for uid %d", JOB_UID);
+    ck_assert_msg(reason && strstr(reason, ": rank 2 on ") && strstr(reason, want),
+                  "reason: %s", reason ? reason : "(none)");
+    json_decref(doc);
+    free(rec);
+    free(read_record(fd, NULL, 20));
+    close(fd);
+    st = wait_all_gone(pid, spec, 20.0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 3, "ecopt run: status %#x", st);
+    unlink(wrapper);
     unlink(spec);
 }
 END_TEST
@@ -255,8 +530,6 @@ static void keep_eight(char *csv)
     *w = '\0';
 }
 
-#define MPI_JOB "{\"dataset\": \"a1a\", \"workers\": 3, \"algorithm\": \"eclk\", \"p\": 0.2," \
-    " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 100, \"eval_every\": 10"
 
 START_TEST(test_service_runs_mpi)
 {
@@ -290,6 +563,82 @@ START_TEST(test_service_runs_mpi)
     ck_assert_msg(strcmp(a, b) == 0, "rows differ:\n%s\n---\n%s", a, b);
     free(a);
     free(b);
+}
+END_TEST
+
+/* The rows a service job has stored so far (up to 10). */
+static size_t rows_stored(const struct server *s, const char *id)
+{
+    char path[96];
+    struct reply r;
+    json_t *doc;
+    size_t n;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10", id);
+    r = req(s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+    doc = json_of(&r);
+    n = json_array_size(json_object_get(doc, "rows"));
+    json_decref(doc);
+    free(r.body);
+    return n;
+}
+
+/*
+ * The service with a uid for each job (--worker-uids, as root): every
+ * rank of a running MPI job runs as that job's uid, read from /proc once
+ * the job has stored a row (after every rank's handshake). The job ends
+ * by its own max_seconds rather than by a cancel: the service's SIGTERM
+ * to the whole process group sometimes leaves Open MPI's shared-memory
+ * files in /dev/shm (it did before the ranks switched users too).
+ */
+START_TEST(test_service_mpi_job_uid)
+{
+    enum { FIRST = 3999100 };
+    struct server s;
+    char hosts[128], id[32], want[64], line[256];
+    const char *opts[] = {"--mpi-hostfile", hosts, NULL};
+    pid_t pids[64];
+    unsigned uid = 0;
+    json_t *doc;
+    const char *reason;
+    int n;
+    FILE *f;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_mpi: not root: the service's MPI job uids are "
+                "not tested\n");
+        return;
+    }
+    snprintf(hosts, sizeof hosts, "/tmp/ecopt-mpi-hosts3-%ld", (long)getpid());
+    ck_assert_ptr_nonnull(f = fopen(hosts, "w"));
+    fputs("localhost slots=8\n", f);
+    fclose(f);
+    setenv("ECOPT_WORKER_UIDS", "3999100-3999101", 1);
+    server_start_with(&s, 0, opts);
+    job_create(&s, ALICE, "{" LONG_FIELDS ", \"max_seconds\": 8, \"backend\": \"mpi\"}",
+               id);
+    for (double until = tu_now() + 60; rows_stored(&s, id) < 1; usleep(50000))
+        ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id);
+    /* The ranks' command lines name the job's spec file, <id>.json. */
+    n = mpi_pids(id, pids, 64);
+    ck_assert_int_eq(n, 4);
+    for (int i = 0; i < n; i++) {
+        proc_line(pids[i], "status", "Uid:", line, sizeof line);
+        if (!uid)
+            uid = (unsigned)atoi(line);
+        ck_assert_msg(uid == FIRST || uid == FIRST + 1, "uid %u", uid);
+        snprintf(want, sizeof want, "\t%u\t%u\t%u\t%u", uid, uid, uid, uid);
+        ck_assert_msg(strcmp(line, want) == 0, "rank %d: Uid:%s", rank_of(pids[i]),
+                      line);
+    }
+    doc = job_wait(&s, ALICE, id, "final", 60);
+    reason = json_string_value(json_object_get(doc, "reason"));
+    ck_assert_msg(reason && strstr(reason, "max_seconds 8 reached"), "reason: %s",
+                  reason ? reason : "(none)");
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+    unlink(hosts);
 }
 END_TEST
 
@@ -366,9 +715,15 @@ int main(void)
     tcase_add_test(tc, test_mpi_sigterm);
     tcase_add_test(tc, test_mpi_rank_killed);
     suite_add_tcase(s, tc);
+    tc = tcase_create("worker ranks");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_mpi_ranks_take_job_uid);
+    tcase_add_test(tc, test_mpi_rank_cannot_drop);
+    suite_add_tcase(s, tc);
     tc = tcase_create("service");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_service_runs_mpi);
+    tcase_add_test(tc, test_service_mpi_job_uid);
     tcase_add_test(tc, test_service_refuses_mpi);
     tcase_add_test(tc, test_service_mpi_needs_binary);
     suite_add_tcase(s, tc);

@@ -5,11 +5,14 @@
  * across both, with one worker per rank and with two workers per rank
  * (--procs), gives the rows of the in-process run, and its ranks really
  * ran in both namespaces (each one records the namespace it ran in).
+ * It runs as the service runs jobs, with a uid of the job's own and
+ * memory limits, which every rank takes on whichever host it runs.
  * Needs root, `ip netns`, mpirun and build/ecopt-mpi; without them the
  * suite says so and passes, unless ECOPT_REQUIRE_MPI is set, as CI sets it.
  * The pair is deleted whatever happens to the tests (they run in children
  * of this process; it deletes the pair after them, at exit and on SIGTERM).
  */
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +21,9 @@
 
 static char ecopt[1024], tag[16], net[32], dir[256];
 static pid_t parent;
+
+/* The job's own uid for the runs: no account may have it. */
+#define JOB_UID 61234
 
 /* The workers, and the processes (MPI ranks besides rank 0) that host
    them. */
@@ -137,6 +143,7 @@ START_TEST(test_hosts_rows_equal_inproc)
     snprintf(cmd, sizeof cmd, "%s gen --rows 2000 --features 500 --nnz 12 --seed 5 -o %s",
              ecopt, data);
     ck_assert_int_eq(WEXITSTATUS(system(cmd)), 0);
+    ck_assert_msg(!getpwuid(JOB_UID), "uid %d belongs to an account", JOB_UID);
     snprintf(path, sizeof path, "%s/mpirun-args", dir);
     ck_assert_ptr_nonnull(f = fopen(path, "r"));
     ck_assert_ptr_nonnull(fgets(args, sizeof args, f));
@@ -169,7 +176,8 @@ START_TEST(test_hosts_rows_equal_inproc)
         ck_assert_int_eq(capture(cmd, &a), 0);
         snprintf(cmd, sizeof cmd,
                  "ip netns exec %sa %s run %s --backend mpi --hostfile %s/hosts --procs %u"
-                 " --format csv 2>%s/err", tag, ecopt, spec, dir, procs, dir);
+                 " --worker-uid %d --mem-limits auto --format csv 2>%s/err",
+                 tag, ecopt, spec, dir, procs, JOB_UID, dir);
         snprintf(path, sizeof path, "%s/err", dir);
         if (capture(cmd, &b) != 0) {
             dump(path);

@@ -39,6 +39,11 @@ void ec_mpi_abort(int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+int ec_mpi_barrier(void)
+{
+    return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
 static int mpi_send(int dest, const uint8_t *buf, size_t len)
 {
     return MPI_Send(buf, (int)len, MPI_BYTE, dest, FRAME_TAG, MPI_COMM_WORLD) ==
@@ -111,6 +116,26 @@ int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank,
     ec_procs_block(pb->n, (uint32_t)(size - 1), (uint32_t)(rank - 1), &first,
                    &count);
     return ec_worker_serve(&ch, pb, prm, first, count);
+}
+
+int ec_mpi_worker_fail(int rank, const char *why)
+{
+    char host[MPI_MAX_PROCESSOR_NAME], text[600];
+    uint8_t frame[EC_WIRE_HEADER_SIZE + sizeof text];
+    int hostlen = 0;
+    long len;
+    MPI_Status st;
+
+    if (MPI_Get_processor_name(host, &hostlen) != MPI_SUCCESS)
+        snprintf(host, sizeof host, "?");
+    snprintf(text, sizeof text, "rank %d on %s: %s", rank, host, why);
+    len = ec_wire_encode_error(frame, sizeof frame, 0, text);
+    /* Exiting now would race rank 0: mpirun ends the world when a rank
+     * exits non-zero, maybe before rank 0 has read the reason. So wait
+     * for rank 0, which reads the frame in its handshake and aborts. */
+    if (len > 0 && mpi_send(0, frame, (size_t)len) == 0)
+        MPI_Probe(0, FRAME_TAG, MPI_COMM_WORLD, &st);
+    return 1;
 }
 
 /* ---- the coordinator ------------------------------------------------------ */

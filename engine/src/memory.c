@@ -10,6 +10,7 @@
 
 #include "ecopt/algo.h"
 #include "ecopt/compress.h"
+#include "ecopt/problem.h"
 
 /* libsvm.c: capacities double from INITIAL_ROWS and INITIAL_NNZ. */
 static uint64_t doubled(uint64_t initial, uint64_t need)
@@ -147,6 +148,7 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
     out->coordinator = out->data + (solve > run ? solve : run);
     out->procs = (uint32_t)procs;
     out->process = 0;
+    out->rank = 0;
     if (procs) {
         /* ec_worker_serve: the frame buffer, the model and broadcast, one
          * uplink, the UPS frame (grown by doubling), the workers. */
@@ -154,6 +156,9 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
 
         out->process = max_payload(d) + model_bytes(j) + 2 * D + up_msgs +
                        frame + count * worker_bytes(j) + owner_bytes(j);
+        /* ec_problem_init: the shards, x_star and the power iteration's
+         * two vectors, beside the rank's own copy of the data. */
+        out->rank = out->data + n * sizeof(ec_shard) + 3 * D + out->process;
     }
     out->total = out->coordinator + procs * out->process;
 }

@@ -63,7 +63,9 @@ int ec_uid_owner(uint32_t uid, char *name, size_t len)
     return 1;
 }
 
-int ec_drop_to_job_uid(uint32_t uid, ec_err *e)
+/* The checks and the drop of ec_drop_to_job_uid and ec_join_job_uid;
+   `clear`: kill what still runs as the uid, once this process is it. */
+static int to_job_uid(uint32_t uid, int clear, ec_err *e)
 {
     char who[64], owner[64];
     int rc;
@@ -83,7 +85,7 @@ int ec_drop_to_job_uid(uint32_t uid, ec_err *e)
                           "and this process runs as uid %u", (unsigned)uid,
                           (unsigned)geteuid());
     snprintf(who, sizeof who, "uid %u", (unsigned)uid);
-    if ((rc = drop_to((uid_t)uid, (gid_t)uid, who, e)) < 0)
+    if ((rc = drop_to((uid_t)uid, (gid_t)uid, who, e)) < 0 || !clear)
         return rc;
     /* Whatever still runs as this uid is left from an earlier job: as that
      * uid, kill(-1) reaches exactly those processes (on Linux not the
@@ -91,4 +93,14 @@ int ec_drop_to_job_uid(uint32_t uid, ec_err *e)
     if (kill(-1, SIGKILL) < 0 && errno != ESRCH)
         return ec_err_set(e, EC_EIO, "clearing uid %u: %s", (unsigned)uid, strerror(errno));
     return 0;
+}
+
+int ec_drop_to_job_uid(uint32_t uid, ec_err *e)
+{
+    return to_job_uid(uid, 1, e);
+}
+
+int ec_join_job_uid(uint32_t uid, ec_err *e)
+{
+    return to_job_uid(uid, 0, e);
 }

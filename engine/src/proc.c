@@ -708,13 +708,9 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
     return 0;
 }
 
-/*
- * A worker's resource limits, set in the child before it serves: address
- * space, CPU seconds (soft; the hard limit a few seconds later kills a
- * worker that ignores SIGXCPU), open files, and no core files (a core of
- * a worker is a copy of the user's data). NULL, or what failed.
- */
-static const char *worker_limits(const ec_proc_opts *opts)
+/* A worker's resource limits (ecopt/proc.h), set in the child before it
+   serves. */
+const char *ec_worker_limits(const ec_proc_opts *opts)
 {
     struct rlimit rl;
     unsigned files = opts && opts->worker_max_files ? opts->worker_max_files
@@ -736,7 +732,7 @@ static const char *worker_limits(const ec_proc_opts *opts)
             return "cannot set its CPU time limit";
     }
     rl.rlim_cur = rl.rlim_max = files;
-    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+    if (files != EC_WORKER_FILES_KEEP && setrlimit(RLIMIT_NOFILE, &rl) < 0)
         return "cannot set its open-file limit";
     rl.rlim_cur = rl.rlim_max = 0;
     if (setrlimit(RLIMIT_CORE, &rl) < 0)
@@ -782,7 +778,7 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
         {
             int fd = 3;
             ec_chan ch = {&fd, sock_send, sock_recv};
-            const char *why = worker_limits(opts);
+            const char *why = ec_worker_limits(opts);
 
             if (why) {
                 uint8_t small[EC_WIRE_HEADER_SIZE + 256];

@@ -33,6 +33,10 @@ typedef struct ec_mem_estimate {
     uint64_t process;        /* the largest worker process's own allocations
                                 (it shares the data with the coordinator,
                                 copy-on-write) */
+    uint64_t rank;           /* an MPI worker rank's own allocations: it
+                                reads the data and builds the problem
+                                itself (no P* solve), then hosts a worker
+                                process's block */
     uint32_t procs;          /* worker processes (0 inproc) */
     uint64_t total;          /* coordinator + procs x process: what the
                                 job holds at once */

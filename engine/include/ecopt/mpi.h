@@ -16,6 +16,8 @@ int ec_mpi_init(int *argc, char ***argv, int *rank, int *size, ec_err *e);
 void ec_mpi_finalize(void);
 /* Ends every rank at once, for failures a rank cannot report otherwise. */
 void ec_mpi_abort(int code);
+/* Returns once every rank has called it: 0, or < 0 when a rank is gone. */
+int ec_mpi_barrier(void);
 
 /* Rank 0: the coordinator, over ranks 1..P (a world of 2..n + 1). */
 int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
@@ -25,5 +27,12 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
  * STOP; returns an exit code. */
 int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank,
                   int size);
+/*
+ * A worker rank that cannot serve (its data, its uid, its limits): sends
+ * rank 0, in place of its HELLO, an ERROR frame that names this rank, its
+ * host and why, so the job fails with that reason; then waits for rank 0,
+ * which ends the world once it has read it. Returns an exit code.
+ */
+int ec_mpi_worker_fail(int rank, const char *why);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * Privileges of a job's processes: the coordinator gives up root before it
- * forks workers, either for a named account or for a uid of the job's own.
+ * forks workers (and each MPI worker rank after it), either for a named
+ * account or for a uid of the job's own.
  * Kept apart from the runtime so that the code that can change who a
  * process is stays small and in one place.
  */
@@ -30,6 +31,15 @@ int ec_drop_privileges(const char *user, ec_err *e);
  * Needs root. Call it before forking workers.
  */
 int ec_drop_to_job_uid(uint32_t uid, ec_err *e);
+/*
+ * The same drop, checks and all, for another process of a job whose first
+ * process has taken the uid (and cleared it) already: an MPI worker rank,
+ * which mpirun starts rather than the coordinator forks. Nothing is
+ * killed, since as that uid kill(-1) would reach the job's own processes;
+ * call it only once the first process has dropped, or its clearing kills
+ * this one.
+ */
+int ec_join_job_uid(uint32_t uid, ec_err *e);
 /* 1 with its name when an account has this uid, else 0. */
 int ec_uid_owner(uint32_t uid, char *name, size_t len);
 

@@ -25,7 +25,8 @@ typedef struct ec_proc_opts {
                                     up); 0 none. Past it a worker gets SIGXCPU
                                     and the job fails saying so */
     unsigned worker_max_files;   /* RLIMIT_NOFILE per worker; 0 means
-                                    EC_WORKER_MAX_FILES */
+                                    EC_WORKER_MAX_FILES, EC_WORKER_FILES_KEEP
+                                    leaves it as it is */
     uint32_t procs;              /* processes hosting the workers, 1..n;
                                     0 means ec_procs_default(n); ecopt run
                                     gives ec_procs_default_for()'s */
@@ -78,6 +79,19 @@ int ec_ups_reduce(const ec_model *m, uint32_t p, uint32_t first,
 
 /* Open files a worker may hold: it needs its socket and stdio only. */
 #define EC_WORKER_MAX_FILES 16
+/* No open-file limit of its own: an MPI rank, whose runtime holds
+ * descriptors of its own (its daemon, shared memory, events) and opens a
+ * connection to each peer when it first talks to it. */
+#define EC_WORKER_FILES_KEEP 0xffffffffu
+
+/*
+ * Sets the limits above on the calling process, as a worker process does
+ * before it serves (and an MPI worker rank): address space, CPU seconds
+ * (soft; the hard limit a few seconds later kills a worker that ignores
+ * SIGXCPU), open files, and no core files (a core of a worker is a copy
+ * of the user's data). NULL, or what failed, with errno saying why.
+ */
+const char *ec_worker_limits(const ec_proc_opts *opts);
 
 /*
  * Forks the workers, runs the job to a stop rule, stops and reaps every
