@@ -492,28 +492,6 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
-#ifdef ECOPT_WITH_MPI
-/*
- * The address space this process holds now, 0 when it cannot be read. An
- * MPI rank measures it right after MPI_Init: Open MPI's libraries, shared
- * memory and threads come to some 230 MiB here, against 20 MiB for all of
- * a plain ecopt, so a limit from the account and EC_MEM_PROCESS_BASE alone
- * would fail the rank's next mmap.
- */
-static uint64_t address_space_now(void)
-{
-    FILE *f = fopen("/proc/self/statm", "re");
-    unsigned long long pages = 0;
-    long page = sysconf(_SC_PAGESIZE);
-
-    if (!f)
-        return 0;
-    if (fscanf(f, "%llu", &pages) != 1)
-        pages = 0;
-    fclose(f);
-    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-}
-#endif
 
 /*
  * The address-space limit of a process whose own allocations the account
@@ -574,11 +552,14 @@ static int set_memory_limits(const ec_dataset *ds, const ec_job *job,
         fprintf(info, ", each worker rank about %.0f MiB (both count the "
                 "%.0f MiB the MPI runtime maps at a rank's start)",
                 mem_limit(est.rank, held) / 1048576.0, held / 1048576.0);
-    else if (est.procs) {
-        if (!popts->worker_mem_limit)
-            popts->worker_mem_limit = mem_limit(est.process, 0);
+    else if (est.procs && popts->worker_mem_limit)
         fprintf(info, ", each worker process %.0f MiB",
                 popts->worker_mem_limit / 1048576.0);
+    else if (est.procs) {
+        popts->worker_mem_above = mem_limit(est.process, 0);
+        fprintf(info, ", each worker process %.0f MiB above what it "
+                "inherits from the coordinator",
+                popts->worker_mem_above / 1048576.0);
     }
     fputc('\n', info);
     return 0;
@@ -1263,8 +1244,11 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
         backend = JOBSPEC_BACKEND_MPI;
-        /* Before the job's first allocation: see address_space_now. */
-        held = address_space_now();
+        /* Before the job's first allocation: Open MPI's libraries, shared
+         * memory and threads come to some 230 MiB here, against 20 MiB
+         * for all of a plain ecopt, so a limit from the account and
+         * EC_MEM_PROCESS_BASE alone would fail the rank's next mmap. */
+        held = ec_address_space();
         if (rank > 0) {
             struct rank_args ra = {data_dir, version, worker_user, &ropts,
                                    worker_uid, mem_auto, popts, held};

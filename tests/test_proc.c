@@ -11,6 +11,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -417,6 +418,50 @@ START_TEST(test_worker_memory_limit)
 END_TEST
 #endif
 
+/*
+ * A limit from --mem-limits auto goes on top of what a forked worker
+ * inherits: with 256 MiB mapped before the fork (as a coordinator's data
+ * would be), a worker allowed 32 MiB above it can still allocate 8 MiB,
+ * where the same allowance as a whole address space cannot.
+ */
+START_TEST(test_worker_mem_above_inherited)
+{
+    size_t big = 256u << 20;
+    char *held = mmap(NULL, big, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    ck_assert(held != MAP_FAILED);
+    for (int absolute = 0; absolute < 2; absolute++) {
+        ec_proc_opts o = {0};
+        pid_t pid;
+        int status;
+
+        o.worker_max_files = EC_WORKER_FILES_KEEP;
+        if (absolute)
+            o.worker_mem_limit = ec_address_space() + (32u << 20) - big;
+        else
+            o.worker_mem_above = 32u << 20;
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            void *p;
+
+            if (ec_worker_limits(&o))
+                _exit(2);
+            p = mmap(NULL, 8u << 20, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            _exit(p == MAP_FAILED ? 1 : 0);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_msg(WEXITSTATUS(status) == (absolute ? 1 : 0),
+                      "%s limit: child exit %d", absolute ? "absolute" : "inherited +",
+                      WEXITSTATUS(status));
+    }
+    munmap(held, big);
+}
+END_TEST
+
 /* ---- the default procs ---------------------------------------------------- */
 
 /* The processes `ecopt run SPEC` puts the workers on, from its setup line. */
@@ -502,6 +547,7 @@ int main(void)
      * address-space limit stops an ASan-built worker before it can say
      * why; the plain build runs this case. */
     tcase_add_test(faults, test_worker_memory_limit);
+    tcase_add_test(faults, test_worker_mem_above_inherited);
 #endif
     suite_add_tcase(s, eq);
     suite_add_tcase(s, faults);

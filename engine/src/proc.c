@@ -708,6 +708,20 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
     return 0;
 }
 
+uint64_t ec_address_space(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long pages = 0;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
 /* A worker's resource limits (ecopt/proc.h), set in the child before it
    serves. */
 const char *ec_worker_limits(const ec_proc_opts *opts)
@@ -715,9 +729,20 @@ const char *ec_worker_limits(const ec_proc_opts *opts)
     struct rlimit rl;
     unsigned files = opts && opts->worker_max_files ? opts->worker_max_files
                                                     : EC_WORKER_MAX_FILES;
+    uint64_t mem = opts ? opts->worker_mem_limit : 0;
 
-    if (opts && opts->worker_mem_limit) {
-        rl.rlim_cur = rl.rlim_max = opts->worker_mem_limit;
+    /* A forked worker's address space starts as the coordinator's: the
+     * data and the problem it shares copy-on-write count in RLIMIT_AS
+     * too, so a limit from the account's own allocations goes on top. */
+    if (opts && !mem && opts->worker_mem_above) {
+        uint64_t held = ec_address_space();
+
+        if (!held)
+            return "cannot read its address space for its memory limit";
+        mem = held + opts->worker_mem_above;
+    }
+    if (mem) {
+        rl.rlim_cur = rl.rlim_max = mem;
         if (setrlimit(RLIMIT_AS, &rl) < 0)
             return "cannot set its memory limit";
     }

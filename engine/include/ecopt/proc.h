@@ -21,6 +21,11 @@ typedef struct ec_proc_opts {
     double round_timeout;        /* seconds a worker may take per exchange;
                                     0 means the default, 60 */
     uint64_t worker_mem_limit;   /* RLIMIT_AS per worker in bytes; 0 none */
+    uint64_t worker_mem_above;   /* or RLIMIT_AS per worker process: what it
+                                    holds at the fork (the coordinator's
+                                    data, shared copy-on-write) plus this
+                                    many bytes; 0 none. Ignored when
+                                    worker_mem_limit is set */
     double worker_cpu_limit;     /* RLIMIT_CPU per worker in seconds (rounded
                                     up); 0 none. Past it a worker gets SIGXCPU
                                     and the job fails saying so */
@@ -31,6 +36,10 @@ typedef struct ec_proc_opts {
                                     0 means ec_procs_default(n); ecopt run
                                     gives ec_procs_default_for()'s */
 } ec_proc_opts;
+
+/* The address space this process holds now (/proc/self/statm), what
+ * RLIMIT_AS counts; 0 when it cannot be read. */
+uint64_t ec_address_space(void);
 
 /* The limits above are per process (a worker process hosts count workers). */
 
