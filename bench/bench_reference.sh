@@ -47,22 +47,26 @@ cat >"$tmp/job.json" <<EOF
  "compressor": {"type": "topk", "k": 5}, "lambda2": 1e-4,
  "max_rounds": 4000, "eval_every": 4000, "target": 0}
 EOF
-per_round() {
-    "$ECOPT" run "$tmp/job.json" --backend "$1" --procs "$2" --format csv 2>/dev/null |
+per_round() {   # backend procs ("default": none given)
+    if [ "$2" = default ]; then set -- "$1"; else set -- "$1" --procs "$2"; fi
+    "$ECOPT" run "$tmp/job.json" --backend "$@" --format csv 2>/dev/null |
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
 }
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 i=0
 while [ $i -lt "$REPS" ]; do
-    (cd "$tmp" && "$PY" ref.py) >>"$tmp/ref"
+    # numpy at its best: without the OpenBLAS core-type override some
+    # machines here set (it only slows a current numpy down).
+    (cd "$tmp" && env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" ref.py) >>"$tmp/ref"
     per_round inproc 1 >>"$tmp/in"
+    per_round process default >>"$tmp/pd"
     per_round process 1 >>"$tmp/p1"
     per_round process 2 >>"$tmp/p2"
     per_round process 20 >>"$tmp/p20"
     i=$((i + 1))
 done
-ref=$(median <"$tmp/ref"); in=$(median <"$tmp/in"); p1=$(median <"$tmp/p1")
+ref=$(median <"$tmp/ref"); in=$(median <"$tmp/in"); pd=$(median <"$tmp/pd"); p1=$(median <"$tmp/p1")
 p2=$(median <"$tmp/p2"); p20=$(median <"$tmp/p20")
 {
     echo "# ecopt beside the numpy reference code ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
@@ -73,8 +77,9 @@ p2=$(median <"$tmp/p2"); p20=$(median <"$tmp/p20")
     echo "| run | us per round | reference / this |"
     echo "|---|---|---|"
     echo "| reference (numpy, workers simulated in one process) | $ref | 1 |"
-    for r in "ecopt, in process|$in" "ecopt, 1 worker process (--procs 1)|$p1" \
-             "ecopt, 2 worker processes (default)|$p2" "ecopt, 20 worker processes|$p20"; do
+    for r in "ecopt, in process|$in" "ecopt, worker processes at the default procs|$pd" \
+             "ecopt, 1 worker process (--procs 1)|$p1" \
+             "ecopt, 2 worker processes (--procs 2)|$p2" "ecopt, 20 worker processes|$p20"; do
         awk -F'|' -v ref="$ref" '{printf "| %s | %s | %.1fx |\n", $1, $2, ref / $2}' <<EOT
 $r
 EOT

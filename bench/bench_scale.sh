@@ -3,8 +3,9 @@
 #
 #   ECOPT=build/ecopt sh bench/bench_scale.sh [OUT.md]
 #
-# 1. a9a, 20 workers, ECLK topk k = 1: loop time per round in process, on
-#    1 process, on 2 (the default here: min(n, CPUs)) and on 20 (one per
+# 1. a9a, 20 workers, ECLK topk k = 1: loop time per round in process, at
+#    the default procs (a light round: min(n, CPUs - 1); the run's own
+#    setup line says which P it took), on 1, 2 and 20 processes (one per
 #    worker, as before procs), REPS interleaved repetitions, medians.
 # 2. A generated file (ecopt gen) of 100k rows, d = 1e6, 20 nonzeros a
 #    row, ECLK topk k = 1000, 20 workers: per-round time in process and
@@ -25,11 +26,14 @@ trap 'rm -rf "$tmp"; rmdir /sys/fs/cgroup/memory/ecopt-bench-$$ 2>/dev/null || t
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-# loop seconds of the last row (the seconds column) / rounds
+# loop seconds of the last row (the seconds column) / rounds; procs
+# "default" gives no --procs and keeps the P the run took in $tmp/P
 per_round() {   # spec backend procs
-    "$ECOPT" run "$1" --backend "$2" --procs "$3" --format csv 2>/dev/null |
+    if [ "$3" = default ]; then set -- "$1" "$2"; else set -- "$1" "$2" --procs "$3"; fi
+    "$ECOPT" run "$@" --format csv 2>"$tmp/setup" |
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
+    sed -n 's/.*workers on \([0-9]*\) process.*/\1/p' "$tmp/setup" >"$tmp/P"
 }
 
 # peak bytes of the command's processes (cgroup v1), or "n/a"
@@ -47,16 +51,18 @@ cat >"$tmp/a9a.json" <<EOF
 {"dataset": "a9a", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": 1},
  "max_rounds": 4000, "eval_every": 4000, "target": 0}
 EOF
-: >"$tmp/a9a.in"; : >"$tmp/a9a.p1"; : >"$tmp/a9a.p2"; : >"$tmp/a9a.p20"
+: >"$tmp/a9a.in"; : >"$tmp/a9a.pd"; : >"$tmp/a9a.p1"; : >"$tmp/a9a.p2"; : >"$tmp/a9a.p20"
 i=0
 while [ $i -lt "$REPS" ]; do
     per_round "$tmp/a9a.json" inproc 1 >>"$tmp/a9a.in"
+    per_round "$tmp/a9a.json" process default >>"$tmp/a9a.pd"
+    a_P=$(cat "$tmp/P")
     per_round "$tmp/a9a.json" process 1 >>"$tmp/a9a.p1"
     per_round "$tmp/a9a.json" process 2 >>"$tmp/a9a.p2"
     per_round "$tmp/a9a.json" process 20 >>"$tmp/a9a.p20"
     i=$((i + 1))
 done
-a_in=$(median <"$tmp/a9a.in"); a_p1=$(median <"$tmp/a9a.p1"); a_p2=$(median <"$tmp/a9a.p2"); a_p20=$(median <"$tmp/a9a.p20")
+a_in=$(median <"$tmp/a9a.in"); a_pd=$(median <"$tmp/a9a.pd"); a_p1=$(median <"$tmp/a9a.p1"); a_p2=$(median <"$tmp/a9a.p2"); a_p20=$(median <"$tmp/a9a.p20")
 
 "$ECOPT" gen --rows 100000 --features 1000000 --nnz 20 --seed 1 -o "$tmp/big" >/dev/null
 cat >"$tmp/big.json" <<EOF
@@ -64,14 +70,18 @@ cat >"$tmp/big.json" <<EOF
  "lambda1": 1e-6, "max_rounds": 30, "eval_every": 30, "target": 0}
 EOF
 row() {   # backend procs label
-    b=$(peak "$ECOPT" run "$tmp/big.json" --backend "$1" --procs "$2" --format csv -o "$tmp/rows.csv")
+    if [ "$2" = default ]; then set -- "$1" "" "$3"; else set -- "$1" "--procs $2" "$3"; fi
+    # shellcheck disable=SC2086 # $2 is empty or two words
+    b=$(peak "$ECOPT" run "$tmp/big.json" --backend "$1" $2 --format csv -o "$tmp/rows.csv")
     us=$(awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                   {r = $1; t = $s} END {printf "%.0f", t / r * 1e6}' "$tmp/rows.csv")
     est=$(sed -n 's/^memory *estimate \([0-9]*\) MiB.*/\1/p' "$tmp/peak.out")
     if [ "$b" = n/a ]; then mib=n/a; else mib=$(awk -v b="$b" 'BEGIN {printf "%.0f", b / 1048576}'); fi
-    echo "$3|$us|$mib|$est"
+    P=$(sed -n 's/.*workers on \([0-9]*\) process.*/\1/p' "$tmp/peak.out")
+    echo "$3${P:+ (P = $P)}|$us|$mib|$est"
 }
 big_in=$(row inproc 1 "in process")
+big_pd=$(row process default "default procs")
 big_p1=$(row process 1 "1 process")
 big_p2=$(row process 2 "2 processes")
 big_p20=$(row process 20 "20 processes")
@@ -100,15 +110,16 @@ floor_us=$(awk -v b="$floor_bytes" -v r="$rate" 'BEGIN {printf "%.0f", b / r * 1
     echo "| backend | us per round | ratio to in process |"
     echo "|---|---|---|"
     echo "| in process | $a_in | 1 |"
-    awk -v a="$a_in" -v b="$a_p1" 'BEGIN {printf "| 1 process (--procs 1; receives spin) | %s | %.2fx |\n", b, b / a}'
-    awk -v a="$a_in" -v b="$a_p2" 'BEGIN {printf "| 2 processes (default) | %s | %.2fx |\n", b, b / a}'
+    awk -v a="$a_in" -v b="$a_pd" -v p="$a_P" 'BEGIN {printf "| default procs (P = %s: a light round) | %s | %.2fx |\n", p, b, b / a}'
+    awk -v a="$a_in" -v b="$a_p1" 'BEGIN {printf "| 1 process (--procs 1) | %s | %.2fx |\n", b, b / a}'
+    awk -v a="$a_in" -v b="$a_p2" 'BEGIN {printf "| 2 processes (--procs 2) | %s | %.2fx |\n", b, b / a}'
     awk -v a="$a_in" -v b="$a_p20" 'BEGIN {printf "| 20 processes (one per worker) | %s | %.2fx |\n", b, b / a}'
     echo
     echo "## generated, 100k rows, d = 1e6, 20 nnz a row, ECLK topk k = 1000, 20 workers, 30 rounds"
     echo
     echo "| backend | us per round | peak memory of the job (cgroup), MiB | estimate, MiB |"
     echo "|---|---|---|---|"
-    for r in "$big_in" "$big_p1" "$big_p2" "$big_p20"; do
+    for r in "$big_in" "$big_pd" "$big_p1" "$big_p2" "$big_p20"; do
         echo "$r" | awk -F'|' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}'
     done
     echo

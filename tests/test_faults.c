@@ -24,9 +24,12 @@
 #include "serverutil.h"
 #include "testutil.h"
 
-/* Long enough to outlast any test: a stop only by fault or cancel. */
+/* Long enough to outlast any test: a stop only by fault or cancel. Each
+ * worker is a process of its own (a9a's light round would otherwise get
+ * one CPU fewer than the machine has). */
 static const char long_job[] =
-    "{\"dataset\": \"a9a\", \"workers\": 2, \"max_rounds\": 40000000, \"target\": 0}";
+    "{\"dataset\": \"a9a\", \"workers\": 2, \"procs\": 2, \"max_rounds\": 40000000,"
+    " \"target\": 0}";
 
 /* ---- processes, from /proc ------------------------------------------------ */
 
