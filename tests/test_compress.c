@@ -400,8 +400,9 @@ static const uint32_t topk_dims[] = {1, 2, 3, 7, 64, 123, 255, 256, 257,
 START_TEST(test_topk_matches_sort)
 {
     const uint32_t d = topk_dims[_i];
-    /* 64 and 65 sit either side of the heap's limit (TOPK_HEAP_MAX). */
-    const uint32_t ks[] = {1, 2, 3, d / 20, 64, 65, d / 2, d - 1, d};
+    /* 8 and 9 sit either side of the list's limit (TOPK_LIST_MAX), 64
+     * and 65 either side of the heap's (TOPK_HEAP_MAX). */
+    const uint32_t ks[] = {1, 2, 3, 8, 9, d / 20, 64, 65, d / 2, d - 1, d};
     ec_rng r;
     ec_msg m;
     double *x = malloc(d * sizeof *x);
@@ -458,6 +459,29 @@ START_TEST(test_topk_nan_and_inf_first)
     ec_compress(c, x, NULL, &m);
     ck_assert_uint_eq(m.idx[0], 5);
     ec_compressor_free(c);
+    ec_msg_clear(&m);
+
+    /* The same through the list, the heap and the radix select. */
+    double y[200];
+    const uint32_t ks[] = {3, 20, 100};
+
+    for (uint32_t j = 0; j < 200; j++)
+        y[j] = (double)(j % 17) - 8.0;
+    y[10] = INFINITY;
+    y[150] = NAN;
+    y[190] = -INFINITY;
+    make_msg(&m, 200);
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        int seen = 0;
+
+        c = make_comp(EC_COMP_TOPK, ks[i], 0, 200);
+        ec_compress(c, y, NULL, &m);
+        ck_assert_uint_eq(m.nnz, ks[i]);
+        for (uint32_t n = 0; n < m.nnz; n++)
+            seen += m.idx[n] == 10 || m.idx[n] == 150 || m.idx[n] == 190;
+        ck_assert_msg(seen == 3, "k = %u kept %d of NaN, Inf, -Inf", ks[i], seen);
+        ec_compressor_free(c);
+    }
     ec_msg_clear(&m);
 }
 END_TEST

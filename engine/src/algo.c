@@ -678,6 +678,14 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
  * Error feedback: t = e + gamma g;  q = Q(t);  e = t - q.
  * With Q = none, t is exactly gamma g and e stays exactly zero.
  */
+/* q = Q(e); e = e - q: the second half of error feedback. */
+static void error_feedback_send(ec_worker *w, ec_msg *q)
+{
+    ec_compress(w->comp, w->e, &w->rng, q);
+    for (uint32_t i = 0; i < q->nnz; i++)
+        w->e[q->idx[i]] -= q->val[i];
+}
+
 static void error_feedback(ec_worker *w, const double *g, double gamma,
                            ec_msg *q)
 {
@@ -685,9 +693,7 @@ static void error_feedback(ec_worker *w, const double *g, double gamma,
 
     for (uint32_t j = 0; j < d; j++)
         w->e[j] += gamma * g[j];
-    ec_compress(w->comp, w->e, &w->rng, q);
-    for (uint32_t i = 0; i < q->nnz; i++)
-        w->e[q->idx[i]] -= q->val[i];
+    error_feedback_send(w, q);
 }
 
 /* ECLK's error feedback, also summing ||e + gamma D||^2 and ||e'||^2 for
@@ -775,13 +781,26 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
     case EC_ALGO_EC_SGD_DIANA:
     case EC_ALGO_EC_GD_DIANA:
         local_grad(w, m->x, NULL, g);          /* g_hat */
-        for (uint32_t j = 0; j < d; j++)
-            w->buf2[j] = g[j] - w->h[j];       /* g_hat - h_tau */
+        /* One pass: buf2 = g_hat - h_tau, and the error memory takes
+         * gamma (g_hat - h_tau + h), each entry's operations in the same
+         * order as in separate passes, so the same bits. */
+        {
+            double *restrict b = w->buf2, *restrict ef = w->e;
+            const double *restrict h = w->h, *restrict u = m->u;
+            const double gamma = p->gamma;
+
+            for (uint32_t j = 0; j < d; j++) {
+                double t = g[j] - h[j];
+
+                b[j] = t;
+                ef[j] += gamma * (t + u[j]);
+            }
+        }
+        /* The shift's compressor first: it draws from the generator
+         * before the message's does. */
         ec_compress(w->shift_comp, w->buf2, &w->rng, &up->extra);
         up->has_extra = 1;
-        for (uint32_t j = 0; j < d; j++)
-            g[j] = w->buf2[j] + m->u[j];       /* g_hat - h_tau + h */
-        error_feedback(w, g, p->gamma, &up->q);
+        error_feedback_send(w, &up->q);
         ec_msg_axpy(&up->extra, p->alpha, w->h);
         break;
     case EC_ALGO_EF21:

@@ -409,8 +409,74 @@ static void compress_topk_heap(const ec_compressor *c, const double *x,
 }
 
 /*
+ * Top-k for k <= TOPK_LIST_MAX (and k < d): the k best so far in a list
+ * in rank order, which an entry joins by insertion. For the smallest k
+ * (top-1 and top-5 are the papers' settings) that is cheaper than the
+ * heap's sift, and the scan is one comparison an entry: |x| > the last
+ * one's magnitude, or a NaN, for which the comparison is false. Entries
+ * come in index order, so one whose key only equals the last one's ranks
+ * below it and stays out.
+ */
+#define TOPK_LIST_MAX 8
+
+static void compress_topk_list(const ec_compressor *c, const double *x,
+                               ec_msg *out)
+{
+    const uint32_t d = c->d, k = c->spec.k;
+    uint64_t key[TOPK_LIST_MAX];
+    uint32_t idx[TOPK_LIST_MAX], j;
+    double bar;
+
+    assert(k >= 1 && k <= TOPK_LIST_MAX && k < d);
+    for (j = 0; j < k; j++) {
+        uint64_t kj = magnitude_key(x[j]);
+        uint32_t at = j;
+
+        for (; at > 0 && key[at - 1] < kj; at--) {
+            key[at] = key[at - 1];
+            idx[at] = idx[at - 1];
+        }
+        key[at] = kj;
+        idx[at] = j;
+    }
+    memcpy(&bar, &key[k - 1], sizeof bar);
+    for (; j < d; j++) {
+        uint64_t kj;
+        uint32_t at = k - 1;
+
+        if (fabs(x[j]) <= bar)
+            continue;
+        kj = magnitude_key(x[j]);
+        if (kj <= key[k - 1])
+            continue;           /* a NaN end: nothing lies above it */
+        for (; at > 0 && key[at - 1] < kj; at--) {
+            key[at] = key[at - 1];
+            idx[at] = idx[at - 1];
+        }
+        key[at] = kj;
+        idx[at] = j;
+        memcpy(&bar, &key[k - 1], sizeof bar);
+    }
+    /* The message lists its entries in index order. */
+    for (uint32_t i = 1; i < k; i++) {
+        uint32_t v = idx[i], at = i;
+
+        while (at > 0 && idx[at - 1] > v) {
+            idx[at] = idx[at - 1];
+            at--;
+        }
+        idx[at] = v;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        out->idx[i] = idx[i];
+        out->val[i] = x[idx[i]];
+    }
+    out->nnz = k;
+}
+
+/*
  * The k largest keys in the strict order (key descending, index ascending).
- * Up to TOPK_HEAP_MAX, the heap above. Beyond, an MSB-first radix select
+ * Up to TOPK_LIST_MAX, the list above; up to TOPK_HEAP_MAX, the heap. Beyond, an MSB-first radix select
  * finds the k-th largest key T one digit at a time over a shrinking
  * candidate list (8 passes at most, each O(candidates), so O(d) in all
  * whatever the data);
@@ -439,6 +505,10 @@ static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
     uint32_t ncand = d, take_equal = k, n = 0;
     uint64_t threshold = 0;
 
+    if (k < d && k <= TOPK_LIST_MAX) {
+        compress_topk_list(c, x, out);
+        return;
+    }
     if (k < d && k <= TOPK_HEAP_MAX) {
         compress_topk_heap(c, x, out);
         return;
