@@ -29,7 +29,7 @@ median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 # loop seconds of the last row (the seconds column) / rounds; procs
 # "default" gives no --procs and keeps the P the run took in $tmp/P
 per_round() {   # spec backend procs
-    if [ "$3" = default ]; then set -- "$1" "$2"; else set -- "$1" "$2" --procs "$3"; fi
+    if [ "$3" = default ]; then set -- "$1" --backend "$2"; else set -- "$1" --backend "$2" --procs "$3"; fi
     "$ECOPT" run "$@" --format csv 2>"$tmp/setup" |
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'

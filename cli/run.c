@@ -632,9 +632,15 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
 
         ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
         ec_estimate_memory(&mj, &est);
+        /* An MPI worker rank holds its own copy of the data and problem. */
+        if (backend == JOBSPEC_BACKEND_MPI)
+            est.total = est.coordinator + (uint64_t)est.procs * est.rank;
         fprintf(o, "memory     estimate %.0f MiB: coordinator %.0f MiB", est.total / 1048576.0,
                 est.coordinator / 1048576.0);
-        if (est.procs)
+        if (est.procs && backend == JOBSPEC_BACKEND_MPI)
+            fprintf(o, ", %u worker rank%s of up to %.0f MiB", est.procs,
+                    est.procs == 1 ? "" : "s", est.rank / 1048576.0);
+        else if (est.procs)
             fprintf(o, ", %u worker process%s of up to %.0f MiB", est.procs,
                     est.procs == 1 ? "" : "es", est.process / 1048576.0);
         fputc('\n', o);

@@ -157,8 +157,9 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
         out->process = max_payload(d) + model_bytes(j) + 2 * D + up_msgs +
                        frame + count * worker_bytes(j) + owner_bytes(j);
         /* ec_problem_init: the shards, x_star and the power iteration's
-         * two vectors, beside the rank's own copy of the data. */
-        out->rank = out->data + n * sizeof(ec_shard) + 3 * D + out->process;
+         * three vectors, support list and marks, beside the rank's own
+         * copy of the data. */
+        out->rank = out->data + n * sizeof(ec_shard) + 4 * D + 5 * d + out->process;
     }
     out->total = out->coordinator + procs * out->process;
 }

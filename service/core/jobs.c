@@ -146,17 +146,22 @@ int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
                     spec->backend == JOBSPEC_BACKEND_INPROC
                         ? 0 : ec_procs_resolve(job->workers, spec->procs));
     ec_estimate_memory(&mj, &est);
+    /* An MPI worker rank reads the data and builds the problem itself. */
+    if (spec->backend == JOBSPEC_BACKEND_MPI)
+        est.total = est.coordinator + (uint64_t)est.procs * est.rank;
     mib = (double)est.total / 1048576.0;
     if (mib <= cfg->max_job_memory)
         return 0;
     if (est.procs)
         return spec_problem_set(sp, "workers", "max_job_memory", cfg->max_job_memory,
                                 "the job would need about %.0f MiB (coordinator %.0f MiB "
-                                "and %u worker processes of %.0f MiB, for d = %lld and "
+                                "and %u worker %s of %.0f MiB, for d = %lld and "
                                 "%u workers), over this server's limit of %u MiB per job",
                                 mib, est.coordinator / 1048576.0, est.procs,
-                                est.process / 1048576.0, (long long)df->d,
-                                job->workers, cfg->max_job_memory);
+                                spec->backend == JOBSPEC_BACKEND_MPI ? "ranks" : "processes",
+                                (spec->backend == JOBSPEC_BACKEND_MPI ? est.rank
+                                                                      : est.process) / 1048576.0,
+                                (long long)df->d, job->workers, cfg->max_job_memory);
     return spec_problem_set(sp, "workers", "max_job_memory", cfg->max_job_memory,
                             "the job would need about %.0f MiB in process (d = %lld, "
                             "%u workers), over this server's limit of %u MiB per job",
