@@ -493,6 +493,7 @@ static json_t *eclk_json(const ec_eclk_report *r)
 }
 
 
+#ifndef __SANITIZE_ADDRESS__   /* no limits there: see set_memory_limits */
 /*
  * The address-space limit of a process whose own allocations the account
  * puts at `own`: a quarter more, EC_MEM_PROCESS_BASE for code, libraries,
@@ -513,6 +514,7 @@ static void job_estimate(const ec_dataset *ds, const ec_job *job,
     ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
     ec_estimate_memory(&mj, est);
 }
+#endif
 
 /*
  * --mem-limits auto: address-space limits from the memory account, with

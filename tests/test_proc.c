@@ -424,6 +424,7 @@ END_TEST
  * would be), a worker allowed 32 MiB above it can still allocate 8 MiB,
  * where the same allowance as a whole address space cannot.
  */
+#ifndef __SANITIZE_ADDRESS__   /* see main() */
 START_TEST(test_worker_mem_above_inherited)
 {
     size_t big = 256u << 20;
@@ -461,6 +462,7 @@ START_TEST(test_worker_mem_above_inherited)
     munmap(held, big);
 }
 END_TEST
+#endif
 
 /* ---- the default procs ---------------------------------------------------- */
 
