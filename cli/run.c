@@ -492,7 +492,6 @@ static json_t *eclk_json(const ec_eclk_report *r)
                      "restarts", (json_int_t)r->restarts);
 }
 
-
 #ifndef __SANITIZE_ADDRESS__   /* no limits there: see set_memory_limits */
 /*
  * The address-space limit of a process whose own allocations the account
@@ -633,10 +632,8 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
         ec_mem_estimate est;
 
         ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
+        mj.mpi = backend == JOBSPEC_BACKEND_MPI;
         ec_estimate_memory(&mj, &est);
-        /* An MPI worker rank holds its own copy of the data and problem. */
-        if (backend == JOBSPEC_BACKEND_MPI)
-            est.total = est.coordinator + (uint64_t)est.procs * est.rank;
         fprintf(o, "memory     estimate %.0f MiB: coordinator %.0f MiB", est.total / 1048576.0,
                 est.coordinator / 1048576.0);
         if (est.procs && backend == JOBSPEC_BACKEND_MPI)

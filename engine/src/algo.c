@@ -20,7 +20,7 @@ static int is_diana(ec_algo_id a)
 }
 
 /* Algorithms whose gradient is the full local one rather than a minibatch. */
-static int uses_full_local(ec_algo_id a)
+int ec_algo_full_local(ec_algo_id a)
 {
     return a == EC_ALGO_EC_GD || a == EC_ALGO_GD || a == EC_ALGO_EC_GD_DIANA ||
            a == EC_ALGO_EF21;
@@ -660,7 +660,7 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
 {
     const ec_problem *pb = w->pb;
 
-    if (uses_full_local(w->prm->algo) || w->prm->batch >= w->prm->m) {
+    if (ec_algo_full_local(w->prm->algo) || w->prm->batch >= w->prm->m) {
         ec_shard_grad(pb, w->tau, x, g);
         if (ref) {
             double *t = w->buf2;

@@ -161,21 +161,14 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
          * copy of the data. */
         out->rank = out->data + n * sizeof(ec_shard) + 4 * D + 5 * d + out->process;
     }
-    out->total = out->coordinator + procs * out->process;
-}
-
-/* The methods whose workers take their whole shard's gradient each round. */
-static int full_local(ec_algo_id a)
-{
-    return a == EC_ALGO_GD || a == EC_ALGO_EC_GD || a == EC_ALGO_EC_GD_DIANA ||
-           a == EC_ALGO_EF21;
+    out->total = out->coordinator + procs * (j->mpi ? out->rank : out->process);
 }
 
 uint64_t ec_round_bytes(const ec_mem_job *j)
 {
     uint64_t n = j->workers ? j->workers : 1, d = j->d;
     uint64_t per_row = j->rows ? (j->nnz + j->rows - 1) / j->rows : 1;
-    uint64_t rows = full_local(j->algo) ? (j->rows + n - 1) / n
+    uint64_t rows = ec_algo_full_local(j->algo) ? (j->rows + n - 1) / n
                                         : (j->batch ? j->batch : 1);
     uint64_t grads = katyusha(j->algo) || j->algo == EC_ALGO_EC_LSVRG ? 2 : 1;
 

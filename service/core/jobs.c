@@ -145,10 +145,8 @@ int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
     ec_mem_job_from(&mj, job, (uint64_t)df->rows, (uint64_t)df->nnz, (uint32_t)df->d,
                     spec->backend == JOBSPEC_BACKEND_INPROC
                         ? 0 : ec_procs_resolve(job->workers, spec->procs));
+    mj.mpi = spec->backend == JOBSPEC_BACKEND_MPI;
     ec_estimate_memory(&mj, &est);
-    /* An MPI worker rank reads the data and builds the problem itself. */
-    if (spec->backend == JOBSPEC_BACKEND_MPI)
-        est.total = est.coordinator + (uint64_t)est.procs * est.rank;
     mib = (double)est.total / 1048576.0;
     if (mib <= cfg->max_job_memory)
         return 0;

@@ -87,6 +87,9 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
 void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
 /* Whether the algorithm compresses (gd, sgd and lkatyusha do not). */
 int ec_algo_compresses(ec_algo_id a);
+/* Whether its workers take their whole shard's gradient each round (gd,
+ * ec-gd, ec-gd-diana, ef21) rather than a minibatch's. */
+int ec_algo_full_local(ec_algo_id a);
 /* Whether the first exchange is an initialisation (dense gradients). */
 int ec_algo_has_init(ec_algo_id a);
 

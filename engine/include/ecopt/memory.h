@@ -20,6 +20,8 @@ typedef struct ec_mem_job {
     uint32_t workers;        /* n */
     uint32_t procs;          /* worker processes; ignored when inproc */
     int inproc;              /* the workers are simulated in the coordinator */
+    int mpi;                 /* the processes are MPI worker ranks, each with
+                                its own copy of the data and the problem */
     ec_algo_id algo;
     ec_comp_spec comp;       /* k resolved */
     uint32_t batch;
@@ -38,8 +40,8 @@ typedef struct ec_mem_estimate {
                                 itself (no P* solve), then hosts a worker
                                 process's block */
     uint32_t procs;          /* worker processes (0 inproc) */
-    uint64_t total;          /* coordinator + procs x process: what the
-                                job holds at once */
+    uint64_t total;          /* coordinator + procs x process (x rank
+                                under MPI): what the job holds at once */
 } ec_mem_estimate;
 
 /* Bytes a process holds before it allocates anything of the job (code,
