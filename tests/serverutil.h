@@ -273,6 +273,34 @@ static inline json_t *job_wait(const struct server *s, const char *token, const 
     }
 }
 
+/*
+ * Waits up to timeout seconds until the job has stored a metric row: its
+ * coordinator has read the data and dropped privileges, and its workers
+ * have said hello. The count in the `latest` row's round terms is not
+ * enough, so this asks for the rows.
+ */
+static inline void job_wait_first_row(const struct server *s, const char *token,
+                                      const char *id, double timeout)
+{
+    char path[128];
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=1", id);
+    for (double until = tu_now() + timeout;; usleep(50000)) {
+        struct reply r = req(s, "GET", path, token, NULL, NULL);
+        json_t *doc;
+        size_t n;
+
+        ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+        doc = json_of(&r);
+        n = json_array_size(json_object_get(doc, "rows"));
+        json_decref(doc);
+        free(r.body);
+        if (n >= 1)
+            return;
+        ck_assert_msg(tu_now() < until, "job %s: no rows in %g s", id, timeout);
+    }
+}
+
 /* Cancels a job (200, 202, or 409 when it has just ended) and waits up to
  * timeout seconds for it to be cancelled; any other end fails. */
 static inline void job_cancel(const struct server *s, const char *token, const char *id,

@@ -148,35 +148,6 @@ static void workers_of(pid_t coord, pid_t *out, int n, double timeout)
     }
 }
 
-/* ---- the API -------------------------------------------------------------- */
-
-/* Rows stored for a job: the count in the `latest` row's round terms is
- * not enough, so ask for the rows. */
-static size_t rows_stored(const struct server *s, const char *id)
-{
-    char path[128];
-    struct reply r;
-    json_t *doc;
-    size_t n;
-
-    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=500", id);
-    r = req(s, "GET", path, ALICE, NULL, NULL);
-    ck_assert_int_eq(r.status, 200);
-    doc = json_of(&r);
-    n = json_array_size(json_object_get(doc, "rows"));
-    json_decref(doc);
-    free(r.body);
-    return n;
-}
-
-/* Waits until the job has stored a row: its coordinator has read the data
- * and dropped privileges. */
-static void wait_first_row(const struct server *s, const char *id, double timeout)
-{
-    for (double until = tu_now() + timeout; rows_stored(s, id) < 1; usleep(50000))
-        ck_assert_msg(tu_now() < until, "job %s: no rows in %g s", id, timeout);
-}
-
 /* ---- clients that watch a job --------------------------------------------- */
 
 struct seen {
@@ -571,7 +542,7 @@ START_TEST(test_worker_isolation)
     json_decref(job_wait(&s, ALICE, id, "running", 60));
     coord = coordinator_of(&s, id, 30);
     workers_of(coord, work, 2, 60);
-    wait_first_row(&s, id, 60);
+    job_wait_first_row(&s, ALICE, id, 60);
     /* The coordinator has dropped to nobody too, once the data was read. */
     ck_assert(proc_line(coord, "status", "Uid:", line, sizeof line));
     ck_assert_str_eq(line, "\t65534\t65534\t65534\t65534");
@@ -710,7 +681,7 @@ START_TEST(test_worker_uids)
     for (int j = 0; j < 2; j++) {
         json_decref(job_wait(&s, ALICE, id[j], "running", 60));
         coord[j] = coordinator_of(&s, id[j], 30);
-        wait_first_row(&s, id[j], 60);
+        job_wait_first_row(&s, ALICE, id[j], 60);
         /* Rows come after the drop: the coordinator is on its uid now. */
         uid[j] = proc_id(coord[j], "Uid:");
         ck_assert_uint_eq(proc_id(coord[j], "Gid:"), uid[j]);
@@ -731,7 +702,7 @@ START_TEST(test_worker_uids)
     job_create(&s, ALICE, long_job, id[2]);
     json_decref(job_wait(&s, ALICE, id[2], "running", 60));
     coord[2] = coordinator_of(&s, id[2], 30);
-    wait_first_row(&s, id[2], 60);
+    job_wait_first_row(&s, ALICE, id[2], 60);
     uid[2] = proc_id(coord[2], "Uid:");
     ck_assert_uint_eq(uid[2], uid[0]);
     for (int j = 1; j < 3; j++)

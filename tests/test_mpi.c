@@ -568,24 +568,6 @@ START_TEST(test_service_runs_mpi)
 }
 END_TEST
 
-/* The rows a service job has stored so far (up to 10). */
-static size_t rows_stored(const struct server *s, const char *id)
-{
-    char path[96];
-    struct reply r;
-    json_t *doc;
-    size_t n;
-
-    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=10", id);
-    r = req(s, "GET", path, ALICE, NULL, NULL);
-    ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
-    doc = json_of(&r);
-    n = json_array_size(json_object_get(doc, "rows"));
-    json_decref(doc);
-    free(r.body);
-    return n;
-}
-
 /*
  * The service with a uid for each job (--worker-uids, as root): every
  * rank of a running MPI job runs as that job's uid, read from /proc once
@@ -620,8 +602,7 @@ START_TEST(test_service_mpi_job_uid)
     server_start_with(&s, 0, opts);
     job_create(&s, ALICE, "{" LONG_FIELDS ", \"max_seconds\": 8, \"backend\": \"mpi\"}",
                id);
-    for (double until = tu_now() + 60; rows_stored(&s, id) < 1; usleep(50000))
-        ck_assert_msg(tu_now() < until, "job %s: no rows in 60 s", id);
+    job_wait_first_row(&s, ALICE, id, 60);
     /* The ranks' command lines name the job's spec file, <id>.json. */
     n = mpi_pids(id, pids, 64);
     ck_assert_int_eq(n, 4);
