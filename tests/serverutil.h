@@ -230,7 +230,7 @@ static inline void job_create(const struct server *s, const char *token, const c
 /* The job's document as token sees it; it must exist. */
 static inline json_t *job_get(const struct server *s, const char *token, const char *id)
 {
-    char path[96];
+    char path[352];   /* "/v1/jobs/" and any id a test holds */
     struct reply r;
     json_t *doc;
 
