@@ -394,8 +394,10 @@ END_TEST
 
 /* ---- top-k ------------------------------------------------------------ */
 
-static const uint32_t topk_dims[] = {1, 2, 3, 7, 64, 123, 255, 256, 257,
-                                     1000, 4099};
+/* 9, 17 and 20 leave a partial block of 8, with fewer blocks than k for
+ * some k; 1024 and 1025 sit either side of TOPK_BLOCKED_MAX. */
+static const uint32_t topk_dims[] = {1, 2, 3, 7, 9, 17, 20, 64, 123, 255,
+                                     256, 257, 1000, 1024, 1025, 4099};
 
 START_TEST(test_topk_matches_sort)
 {
@@ -461,25 +463,30 @@ START_TEST(test_topk_nan_and_inf_first)
     ec_compressor_free(c);
     ec_msg_clear(&m);
 
-    /* The same through the list, the heap and the radix select. */
-    double y[200];
-    const uint32_t ks[] = {3, 20, 100};
+    /* The same through the blocked list (short vectors), the list (long
+     * ones), the heap and the radix select. */
+    enum { DY = 2000 };
+    static double y[DY];
+    const uint32_t cases[][2] = {{200, 3}, {DY, 3}, {200, 20}, {200, 100}};
 
-    for (uint32_t j = 0; j < 200; j++)
+    for (uint32_t j = 0; j < DY; j++)
         y[j] = (double)(j % 17) - 8.0;
     y[10] = INFINITY;
     y[150] = NAN;
     y[190] = -INFINITY;
-    make_msg(&m, 200);
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    make_msg(&m, DY);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const uint32_t d = cases[i][0], k = cases[i][1];
         int seen = 0;
 
-        c = make_comp(EC_COMP_TOPK, ks[i], 0, 200);
+        c = make_comp(EC_COMP_TOPK, k, 0, d);
+        m.d = d;
         ec_compress(c, y, NULL, &m);
-        ck_assert_uint_eq(m.nnz, ks[i]);
+        ck_assert_uint_eq(m.nnz, k);
         for (uint32_t n = 0; n < m.nnz; n++)
             seen += m.idx[n] == 10 || m.idx[n] == 150 || m.idx[n] == 190;
-        ck_assert_msg(seen == 3, "k = %u kept %d of NaN, Inf, -Inf", ks[i], seen);
+        ck_assert_msg(seen == 3, "d = %u k = %u kept %d of NaN, Inf, -Inf",
+                      d, k, seen);
         ec_compressor_free(c);
     }
     ec_msg_clear(&m);
