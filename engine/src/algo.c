@@ -654,6 +654,24 @@ static void draw_rows(ec_worker *w)
         w->rows[r] = sh->begin + (uint32_t)ec_rng_below(&w->rng, m);
 }
 
+/*
+ * The rows the next draw_rows will most likely pick: the generator's next
+ * draws, on a copy. When other draws come first the guess is wrong, which
+ * costs only the wasted hint.
+ */
+static void prefetch_next_rows(const ec_worker *w)
+{
+    const ec_shard *sh = &w->pb->shards[w->tau];
+    uint32_t m = sh->end - sh->begin;
+    ec_rng peek = w->rng;
+
+    for (uint32_t r = 0; r < w->prm->batch && r < 8; r++) {
+        uint32_t i = sh->begin + (uint32_t)ec_rng_below(&peek, m);
+
+        ec_problem_prefetch_row(w->pb, i);
+    }
+}
+
 /* The worker's gradient estimate at x (or the difference at x and at ref). */
 static void local_grad(ec_worker *w, const double *x, const double *ref,
                        double *g)
@@ -828,6 +846,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             w->ef_in = w->ef_out = 0.0;
         }
     }
+    if (!ec_algo_full_local(p->algo) && p->batch < p->m)
+        prefetch_next_rows(w);
 }
 
 /* ---- the server ---------------------------------------------------------- */

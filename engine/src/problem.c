@@ -171,6 +171,31 @@ void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
     }
 }
 
+/*
+ * A sampled row is usually outside the caches, and the dot product waits
+ * on each column index before it can load x there. Asking for the row's
+ * lines a round ahead lets the loads overlap the rest of the round.
+ */
+void ec_problem_prefetch_row(const ec_problem *pb, uint32_t i)
+{
+#if defined(__GNUC__)
+    const ec_dataset *ds = pb->ds;
+    uint64_t b = ds->row_ptr[i], e = ds->row_ptr[i + 1];
+
+    for (uint64_t j = b; j < e; j += 64 / sizeof *ds->val)
+        __builtin_prefetch(&ds->val[j]);
+    for (uint64_t j = b; j < e; j += 64 / sizeof *ds->col)
+        __builtin_prefetch(&ds->col[j]);
+    if (e > b) {   /* the last line, when the row ends past a stride */
+        __builtin_prefetch(&ds->val[e - 1]);
+        __builtin_prefetch(&ds->col[e - 1]);
+    }
+#else
+    (void)pb;
+    (void)i;
+#endif
+}
+
 double ec_problem_grad_norm(const ec_problem *pb, const double *x,
                             double *tmp, double *tmp2)
 {

@@ -109,6 +109,8 @@ void ec_shard_grad(const ec_problem *pb, uint32_t tau, const double *x,
 void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
                         const uint32_t *rows, uint32_t nrows,
                         const double *x, const double *w, double *g);
+/* A hint, no effect on results: row i's entries will be read soon. */
+void ec_problem_prefetch_row(const ec_problem *pb, uint32_t i);
 
 /* prox of t lambda1 ||.||_1 (soft-thresholding), in place, d entries. */
 void ec_prox_l1(double *x, uint32_t d, double t);
