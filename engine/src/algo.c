@@ -645,13 +645,24 @@ void ec_worker_clear(ec_worker *w)
 }
 
 /* Draws the minibatch: batch rows of the shard, uniformly with replacement. */
-static void draw_rows(ec_worker *w)
+/* Whether the workers sample a minibatch of rows (else the whole shard). */
+static int samples_rows(const ec_params *p)
+{
+    return !ec_algo_full_local(p->algo) && p->batch < p->m;
+}
+
+/* One row of the worker's shard, uniformly, from generator r. */
+static uint32_t draw_row(const ec_worker *w, ec_rng *r)
 {
     const ec_shard *sh = &w->pb->shards[w->tau];
-    uint32_t m = sh->end - sh->begin;
 
+    return sh->begin + (uint32_t)ec_rng_below(r, sh->end - sh->begin);
+}
+
+static void draw_rows(ec_worker *w)
+{
     for (uint32_t r = 0; r < w->prm->batch; r++)
-        w->rows[r] = sh->begin + (uint32_t)ec_rng_below(&w->rng, m);
+        w->rows[r] = draw_row(w, &w->rng);
 }
 
 /*
@@ -661,15 +672,10 @@ static void draw_rows(ec_worker *w)
  */
 static void prefetch_next_rows(const ec_worker *w)
 {
-    const ec_shard *sh = &w->pb->shards[w->tau];
-    uint32_t m = sh->end - sh->begin;
     ec_rng peek = w->rng;
 
-    for (uint32_t r = 0; r < w->prm->batch && r < 8; r++) {
-        uint32_t i = sh->begin + (uint32_t)ec_rng_below(&peek, m);
-
-        ec_problem_prefetch_row(w->pb, i);
-    }
+    for (uint32_t r = 0; r < w->prm->batch && r < 8; r++)
+        ec_problem_prefetch_row(w->pb, draw_row(w, &peek));
 }
 
 /* The worker's gradient estimate at x (or the difference at x and at ref). */
@@ -678,7 +684,7 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
 {
     const ec_problem *pb = w->pb;
 
-    if (ec_algo_full_local(w->prm->algo) || w->prm->batch >= w->prm->m) {
+    if (!samples_rows(w->prm)) {
         ec_shard_grad(pb, w->tau, x, g);
         if (ref) {
             double *t = w->buf2;
@@ -846,7 +852,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             w->ef_in = w->ef_out = 0.0;
         }
     }
-    if (!ec_algo_full_local(p->algo) && p->batch < p->m)
+    if (samples_rows(p))
         prefetch_next_rows(w);
 }
 

@@ -496,19 +496,16 @@ static void compress_topk_list(const ec_compressor *c, const double *x,
 #define TOPK_BLOCK 8
 #define TOPK_BLOCKED_MAX 1024
 
-static void kth_insert(uint64_t *top, uint32_t k, uint64_t v)
-{
-    for (uint32_t i = k; i-- > 1;) {
-        uint64_t lo = top[i - 1] < v ? top[i - 1] : v;
-
-        top[i] = top[i] > lo ? top[i] : lo;
-    }
-    top[0] = top[0] > v ? top[0] : v;
-}
-
 static uint64_t key_max(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
+}
+
+static void kth_insert(uint64_t *top, uint32_t k, uint64_t v)
+{
+    for (uint32_t i = k; i-- > 1;)
+        top[i] = key_max(top[i], top[i - 1] < v ? top[i - 1] : v);
+    top[0] = key_max(top[0], v);
 }
 
 static inline void topk_blocked(const ec_compressor *c, const double *x,
@@ -564,16 +561,15 @@ static inline void topk_blocked(const ec_compressor *c, const double *x,
     t = top[k - 1];
     for (uint32_t i = 0; i < n; i++)
         above += magnitude_key(x[cand[i]]) > t;
-    /* pick has a slot past k for the writes after the k-th is taken. */
+    /* Exactly k are taken (above, and k - above of the ties), so m stays
+     * <= k; pick's slot past k holds the writes after the k-th. */
     for (uint32_t i = 0; i < n; i++) {
         uint64_t key = magnitude_key(x[cand[i]]);
         uint32_t equal = key == t;
-        uint32_t take = (key > t) | (equal & (eq < k - above));
 
         pick[m] = cand[i];
-        m += take;
+        m += (key > t) | (equal & (eq < k - above));
         eq += equal;
-        m = m < k ? m : k;
     }
     assert(m == k);
     for (uint32_t i = 0; i < k; i++) {
@@ -605,8 +601,9 @@ static void compress_topk_blocked(const ec_compressor *c, const double *x,
  * and the list on longer ones; up to TOPK_HEAP_MAX, the heap. Beyond, an
  * MSB-first radix select finds the k-th largest key T one digit at a time
  * over a shrinking candidate list (8 passes at most, each O(candidates), so
- * O(d) in all whatever the data); then one scan emits, in index order, every key above T and the first
- * `take_equal` keys equal to T, which is exactly the tie rule.
+ * O(d) in all whatever the data); then one scan emits, in index order,
+ * every key above T and the first `take_equal` keys equal to T, which is
+ * exactly the tie rule.
  */
 static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
 {
