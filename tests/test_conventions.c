@@ -468,6 +468,36 @@ START_TEST(test_retry_and_log)
     ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 0);
     json_decref(doc);
     free(r.body);
+    /* Every label of a PATCH is applied, each on its own (the loop once
+     * replaced the object it walked with its value: one label of three kept,
+     * a second label that is an object accepted, a nested one a crash). */
+    r = req(&s, "PATCH", path, ALICE, "{\"labels\": {\"a\": \"1\", \"b\": \"2\", \"c\": \"3\"}}",
+            NULL);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_str_eq(str_of(json_object_get(doc, "labels"), "a"), "1");
+    ck_assert_str_eq(str_of(json_object_get(doc, "labels"), "b"), "2");
+    ck_assert_str_eq(str_of(json_object_get(doc, "labels"), "c"), "3");
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "PATCH", path, ALICE, "{\"labels\": {\"a\": \"1\", \"b\": {\"x\": \"y\"}}}",
+            NULL);
+    ck_assert_msg(r.status == 422 && strstr(r.body, "labels.b"), "%ld %s", r.status, r.body);
+    free(r.body);
+    r = req(&s, "PATCH", path, ALICE,
+            "{\"labels\": {\"a\": {\"b\": {\"c\": null}}, \"d\": null}}", NULL);
+    ck_assert_msg(r.status == 422 && strstr(r.body, "labels.a"), "%ld %s", r.status, r.body);
+    free(r.body);
+    r = req(&s, "GET", "/livez", NULL, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    r = req(&s, "PATCH", path, ALICE, "{\"labels\": {\"a\": null, \"b\": null, \"c\": null}}",
+            NULL);
+    ck_assert_int_eq(r.status, 200);
+    doc = json_of(&r);
+    ck_assert_int_eq(json_object_size(json_object_get(doc, "labels")), 0);
+    json_decref(doc);
+    free(r.body);
     r = req(&s, "PATCH", path, ALICE, "{\"algorithm\": \"gd\"}", NULL);
     ck_assert_int_eq(r.status, 422);
     ck_assert_msg(strstr(r.body, "name and labels can be changed"), "%s", r.body);

@@ -188,11 +188,12 @@ static int reply_submitted(struct http_resp *rs, struct app *a, enum jobs_outcom
         return api_reply_store(rs, e, "job not created");
     case JOBS_CREATED:
     case JOBS_REPLAYED:
+    case JOBS_UPDATED:      /* not a submission's outcome */
         break;
     }
     snprintf(location, sizeof location, "/v1/jobs/%s", job->id);
     http_reply_header(rs, "Location", location);
-    rc = http_reply_json(rs, outcome == JOBS_REPLAYED ? 200 : 201, job_json(job));
+    rc = http_reply_json(rs, outcome == JOBS_CREATED ? 201 : 200, job_json(job));
     store_job_clear(job);
     return rc;
 }
@@ -431,7 +432,7 @@ int h_job_patch(struct http_req *rq, struct http_resp *rs, const struct token *w
     if (!patch)
         return 0;
     switch (jobs_relabel(a, http_param(rq, "id"), api_owner_of(who), patch, &job, &sp, &e)) {
-    case JOBS_CREATED:
+    case JOBS_UPDATED:
         rc = http_reply_json(rs, 200, job_json(&job));
         break;
     case JOBS_INVALID:

@@ -348,59 +348,76 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
     return out;
 }
 
+int jobs_patch_doc(json_t *doc, json_t *patch, struct spec_problem *sp)
+{
+    json_t *labels, *value, *label;
+    const char *key;
+
+    memset(sp, 0, sizeof *sp);
+    if (!json_is_object(doc) || !json_is_object(patch))
+        return spec_problem_set(sp, "", NULL, 0,
+                                "the body must be an object with name and/or labels");
+    json_object_foreach(patch, key, value) {
+        if (strcmp(key, "name") && strcmp(key, "labels"))
+            return spec_problem_set(sp, key, NULL, 0, "unknown key; a job's name and labels "
+                                    "can be changed, nothing else");
+    }
+    if ((value = json_object_get(patch, "name"))) {
+        if (json_is_null(value) || (json_is_string(value) && !*json_string_value(value)))
+            json_object_del(doc, "name");
+        else if (json_object_set(doc, "name", value) < 0)   /* the spec's checks judge it */
+            return spec_problem_set(sp, "name", NULL, 0, "out of memory");
+    }
+    if (!(value = json_object_get(patch, "labels")))
+        return 0;
+    if (!json_is_object(value))
+        return spec_problem_set(sp, "labels", NULL, 0,
+                                "must be an object of KEY: string (null deletes KEY)");
+    if (!json_is_object(labels = json_object_get(doc, "labels"))) {
+        if (json_object_set_new(doc, "labels", json_object()) < 0 ||
+            !(labels = json_object_get(doc, "labels")))
+            return spec_problem_set(sp, "labels", NULL, 0, "out of memory");
+    }
+    /* Each label in turn: the loop's value is the label, never the object it
+     * walks. A value that is not a string or null is left for the spec's
+     * checks, which name the label. */
+    json_object_foreach(value, key, label) {
+        if (json_is_null(label))
+            json_object_del(labels, key);
+        else if (json_object_set(labels, key, label) < 0)
+            return spec_problem_set(sp, "labels", NULL, 0, "out of memory");
+    }
+    return 0;
+}
+
 enum jobs_outcome jobs_relabel(struct app *a, const char *id, const char *owner,
                                json_t *patch, struct store_job *job, struct spec_problem *sp,
                                struct store_err *e)
 {
-    json_t *doc = NULL, *labels, *value, *canon = NULL;
+    json_t *doc = NULL, *labels, *canon = NULL;
     struct jobspec spec;
     struct jobspec_errors errs = {0};
     struct store_job old = {0};
     char *spec_text = NULL, *labels_text = NULL;
-    enum jobs_outcome out = JOBS_CREATED;
-    const char *key;
+    enum jobs_outcome out = JOBS_UPDATED;
 
-    memset(sp, 0, sizeof *sp);
-    if (!json_is_object(patch)) {
-        spec_problem_set(sp, "", NULL, 0, "the body must be an object with name and/or labels");
+    /* The body is judged before the job is looked up: 422 before 404. */
+    if (!(doc = json_object()))
+        return JOBS_NO_MEMORY;
+    if (jobs_patch_doc(doc, patch, sp) < 0) {
+        json_decref(doc);
         return JOBS_INVALID;
     }
-    json_object_foreach(patch, key, value) {
-        if (strcmp(key, "name") && strcmp(key, "labels")) {
-            spec_problem_set(sp, key, NULL, 0, "unknown key; a job's name and labels can be "
-                             "changed, nothing else");
-            return JOBS_INVALID;
-        }
-    }
+    json_decref(doc);
     if (jobs_get(a, id, owner, &old, e) < 0)
         return JOBS_STORE_FAILED;
     if (!(doc = json_loads(old.spec, 0, NULL))) {
         out = JOBS_NO_MEMORY;
         goto done;
     }
-    if ((value = json_object_get(patch, "name"))) {
-        if (json_is_null(value) || (json_is_string(value) && !*json_string_value(value)))
-            json_object_del(doc, "name");
-        else
-            json_object_set(doc, "name", value);    /* the spec's checks judge it */
-    }
-    if ((value = json_object_get(patch, "labels"))) {
-        if (!json_is_object(value)) {
-            spec_problem_set(sp, "labels", NULL, 0,
-                             "must be an object of KEY: string (null deletes KEY)");
-            out = JOBS_INVALID;
-            goto done;
-        }
-        if (!json_is_object(labels = json_object_get(doc, "labels"))) {
-            json_object_set_new(doc, "labels", json_object());
-            labels = json_object_get(doc, "labels");
-        }
-        json_object_foreach(value, key, value) {
-            if (json_is_null(value))
-                json_object_del(labels, key);
-            else
-                json_object_set(labels, key, value);
-        }
+    if (jobs_patch_doc(doc, patch, sp) < 0) {
+        out = JOBS_INVALID;
+        goto done;
     }
     if (jobspec_from_json(doc, &spec, &errs) < 0) {
         spec_problem_set(sp, errs.count ? errs.item[0].field : "", NULL, 0, "%s",

@@ -50,6 +50,7 @@ int jobs_row_new(const struct jobspec *spec, const char *owner, struct store_job
 
 enum jobs_outcome {
     JOBS_CREATED,           /* a new job */
+    JOBS_UPDATED,           /* jobs_relabel: the edit was made */
     JOBS_REPLAYED,          /* the job an earlier request with this key made */
     JOBS_QUEUE_FULL,        /* the owner has max_queued_per_token queued */
     JOBS_KEY_REUSED,        /* the key was used with another body */
@@ -107,9 +108,17 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
                              long long *queued, struct store_err *e);
 
 /*
+ * Applies a PATCH body to a job's spec document doc, in place: checks its
+ * keys and shapes (0, or -1 with sp naming the field) and sets or deletes
+ * the name and each label. What it sets is judged by jobspec_from_json
+ * afterwards. No store, no server: the PATCH fuzz target calls it alone.
+ */
+int jobs_patch_doc(json_t *doc, json_t *patch, struct spec_problem *sp);
+
+/*
  * Edits a job's name and labels after submit, in any state: patch is
  * {"name": string|null, "labels": {KEY: string|null}} (null deletes),
- * both optional, checked as a spec's are. On JOBS_CREATED (the edit was
+ * both optional, checked as a spec's are. On JOBS_UPDATED (the edit was
  * made) *job is the job after it; JOBS_INVALID with sp naming the field;
  * JOBS_STORE_FAILED with e (STORE_ENOTFOUND: no such job).
  */
