@@ -80,6 +80,10 @@ static void print_problem(long status, const char *body)
     } else {
         fprintf(stderr, "ecopt: %s (HTTP %ld)\n", detail, status);
     }
+    if (status == 401)
+        fprintf(stderr, "ecopt: give a secret of the server's tokens file in ECOPT_TOKEN "
+                "or --token (ECOPT_TOKEN is %s)\n",
+                getenv("ECOPT_TOKEN") && *getenv("ECOPT_TOKEN") ? "set" : "not set");
     json_decref(doc);
 }
 

@@ -127,6 +127,8 @@ START_TEST(test_cancel_and_failures)
     o = client(&s, "wrong-token-0123456789", "list");
     ck_assert_int_eq(o.status, 1);
     ck_assert_ptr_nonnull(strstr(o.text, "not known"));
+    ck_assert_msg(strstr(o.text, "ECOPT_TOKEN is set"), "a 401 says where the token goes: %s",
+                  o.text);
     o = client(&s, ALICE, "frobnicate");
     ck_assert_int_eq(o.status, 2);
     o = client(&s, ALICE, "watch");

@@ -227,8 +227,8 @@ static void experiment_create(const struct server *s, const char *token, const c
 START_TEST(test_experiments_list_and_compare)
 {
     struct server s;
-    char xa[32], xa2[32], xb[32], ja[2][32], ja2[2][32], jb[2][32], path[256];
-    json_t *doc, *list, *cmp;
+    char xa[32], xa2[32], xb[32], ja[2][32], ja2[2][32], jb[2][32], path[256], other[32];
+    json_t *doc, *list, *cmp, *warnings;
     struct reply r;
 
     server_start(&s, 0);
@@ -282,6 +282,23 @@ START_TEST(test_experiments_list_and_compare)
     ck_assert_str_eq(str_of(json_array_get(cmp, 1), "algorithm"), "ec-gd");
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(cmp, 0), "rounds")), 30);
     ck_assert_int_eq(json_array_size(json_object_get(doc, "jobs")), 3);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "warnings")), 0);
+    json_decref(doc);
+    free(r.body);
+    /* A job on another dataset is compared with a warning that names both. */
+    job_create(&s, ALICE,
+               "{\"dataset\": \"mushrooms\", \"workers\": 2, \"algorithm\": \"gd\","
+               " \"max_rounds\": 5, \"target\": 0}", other);
+    json_decref(job_wait(&s, ALICE, other, "final", 60));
+    snprintf(path, sizeof path, "/v1/compare?jobs=%s,%s", ja[0], other);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    warnings = json_object_get(doc, "warnings");
+    ck_assert_int_eq(json_array_size(warnings), 1);
+    ck_assert_msg(strstr(json_string_value(json_array_get(warnings, 0)), "mushrooms") &&
+                  strstr(json_string_value(json_array_get(warnings, 0)), "heart_scale"),
+                  "%s", r.body);
     json_decref(doc);
     free(r.body);
     snprintf(path, sizeof path, "/v1/compare/plot.svg?jobs=%s,%s&x=bits", ja[0], ja[1]);
@@ -294,6 +311,12 @@ START_TEST(test_experiments_list_and_compare)
     snprintf(path, sizeof path, "/v1/compare?jobs=%s,%s", ja[0], jb[0]);
     r = req(&s, "GET", path, ALICE, NULL, NULL);
     ck_assert_int_eq(r.status, 404);
+    ck_assert_msg(strstr(r.body, jb[0]), "the 404 names the job: %s", r.body);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/compare/plot.svg?jobs=%s,%s", ja[0], jb[0]);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_msg(strstr(r.body, jb[0]), "the 404 names the job: %s", r.body);
     free(r.body);
     r = req(&s, "GET", "/v1/compare", ALICE, NULL, NULL);
     ck_assert_int_eq(r.status, 400);

@@ -219,9 +219,40 @@ int h_experiments_list(struct http_req *rq, struct http_resp *rs, const struct t
                                               next[0] ? json_string(next) : json_null()));
 }
 
+/*
+ * What a comparison of jobs must say beside its table: that they ran on
+ * different datasets, or on different versions of one name (their gaps
+ * are then relative to different P*). A JSON array of sentences.
+ */
+static json_t *compare_warnings(const struct experiment_view *v)
+{
+    json_t *w = json_array();
+    char line[512];
+
+    for (size_t i = 1; i < v->n && w; i++) {
+        const struct store_job *a = &v->jobs[0], *b = &v->jobs[i];
+
+        if (strcmp(a->dataset ? a->dataset : "", b->dataset ? b->dataset : "") != 0)
+            snprintf(line, sizeof line,
+                     "job %s runs on dataset %s and job %s on %s: their gaps are not "
+                     "comparable", a->id, a->dataset ? a->dataset : "?", b->id,
+                     b->dataset ? b->dataset : "?");
+        else if (a->dataset_sha256[0] && b->dataset_sha256[0] &&
+                 strcmp(a->dataset_sha256, b->dataset_sha256) != 0)
+            snprintf(line, sizeof line,
+                     "jobs %s and %s run on different versions of dataset %s (%.12s, "
+                     "%.12s)", a->id, b->id, a->dataset ? a->dataset : "?",
+                     a->dataset_sha256, b->dataset_sha256);
+        else
+            continue;
+        json_array_append_new(w, json_string(line));
+    }
+    return w;
+}
+
 int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
-    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1];
+    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1], what[STORE_ID_LEN + 32];
     struct experiment_view v;
     struct store_err e = {0};
     json_t *table, *list;
@@ -232,11 +263,14 @@ int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who
         return 0;
     if (experiments_view_jobs(rq->app, (const char (*)[STORE_ID_LEN + 1])ids, n,
                               api_owner_of(who), &v, &e) < 0) {
+        /* The view stops at the first job it cannot get: name it. */
+        snprintf(what, sizeof what, "no such job: %s", v.n ? ids[v.n - 1] : "?");
         experiment_view_clear(&v);
-        return api_reply_store(rs, &e, "no such job");
+        return api_reply_store(rs, &e, what);
     }
     view_json(&v, &table, &list);
-    rc = http_reply_json(rs, 200, json_pack("{s:o, s:o}", "comparison", table, "jobs", list));
+    rc = http_reply_json(rs, 200, json_pack("{s:o, s:o, s:o}", "comparison", table, "jobs",
+                                            list, "warnings", compare_warnings(&v)));
     experiment_view_clear(&v);
     return rc;
 }

@@ -322,7 +322,7 @@ int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct to
 int h_compare_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
     struct app *a = rq->app;
-    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1];
+    char ids[API_COMPARE_MAX][STORE_ID_LEN + 1], what[STORE_ID_LEN + 32];
     struct store_job jobs[API_COMPARE_MAX];
     struct store_err e = {0};
     struct store *st;
@@ -337,10 +337,13 @@ int h_compare_plot(struct http_req *rq, struct http_resp *rs, const struct token
     for (; rc == 0 && got < n; got++)
         rc = store_job_get(st, ids[got], api_owner_of(t), &jobs[got], &e);
     app_reader_done(a, st);
-    if (rc < 0)
-        rc = api_reply_store(rs, &e, "no such job");
-    else
+    if (rc < 0) {
+        /* got is one past the job it could not get: name it. */
+        snprintf(what, sizeof what, "no such job: %s", ids[got - 1]);
+        rc = api_reply_store(rs, &e, what);
+    } else {
         rc = reply_jobs_plot(rs, a, "", jobs, n, xaxis, max_points);
+    }
     for (size_t i = 0; i < got; i++)
         store_job_clear(&jobs[i]);
     return rc;
