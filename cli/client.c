@@ -531,8 +531,12 @@ static int cmd_metrics(const struct client *c, int argc, char **argv)
                 const char *sep = k ? (csv ? "," : " ") : "";
                 if (json_is_integer(v))
                     printf(csv ? "%s%lld" : "%s%12lld", sep, (long long)json_integer_value(v));
-                else if (json_is_number(v))
-                    printf(csv ? "%s%.17g" : "%s%12.5g", sep, json_number_value(v));
+                else if (json_is_number(v) && csv) {
+                    char num[32];
+                    describe_shortest(num, sizeof num, json_number_value(v));
+                    printf("%s%s", sep, num);
+                } else if (json_is_number(v))
+                    printf("%s%12.5g", sep, json_number_value(v));
                 else
                     printf(csv ? "%s" : "%s%12s", sep, csv ? "" : "-");
             }

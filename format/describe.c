@@ -499,21 +499,78 @@ json_t *describe_summary(const ec_summary *sum)
                      "last", describe_metric(&sum->last));
 }
 
+int describe_shortest(char *buf, size_t len, double v)
+{
+    int n = 0;
+
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(buf, len, "%.*g", prec, v);
+        if (n < 0 || (size_t)n >= len || prec == 17 || strtod(buf, NULL) == v)
+            break;
+    }
+    return n;
+}
+
 /* Each column with the comma before it; the first's is skipped. */
 #define CSV_NAME_(name, kind, csv) "," #name
-#define CSV_FORMAT_(name, kind, csv) "," csv
-#define CSV_ARG_COUNT(v) , (unsigned long long)(v)
-#define CSV_ARG_REAL(v) , (v)
-#define CSV_ARG_(name, kind, csv) CSV_ARG_##kind(r->name)
 
 const char *const describe_csv_header = DESCRIBE_METRIC_FIELDS(CSV_NAME_) + 1;
 
-/* %.17g keeps every bit of a double, so CSV output can be compared exactly.
-   A row that does not fit (a %.6f column of an absurd value) is -1. */
+/* A CSV row being written: n bytes of buf so far, -1 once one did not fit. */
+struct csv_out {
+    char *buf;
+    size_t len;
+    int n;
+};
+
+static void csv_put_COUNT(struct csv_out *o, const char *fmt, uint64_t v)
+{
+    int k;
+
+    if (o->n < 0)
+        return;
+    k = snprintf(o->buf + o->n, o->len - (size_t)o->n, fmt, (unsigned long long)v);
+    o->n = k >= 0 && (size_t)k < o->len - (size_t)o->n ? o->n + k : -1;
+}
+
+static void csv_put_REAL(struct csv_out *o, const char *fmt, double v)
+{
+    size_t room;
+    int k;
+
+    if (o->n < 0)
+        return;
+    room = o->len - (size_t)o->n;
+    k = *fmt ? snprintf(o->buf + o->n, room, fmt, v)
+             : describe_shortest(o->buf + o->n, room, v);
+    o->n = k >= 0 && (size_t)k < room ? o->n + k : -1;
+}
+
+static void csv_comma(struct csv_out *o)
+{
+    if (o->n < 0 || (size_t)o->n + 2 > o->len) {
+        o->n = -1;
+        return;
+    }
+    o->buf[o->n++] = ',';
+    o->buf[o->n] = '\0';
+}
+
+#define CSV_PUT_(name, kind, csv)                                           \
+    if (o.n > 0)                                                            \
+        csv_comma(&o);                                                      \
+    csv_put_##kind(&o, csv, r->name);
+
+/* The columns of describe_csv_header; the reals in their shortest exact
+   text, so a CSV compares exactly and reads as written. A row that does
+   not fit (a %.6f column of an absurd value) is -1. */
 int describe_csv_row(const ec_metric *r, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, DESCRIBE_METRIC_FIELDS(CSV_FORMAT_) + 1
-                     DESCRIBE_METRIC_FIELDS(CSV_ARG_));
+    struct csv_out o = {buf, len, 0};
 
-    return n >= 0 && (size_t)n < len ? n : -1;
+    if (!len)
+        return -1;
+    DESCRIBE_METRIC_FIELDS(CSV_PUT_)
+    return o.n;
 }
+#undef CSV_PUT_

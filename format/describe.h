@@ -20,23 +20,24 @@
  * columns, of describe_metric's keys, of the client's columns and of the
  * store's columns. X(name, kind, csv): kind COUNT (an unsigned integer,
  * written and read as a JSON integer) or REAL (a double, null when not
- * finite), csv the printf conversion of its CSV column. A new field is
+ * finite), csv the printf conversion of its CSV column ("": the shortest
+ * text that reads back as the same double, describe_shortest). A new field is
  * one line here, its member in ec_metric, and a migration of the store's
  * table (migrations/). The record (describe_metric_record) writes the
  * same keys sorted; no name may sort between "type" and "v".
  */
 #define DESCRIBE_METRIC_FIELDS(X)                                           \
     X(round, COUNT, "%llu")                                                 \
-    X(bits_up, REAL, "%.17g")                                               \
-    X(bits_down, REAL, "%.17g")                                             \
-    X(paper_bits, REAL, "%.17g")                                            \
-    X(P, REAL, "%.17g")                                                     \
-    X(gap, REAL, "%.17g")                                                   \
-    X(rel_gap, REAL, "%.17g")                                               \
-    X(grad_norm, REAL, "%.17g")                                             \
+    X(bits_up, REAL, "")                                               \
+    X(bits_down, REAL, "")                                             \
+    X(paper_bits, REAL, "")                                            \
+    X(P, REAL, "")                                                     \
+    X(gap, REAL, "")                                                   \
+    X(rel_gap, REAL, "")                                               \
+    X(grad_norm, REAL, "")                                             \
     X(seconds, REAL, "%.6f")                                                \
-    X(wire_up, REAL, "%.17g")                                               \
-    X(wire_down, REAL, "%.17g")                                             \
+    X(wire_up, REAL, "")                                               \
+    X(wire_down, REAL, "")                                             \
     X(time, REAL, "%.6f")
 
 /* The field's name as a string and a comma: {DESCRIBE_METRIC_FIELDS(
@@ -47,6 +48,10 @@
 #define DESCRIBE_METRIC_NFIELDS (0 DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_ONE_))
 
 json_t *describe_real(double v);            /* null when not finite */
+/* The shortest of v's %.15g, %.16g and %.17g that strtod reads back as v
+   (%.17g always does; %g drops trailing zeros, so 0.1 is "0.1" and 925.4
+   "925.4"), as snprintf returns: the length, or >= len when cut. */
+int describe_shortest(char *buf, size_t len, double v);
 json_t *describe_dataset(const ec_dataset *ds);
 json_t *describe_problem(const ec_problem *pb);
 json_t *describe_params(const ec_params *prm);

@@ -415,6 +415,32 @@ START_TEST(test_csv_time)
 }
 END_TEST
 
+/* CSV reals are the shortest text that reads back as the same double. */
+START_TEST(test_csv_shortest)
+{
+    static const double v[] = {925.4, 0.1, 1e-300, 5e-324, -0.0, 1.0 / 3.0, 2.5e10,
+                               0.30000000000000004, 123456789012345678.0, 1.7976931348623157e308};
+    ec_metric m = {.round = 3, .bits_up = 925.4, .gap = 0.1, .rel_gap = 1.0 / 3.0};
+    char buf[64], line[512];
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int n = describe_shortest(buf, sizeof buf, v[i]);
+        ck_assert_int_gt(n, 0);
+        ck_assert_msg(strtod(buf, NULL) == v[i] && signbit(strtod(buf, NULL)) == signbit(v[i]),
+                      "%s does not read back as %.17g", buf, v[i]);
+        ck_assert_int_le(n, 24);
+    }
+    describe_shortest(buf, sizeof buf, 925.4);
+    ck_assert_str_eq(buf, "925.4");
+    describe_shortest(buf, sizeof buf, 0.30000000000000004);
+    ck_assert_str_eq(buf, "0.30000000000000004");
+    describe_shortest(buf, sizeof buf, 1.0 / 3.0);
+    ck_assert_str_eq(buf, "0.3333333333333333");
+    ck_assert_int_gt(describe_csv_row(&m, line, sizeof line), 0);
+    ck_assert_msg(strncmp(line, "3,925.4,0,0,0,0.1,0.3333333333333333,", 37) == 0, "%s", line);
+}
+END_TEST
+
 START_TEST(test_short_buffer)
 {
     char buf[DESCRIBE_RECORD_MAX - 1];
@@ -438,6 +464,7 @@ int main(void)
     tcase_add_test(tc, test_doc_reader_spellings);
     tcase_add_test(tc, test_doc_before_time);
     tcase_add_test(tc, test_csv_time);
+    tcase_add_test(tc, test_csv_shortest);
     tcase_add_test(tc, test_short_buffer);
     suite_add_tcase(s, tc);
     return tu_run(s);
