@@ -6,9 +6,9 @@
 #   make asan-check the test suite under AddressSanitizer + UBSan
 
 CC       ?= cc
-# The floors of the code, lowest first (DESIGN.md section 2): a file may
-# include the headers of its own floor and of those below it, never above;
-# `make layercheck` proves it.
+# The floors of the code, lowest first (docs/architecture.md, "Floors"): a
+# file may include the headers of its own floor and of those below it,
+# never above; `make layercheck` proves it.
 LAYER_DIRS := engine/include format service/lib service/core service/api cli
 LAYER_INC  := $(addprefix -I,$(LAYER_DIRS))
 BUILD    ?= build
