@@ -6,9 +6,9 @@
 #   make asan-check the test suite under AddressSanitizer + UBSan
 
 CC       ?= cc
-# The floors of the code, lowest first (DESIGN.md section 2): a file may
-# include the headers of its own floor and of those below it, never above;
-# `make layercheck` proves it.
+# The floors of the code, lowest first (docs/architecture.md, "Floors"): a
+# file may include the headers of its own floor and of those below it,
+# never above; `make layercheck` proves it.
 LAYER_DIRS := engine/include format service/lib service/core service/api cli
 LAYER_INC  := $(addprefix -I,$(LAYER_DIRS))
 BUILD    ?= build
@@ -59,7 +59,8 @@ endif
 ECOPT_DATA_DIR ?= $(abspath ../shared/datasets)
 export ECOPT_DATA_DIR
 
-.PHONY: all check run bench deps clean asan-check engine-linkcheck layercheck tests install
+.PHONY: all check run bench deps clean asan-check engine-linkcheck layercheck citecheck \
+        tests install
 PREFIX ?= /usr/local
 all: $(BUILD)/ecopt $(MPI_BIN)
 
@@ -124,6 +125,14 @@ layercheck: $(SERVICE_OBJ) $(CLI_OBJ)
 	@sh tools/layercheck-test.sh
 	@sh tools/layercheck.sh $(BUILD) $(SERVICE_OBJ) $(CLI_OBJ)
 
+# Comments and documents cite the manual by file and section heading
+# (tools/citecheck.sh): no design document outside the repository, no
+# issue numbers, no README sections, and every heading of docs/ that is
+# cited exists. tools/citecheck-test.sh first checks the checker.
+citecheck:
+	@sh tools/citecheck-test.sh
+	@sh tools/citecheck.sh
+
 $(BUILD)/tests/%: tests/%.c tests/testutil.h tests/serverutil.h $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC_ALL) -Itests $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP) $(CHECK_LIBS)
@@ -139,7 +148,7 @@ deps:
 
 # Each suite is its own program; all run even if one fails, then the totals.
 check: deps
-	@$(MAKE) --no-print-directory tests engine-linkcheck layercheck
+	@$(MAKE) --no-print-directory tests engine-linkcheck layercheck citecheck
 	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
 
 asan-check: deps

@@ -799,7 +799,8 @@ static void write_tables(const char *dir)
                     header(f, title);
                     fprintf(f,
                             "%s: N = %u rows, d = %u. Logistic loss, 20 workers, contiguous "
-                            "split, batch 1, default steps (README, Defaults), in process.\n"
+                            "split, batch 1, default steps (docs/algorithms.md, \"Defaults\"), "
+                            "in process.\n"
                             "Round budget R: %llu for gd, ec-gd, ec-gd-diana, ef21 (a full "
                             "local gradient per round), %llu for the others; evaluation "
                             "every %u and %u rounds respectively (rounds are multiples of it).\n"
@@ -1148,7 +1149,8 @@ static void write_steps(const char *dir)
     fprintf(f, "mushrooms, lambda2_rel 1e-3, logistic, 20 workers, contiguous split, "
                "batch 1, topk k = %u for the compressing methods (none for lkatyusha "
                "and gd), seed 1. Step = multiplier x the algorithm's default step "
-               "(README, Defaults). \"converged\": reached relative gap 1e-6 (rounds "
+               "(docs/algorithms.md, \"Defaults\"). \"converged\": reached relative "
+               "gap 1e-6 (rounds "
                "given); \"diverged\": the engine stopped it (gap not finite, or above "
                "1e6 times the start); otherwise not reached, with the final gap. "
                "Budgets: 5000 rounds for gd, ec-gd, ec-gd-diana, ef21; 20000 for the "
@@ -1255,7 +1257,8 @@ static void write_tuned(const char *dir)
                "targets tables. Each method ran at step multipliers");
     for (unsigned m = 0; m < NTUNE; m++)
         fprintf(f, "%s %g", m ? "," : "", tune_mults[m]);
-    fprintf(f, " times its default step (README, Defaults); x1 is the default run. "
+    fprintf(f, " times its default step (docs/algorithms.md, \"Defaults\"); x1 is "
+               "the default run. "
                "Best = fewest rounds to 1e-6, ties by fewer bits (the rule of an "
                "experiment's `tune`). Cells: rounds / bits up per worker / wall seconds. "
                "A best at the edge of the grid (x%g or x%g) may not be the best step.\n",

@@ -1,5 +1,5 @@
 -- Each metric row says when it was measured: `time`, Unix seconds with a
--- fraction, stamped by the coordinator beside `seconds` (issue 19). Rows
+-- fraction, stamped by the coordinator beside `seconds`. Rows
 -- stored before have none: NULL here, null in their documents' place.
 ALTER TABLE metrics ADD COLUMN time REAL;
 

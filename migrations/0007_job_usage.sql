@@ -1,4 +1,4 @@
--- What an ended job used, as sacct tells (issue 19): cpu_seconds (user +
+-- What an ended job used, as sacct tells: cpu_seconds (user +
 -- system of the coordinator and the workers it reaped), max_rss_bytes
 -- (the largest peak resident set of any one of those processes) and
 -- rss_sum_bytes (the sum of each one's peak, as the coordinator reported

@@ -779,7 +779,8 @@ START_TEST(test_failed_auth_rate_limit)
 }
 END_TEST
 
-/* The README's curl walk-through, run verbatim but for the port (the
+/* The top-level README's curl walk-through (its quick start's first sh
+ * block after "In another terminal"), run verbatim but for the port (the
  * server here has auth on, so the test's server is started with it off). */
 START_TEST(test_readme_walkthrough)
 {

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The layer check (DESIGN.md section 2, issue 15): the floors of the code,
-# lowest first,
+# The layer check (docs/architecture.md, "The layer check"): the floors
+# of the code, lowest first,
 #   engine (engine/include, engine/src, engine/mpi) < format < service/lib
 #   < service/core < service/api < cli
 # only look down. Run from the top of the tree:

@@ -1,6 +1,7 @@
 /*
  * ECLK and its baselines as pure steps over a replicated model (see
- * ecopt/algo.h and DESIGN.md section 6). Each step allocates nothing.
+ * ecopt/algo.h, and docs/algorithms.md, "Algorithms, round by round").
+ * Each step allocates nothing.
  */
 #include "ecopt/algo.h"
 
@@ -37,13 +38,15 @@ int ec_algo_has_init(ec_algo_id a)
 }
 
 /*
- * ECLK's rule for its compressor (README, "Defaults"): the margin c of
- * the inflation, and the guard's threshold, a growth of ||grad f(w)|| past
- * this many times the best seen.
+ * ECLK's rule for its compressor: the margin c of the inflation
+ * (docs/algorithms.md, "ECLK's constants"), and the guard's threshold, a
+ * growth of ||grad f(w)|| past this many times the best seen
+ * (docs/algorithms.md, "ECLK's guard").
  */
 #define ECLK_C 0.5
 #define ECLK_GUARD 10.0
-/* EF21's default step, as a multiple of its theorem's (README, "Defaults"). */
+/* EF21's default step, as a multiple of its theorem's (docs/algorithms.md,
+ * "The baselines' steps"). */
 #define EF21_STEP_FACTOR 64.0
 
 const char *ec_eclk_rule_name(ec_eclk_rule r)

@@ -9,8 +9,8 @@
 // datasets pages.
 //
 // Screenshots go to build/screenshots/ (outside the tracked tree), or to
-// docs/screenshots/ with ECOPT_REFRESH_SCREENSHOTS=1 (the README's), or to
-// ECOPT_SCREENSHOTS.
+// docs/screenshots/ with ECOPT_REFRESH_SCREENSHOTS=1 (the ones
+// docs/dashboard.md shows), or to ECOPT_SCREENSHOTS.
 //
 // Environment: ECOPT_BIN (default build/ecopt), ECOPT_DATA_DIR (default
 // ../shared/datasets), ECOPT_CHROMIUM (default /usr/bin/chromium).

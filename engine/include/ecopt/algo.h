@@ -21,9 +21,10 @@
 #include "ecopt/rng.h"
 
 /*
- * How ECLK accounts for its compressor (see ec_params_resolve and the
- * README): the parameters are the loopless-Katyusha theory values computed
- * from an inflated smoothness L_delta = inflation(delta) L_eff.
+ * How ECLK accounts for its compressor (see ec_params_resolve, and
+ * docs/algorithms.md, "ECLK's constants"): the parameters are the
+ * loopless-Katyusha theory values computed from an inflated smoothness
+ * L_delta = inflation(delta) L_eff.
  */
 typedef enum ec_eclk_rule {
     EC_ECLK_PLAIN = 0,       /* inflation 1: delta ignored */
