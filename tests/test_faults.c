@@ -377,6 +377,7 @@ START_TEST(test_kill_worker_coordinator_server)
             (victim_job + 1) % 3);
 
     setenv("ECOPT_MAX_RUNNING", "3", 1);
+    setenv("ECOPT_MAX_RUNNING_PER_TOKEN", "3", 1);   /* all three are alice's */
     server_start(&s, 0);
     for (int j = 0; j < 3; j++)
         job_create(&s, ALICE, long_job, id[j]);
@@ -675,6 +676,7 @@ START_TEST(test_worker_uids)
     ck_assert_int_gt(stray, 0);
     setenv("ECOPT_WORKER_UIDS", "3999000-3999001", 1);
     setenv("ECOPT_MAX_RUNNING", "2", 1);
+    setenv("ECOPT_MAX_RUNNING_PER_TOKEN", "2", 1);   /* both are alice's */
     server_start(&s, 0);
     for (int j = 0; j < 2; j++)
         job_create(&s, ALICE, long_job, id[j]);

@@ -525,7 +525,16 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     }
     if (c->max_streams_per_token > c->max_streams)
         c->max_streams_per_token = c->max_streams;
-    if (!c->max_running_per_token || c->max_running_per_token > c->max_running)
+    /*
+     * Running jobs are never stopped to make room, so with tokens one slot
+     * stays open to the others by default: one token's long jobs cannot
+     * hold every slot while another token's job waits. Without
+     * authentication every job has the same owner.
+     */
+    if (!c->max_running_per_token)
+        c->max_running_per_token = c->auth_off || c->max_running < 2
+                                       ? c->max_running : c->max_running - 1;
+    if (c->max_running_per_token > c->max_running)
         c->max_running_per_token = c->max_running;
     if (!c->auth_off && !c->tokens_file[0]) {
         snprintf(err, errlen, "no tokens: set ECOPT_TOKENS_FILE (or --tokens-file), "

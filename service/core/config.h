@@ -21,7 +21,8 @@ struct config {
     unsigned max_running;         /* jobs running at once */
     unsigned max_total_workers;   /* workers of all running jobs */
     unsigned max_workers_per_job;
-    unsigned max_running_per_token; /* 0 before config_load: max_running */
+    unsigned max_running_per_token; /* 0 before config_load; then by
+                                       default max_running - 1 with tokens */
     unsigned max_queued_per_token;
     uint64_t max_rounds;          /* per job */
     double max_seconds;           /* per job */

@@ -50,8 +50,6 @@
 #define MAX_PENDING (1u << 20)
 /* How long a stopping service keeps retrying what it could not write. */
 #define STOP_RETRY_SECONDS 10.0
-/* Queued jobs looked at per start: the oldest whose owner may run one. */
-#define QUEUE_LOOKAHEAD 256
 /*
  * Every job stops. A cancel (or the time limit) sends SIGTERM to the
  * job's process group; a job still there KILL_GRACE seconds later gets
@@ -102,6 +100,12 @@ struct running {
     int timed_out;                 /* stopped for its time limit */
 };
 
+/* When an owner last had a job started, in slots given (0: never). */
+struct served {
+    char owner[64];
+    uint64_t at;
+};
+
 struct sched {
     struct app *app;
     pthread_t thread;
@@ -113,6 +117,9 @@ struct sched {
     double stop_at;                /* when stopping began (monotonic s) */
     double retry_at;               /* no starts before (a store refusal) */
     double start_at;               /* look for queued jobs from then on */
+    struct served *served;         /* when each owner last got a slot */
+    size_t nserved, capserved;
+    uint64_t serves;               /* slots given so far */
 };
 
 static void wlock(struct app *a)
@@ -691,14 +698,78 @@ static uint32_t free_uid(const struct sched *s)
     return 0;
 }
 
-/* Starts queued jobs, oldest first, while the limits allow. */
+/* The served entry of owner, added if new; NULL when memory runs out. */
+static struct served *served_of(struct sched *s, const char *owner)
+{
+    for (size_t i = 0; i < s->nserved; i++)
+        if (strcmp(s->served[i].owner, owner) == 0)
+            return &s->served[i];
+    if (s->nserved == s->capserved) {
+        size_t ncap = s->capserved ? 2 * s->capserved : 16;
+        struct served *ns = realloc(s->served, ncap * sizeof *ns);
+
+        if (!ns)
+            return NULL;
+        s->served = ns;
+        s->capserved = ncap;
+    }
+    struct served *v = &s->served[s->nserved++];
+    snprintf(v->owner, sizeof v->owner, "%s", owner);
+    v->at = 0;
+    return v;
+}
+
+/* Owner's job leaves the queue now: its turn is taken. */
+static void mark_served(struct sched *s, const char *owner)
+{
+    struct served *v = served_of(s, owner ? owner : "");
+
+    if (v)
+        v->at = ++s->serves;
+}
+
+/*
+ * Which of the owners' oldest queued jobs (q, one per owner) starts next,
+ * n when none may: fair share between tokens. Among the owners under
+ * max_running_per_token, the one with the fewest jobs running; between
+ * equals, the one whose last start is the longest ago (never, first);
+ * then the oldest job. An owner's turn is taken when its job leaves the
+ * queue (mark_served).
+ */
+static size_t pick_job(struct sched *s, const struct store_job *q, size_t n)
+{
+    size_t best = n;
+    unsigned best_running = 0;
+    uint64_t best_at = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *owner = q[i].owner ? q[i].owner : "";
+        unsigned running = owner_running(s, owner);
+        const struct served *v;
+        uint64_t at;
+
+        if (running >= s->app->cfg.max_running_per_token)
+            continue;
+        v = served_of(s, owner);
+        at = v ? v->at : 0;
+        if (best == n || running < best_running ||
+            (running == best_running && at < best_at)) {
+            best = i;
+            best_running = running;
+            best_at = at;
+        }
+    }
+    return best;
+}
+
+/* Starts queued jobs, fairly between owners (pick_job), while the limits
+ * allow. */
 static void start_jobs(struct sched *s)
 {
     struct app *a = s->app;
 
     for (;;) {
         struct store_job *q = NULL;
-        struct store_counts c;
         struct store_err e = {0};
         size_t n = 0;
         unsigned workers_now = 0;
@@ -718,14 +789,9 @@ static void start_jobs(struct sched *s)
         if (s->stopping || nrun >= a->cfg.max_running)
             return;
         wlock(a);
-        int rc = store_jobs_next_queued(a->writer, QUEUE_LOOKAHEAD, &q, &n, &e);
+        int rc = store_jobs_queued_heads(a->writer, &q, &n, &e);
         wunlock(a);
-        (void)c;
-        /* The oldest job whose owner is under max_running_per_token: one
-         * token's queue does not hold back the others'. */
-        for (pick = 0; rc == 0 && pick < n; pick++)
-            if (owner_running(s, q[pick].owner) < a->cfg.max_running_per_token)
-                break;
+        pick = rc == 0 ? pick_job(s, q, n) : n;
         if (rc < 0 || pick == n) {
             store_jobs_free(q, n);
             return;
@@ -749,6 +815,7 @@ static void start_jobs(struct sched *s)
             store_jobs_free(q, n);
             return;             /* every uid still held by a job that ended */
         }
+        mark_served(s, q[0].owner);
 
         struct running *r = calloc(1, sizeof *r);
         char spec_path[PATH_MAX + 64], log_path[PATH_MAX + 64], err[256];
@@ -1096,6 +1163,7 @@ void sched_stop(struct sched *s)
     close(s->wake[0]);
     close(s->wake[1]);
     free(s->run);
+    free(s->served);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -297,10 +297,13 @@ int store_job_end_usage(struct store *st, const char *id, enum store_job_state s
 int store_job_delete(struct store *st, const char *id, const char *owner,
                      struct store_err *err);
 
-/* For the scheduler: up to limit queued jobs, oldest first. */
-int store_jobs_next_queued(struct store *st, size_t limit,
-                           struct store_job **out, size_t *n,
-                           struct store_err *err);
+/*
+ * For the scheduler: the oldest queued job of every owner that has one,
+ * oldest first. One row per owner, so that no owner's queue, however
+ * long, hides another owner's job.
+ */
+int store_jobs_queued_heads(struct store *st, struct store_job **out, size_t *n,
+                            struct store_err *err);
 
 /* What the limits count. The per-owner fields are 0 when owner is NULL. */
 struct store_counts {

@@ -572,21 +572,15 @@ int store_job_delete(struct store *st, const char *id, const char *owner,
                ? 0 : job_missing_or_state(st, id, owner, "delete job", err);
 }
 
-int store_jobs_next_queued(struct store *st, size_t limit,
-                           struct store_job **out, size_t *n,
-                           struct store_err *err)
+int store_jobs_queued_heads(struct store *st, struct store_job **out, size_t *n,
+                            struct store_err *err)
 {
     struct use u = use(st, SQL_JOBS_QUEUED);
     int more;
 
     *out = NULL;
     *n = 0;
-    if (limit < 1 || limit > INT64_MAX - 1)
-        return store__set_err(err, STORE_EINVAL, 0,
-                              "next queued jobs: limit must be >= 1");
-    bind_int(&u, 1, (int64_t)limit);
-    return read_jobs(st, &u, limit, out, n, &more, NULL, "next queued jobs",
-                     err);
+    return read_jobs(st, &u, SIZE_MAX, out, n, &more, NULL, "queued jobs", err);
 }
 
 int store_counts(struct store *st, const char *owner,

@@ -127,7 +127,9 @@ enum job_column {
       "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
       " AND state NOT IN ('queued', 'running')")                           \
     X(SQL_JOBS_QUEUED, "SELECT " JOB_COLUMNS " FROM jobs j"                \
-                       " WHERE j.state = 'queued' ORDER BY j.seq LIMIT ?1")\
+                       " WHERE j.seq IN (SELECT min(seq) FROM jobs"        \
+                       " WHERE state = 'queued' GROUP BY owner)"           \
+                       " ORDER BY j.seq")                                  \
     X(SQL_COUNTS,                                                          \
       "SELECT"                                                             \
       " coalesce(sum(state = 'running'), 0),"                              \
