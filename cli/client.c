@@ -57,6 +57,44 @@ static void client_init(struct client *c, const char *url, const char *token)
     snprintf(c->token, sizeof c->token, "%s", t ? t : "");
 }
 
+/*
+ * Text from the service as a terminal may show it: control characters
+ * (C0, DEL and C1 as UTF-8) written as \xNN, so that a job's name cannot
+ * move the cursor, ring, or write the clipboard (OSC 52). The result lives
+ * until 16 more calls; long text is cut with "...".
+ */
+static const char *term_text(const char *s)
+{
+    static char ring[16][1024];
+    static unsigned next;
+    char *out = ring[next++ % 16];
+    const unsigned char *u = (const unsigned char *)s;
+    size_t k = 0, cap = sizeof ring[0];
+
+    for (size_t i = 0; u[i]; i++) {
+        int c1 = u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f;
+
+        if (k + 8 >= cap) {
+            memcpy(out + k, "...", 4);
+            return out;
+        }
+        if (u[i] < 0x20 || u[i] == 0x7f || c1) {
+            k += (size_t)snprintf(out + k, cap - k, "\\x%02x", c1 ? u[++i] : u[i]);
+        } else {
+            out[k++] = (char)u[i];
+        }
+    }
+    out[k] = '\0';
+    return out;
+}
+
+/* A string member as a terminal may show it (term_text), "-" if none. */
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? term_text(s) : "-";
+}
+
 /* Prints a problem+json reply the way people read it. */
 static void print_problem(long status, const char *body)
 {
@@ -66,19 +104,17 @@ static void print_problem(long status, const char *body)
 
     if (!detail || json_array_size(errors) > 1) {
         if (detail && !errors)
-            fprintf(stderr, "ecopt: %s (HTTP %ld)\n", detail, status);
+            fprintf(stderr, "ecopt: %s (HTTP %ld)\n", term_text(detail), status);
         else if (json_array_size(errors)) {
-            fprintf(stderr, "ecopt: %s (HTTP %ld):\n",
-                    json_string_value(json_object_get(doc, "title")), status);
+            fprintf(stderr, "ecopt: %s (HTTP %ld):\n", str(doc, "title"), status);
             for (size_t i = 0; i < json_array_size(errors); i++) {
                 json_t *e = json_array_get(errors, i);
-                fprintf(stderr, "  %s: %s\n", json_string_value(json_object_get(e, "field")),
-                        json_string_value(json_object_get(e, "detail")));
+                fprintf(stderr, "  %s: %s\n", str(e, "field"), str(e, "detail"));
             }
         } else
-            fprintf(stderr, "ecopt: HTTP %ld: %.300s\n", status, body ? body : "");
+            fprintf(stderr, "ecopt: HTTP %ld: %.300s\n", status, term_text(body ? body : ""));
     } else {
-        fprintf(stderr, "ecopt: %s (HTTP %ld)\n", detail, status);
+        fprintf(stderr, "ecopt: %s (HTTP %ld)\n", term_text(detail), status);
     }
     if (status == 401)
         fprintf(stderr, "ecopt: give a secret of the server's tokens file in ECOPT_TOKEN "
@@ -189,11 +225,6 @@ static void print_json(json_t *doc)
     putchar('\n');
 }
 
-static const char *str(json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "-";
-}
 
 /* ---- subcommands ---------------------------------------------------------- */
 
@@ -420,7 +451,7 @@ static int cmd_list(const struct client *c, int argc, char **argv)
                str(j, "compressor"), str(j, "dataset"),
                json_is_integer(round) ? (long long)json_integer_value(round) : -1LL,
                json_is_number(gap) ? json_number_value(gap) : NAN,
-               name && *name ? name : "-");
+               name && *name ? term_text(name) : "-");
     }
     json_decref(all);
     return EXIT_OK;
@@ -575,7 +606,8 @@ static void on_event(struct watch_ctx *w, const char *event, const char *data)
     } else if (strcmp(event, "state") == 0) {
         snprintf(w->state, sizeof w->state, "%s", str(doc, "state"));
         json_t *r = json_object_get(doc, "reason");
-        snprintf(w->reason, sizeof w->reason, "%s", json_is_string(r) ? json_string_value(r) : "");
+        snprintf(w->reason, sizeof w->reason, "%s",
+                 json_is_string(r) ? term_text(json_string_value(r)) : "");
         if (!w->tty)
             fprintf(stderr, "state %s%s%s\n", w->state, w->reason[0] ? ": " : "", w->reason);
     }

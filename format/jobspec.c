@@ -466,6 +466,40 @@ static int read_string(struct check *c, const char *field, const json_t *v,
     return 1;
 }
 
+/*
+ * Where s holds a control character (C0, DEL or C1, as UTF-8), -1 if
+ * none: text a person reads in a terminal or a page must not carry
+ * escape sequences, bells or line breaks.
+ */
+static long control_at(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+
+    for (size_t i = 0; i < len; i++)
+        if (u[i] < 0x20 || u[i] == 0x7f ||
+            (u[i] == 0xc2 && i + 1 < len && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f))
+            return (long)i;
+    return -1;
+}
+
+/* read_string for text shown to people: no control characters either. */
+static int read_text(struct check *c, const char *field, const json_t *v,
+                     size_t min_len, size_t max_len, char *out)
+{
+    int rc = read_string(c, field, v, min_len, max_len, out);
+    long at;
+
+    if (rc == 1 && (at = control_at(out, strlen(out))) >= 0) {
+        unsigned code = (unsigned char)out[at] == 0xc2 ? (unsigned char)out[at + 1]
+                                                       : (unsigned char)out[at];
+        fail(c, field, NULL, "must not contain control characters (U+%04X at "
+             "byte %ld)", code, at);
+        out[0] = '\0';
+        return -1;
+    }
+    return rc;
+}
+
 /* One of n names; *out is its index. A NUL inside never matches. */
 static int read_choice(struct check *c, const char *field, const json_t *v,
                        const char *const *names, size_t n, size_t *out)
@@ -704,13 +738,13 @@ static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
             /* Already reported as too many; still check the rest. */
             char scratch[JOBSPEC_LABEL_VALUE_MAX + 1];
 
-            read_string(c, field, json_object_iter_value(it), 0,
-                        JOBSPEC_LABEL_VALUE_MAX, scratch);
+            read_text(c, field, json_object_iter_value(it), 0,
+                      JOBSPEC_LABEL_VALUE_MAX, scratch);
             continue;
         }
         label = &spec->labels[spec->nlabels];
-        if (read_string(c, field, json_object_iter_value(it), 0,
-                        JOBSPEC_LABEL_VALUE_MAX, label->value) == 1) {
+        if (read_text(c, field, json_object_iter_value(it), 0,
+                      JOBSPEC_LABEL_VALUE_MAX, label->value) == 1) {
             memcpy(label->key, key, key_len);
             label->key[key_len] = '\0';
             spec->nlabels++;
@@ -724,8 +758,14 @@ static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
 #define ABOVE(x) ((struct range){(x), INFINITY, 1, 0})
 #define AT_LEAST(x) ((struct range){(x), INFINITY, 0, 0})
 #define LAMBDA_MAX 1e6
-/* [0, 1e6], or (0, 1e6] when open is 1. */
-#define LAMBDA_RANGE(open) ((struct range){0, LAMBDA_MAX, (open), 0})
+/*
+ * The least strong convexity taken. Below it kappa = L_f / mu is past what
+ * a double resolves against L_f (at 5e-324 the step size is infinite and
+ * the job could never start): refused at submit, naming the bound.
+ */
+#define LAMBDA2_MIN 1e-12
+#define LAMBDA1_RANGE ((struct range){0, LAMBDA_MAX, 0, 0})
+#define LAMBDA2_RANGE ((struct range){LAMBDA2_MIN, LAMBDA_MAX, 0, 0})
 
 static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
 {
@@ -749,15 +789,14 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
 
     /* Regularizers past 1e6 leave nothing of the data in the problem, and
      * near DBL_MAX they overflow the constants: refused, not run. */
-    read_number(c, "lambda1", member(doc, "lambda1"), LAMBDA_RANGE(0),
-                &job->lambda1);
+    read_number(c, "lambda1", member(doc, "lambda1"), LAMBDA1_RANGE, &job->lambda1);
     /* lambda2 is the strong convexity mu every method and the P* solver
-     * rely on (kappa = L_f / mu): 0 is refused here, not in the job. */
-    has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"),
-                              LAMBDA_RANGE(1), &job->lambda2) != 0;
-    has_lambda2_rel = read_number(c, "lambda2_rel",
-                                  member(doc, "lambda2_rel"), LAMBDA_RANGE(1),
-                                  &job->lambda2_rel) != 0;
+     * rely on (kappa = L_f / mu): 0 and what is near it are refused here,
+     * not in the job. */
+    has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"), LAMBDA2_RANGE,
+                              &job->lambda2) != 0;
+    has_lambda2_rel = read_number(c, "lambda2_rel", member(doc, "lambda2_rel"),
+                                  LAMBDA2_RANGE, &job->lambda2_rel) != 0;
     if (has_lambda2 && has_lambda2_rel)
         fail(c, "lambda2", NULL, "cannot be given together with "
                                  "lambda2_rel; give one of them");
@@ -806,8 +845,7 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
                 (struct range){0, JOBSPEC_MAX_SECONDS, 1, 0},
                 &job->max_seconds);
 
-    read_string(c, "name", member(doc, "name"), 1, JOBSPEC_NAME_MAX,
-                spec->name);
+    read_text(c, "name", member(doc, "name"), 1, JOBSPEC_NAME_MAX, spec->name);
     read_labels(c, doc, spec);
     if (read_choice(c, "backend", member(doc, "backend"), backend_names,
                     JOBSPEC_BACKEND_COUNT, &index) == 1)

@@ -305,7 +305,7 @@ static const char *const round_trip_docs[] = {
     "'step_size':0.25,'max_rounds':100000000,'target':0,'eval_every':3,"
     "'seed':9007199254740992,'shuffle':true,'max_seconds':2592000,"
     "'name':'r\\u00e9sum\\u00e9 \\ud83d\\ude80','labels':{'z':'1','a':'2',"
-    "'m':'\\\\ \\' \\n'},'backend':'inproc'}",
+    "'m':'\\\\ \\' \\u00e9'},'backend':'inproc'}",
     "{'dataset':'w8a','lambda2_rel':0.1,'compressor':{'type':'topk',"
     "'k_frac':0.05},'step_multiplier':0.5,'seed':0,'target':1e-12}",
     "{'dataset':'/data/a1a.txt','compressor':'dither','lambda1':1e-300,"
@@ -369,11 +369,14 @@ static const struct bad_case bad_cases[] = {
     {WITH("'lambda1':true"), "lambda1", "must be a number in [0, 1000000] (got true)"},
     {WITH("'lambda1':1000001"), "lambda1", "(got 1000001)"},
     {WITH("'lambda1':'1'"), "lambda1", "(got \"1\")"},
-    {WITH("'lambda2':-0.5"), "lambda2", "must be a number in (0, 1000000] (got -0.5)"},
-    {WITH("'lambda2':0"), "lambda2", "must be a number in (0, 1000000] (got 0)"},
+    {WITH("'lambda2':-0.5"), "lambda2", "must be a number in [1e-12, 1000000] (got -0.5)"},
+    {WITH("'lambda2':0"), "lambda2", "must be a number in [1e-12, 1000000] (got 0)"},
+    {WITH("'lambda2':5e-324"), "lambda2", "must be a number in [1e-12, 1000000] (got 4.9"},
+    {WITH("'lambda2':9.9e-13"), "lambda2", "must be a number in [1e-12, 1000000]"},
     {WITH("'lambda2':1e308"), "lambda2", "(got 1e+308)"},
     {WITH("'lambda2':{}"), "lambda2", "(got an object)"},
-    {WITH("'lambda2_rel':0"), "lambda2_rel", "must be a number in (0, 1000000] (got 0)"},
+    {WITH("'lambda2_rel':0"), "lambda2_rel", "must be a number in [1e-12, 1000000] (got 0)"},
+    {WITH("'lambda2_rel':1e-300"), "lambda2_rel", "must be a number in [1e-12, 1000000]"},
     {WITH("'lambda2_rel':1e7"), "lambda2_rel", "(got 10000000.0)"},
     {WITH("'lambda2_rel':false"), "lambda2_rel", "(got false)"},
     {WITH("'lambda2':1,'lambda2_rel':1"), "lambda2",
@@ -465,6 +468,14 @@ static const struct bad_case bad_cases[] = {
     {WITH("'name':''"), "name", "must be a string of 1..128 bytes (got 0)"},
     {WITH("'name':5"), "name", "(got 5)"},
     {WITH("'name':'a\\u0000'"), "name", "must not contain a NUL"},
+    {WITH("'name':'\\u001b]52;c;aGk=\\u0007'"), "name",
+     "must not contain control characters (U+001B at byte 0)"},
+    {WITH("'name':'ring\\u0007'"), "name", "(U+0007 at byte 4)"},
+    {WITH("'name':'a\\nb'"), "name", "(U+000A at byte 1)"},
+    {WITH("'name':'del\\u007f'"), "name", "(U+007F at byte 3)"},
+    {WITH("'name':'csi\\u009b2J'"), "name", "(U+009B at byte 3)"},
+    {WITH("'labels':{'team':'a\\u001b[2J'}"), "labels.team",
+     "must not contain control characters (U+001B at byte 1)"},
     {WITH("'labels':[]"), "labels", "must be an object"},
     {WITH("'labels':'team=opt'"), "labels", "(got \"team=opt\")"},
     {WITH("'labels':{'team':5}"), "labels.team",

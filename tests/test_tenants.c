@@ -619,14 +619,16 @@ START_TEST(test_http_metrics_needs_a_token)
 }
 END_TEST
 
-/* lambda2 must be positive: 0 is refused at submit, naming the field,
- * rather than failing later in the job. */
+/* lambda2 must be positive, and not below the least strong convexity a
+ * job can start with: 0 and 5e-324 are refused at submit, naming the
+ * field and the bound, rather than failing later in the job. */
 START_TEST(test_http_lambda2_positive)
 {
     static const char *const bodies[] = {
         "{\"dataset\": \"heart_scale\", \"lambda2\": 0}",
         "{\"dataset\": \"heart_scale\", \"lambda2\": -1e-3}",
         "{\"dataset\": \"heart_scale\", \"lambda2\": 0.0, \"lambda1\": 1e-3}",
+        "{\"dataset\": \"heart_scale\", \"lambda2\": 5e-324}",
     };
     struct server s;
 
@@ -635,7 +637,7 @@ START_TEST(test_http_lambda2_positive)
         struct reply r = req(&s, "POST", "/v1/jobs", ALICE, bodies[i], NULL);
         ck_assert_msg(r.status == 422, "%s: %ld %.300s", bodies[i], r.status, r.body);
         ck_assert_msg(strstr(r.body, "\"field\":\"lambda2\""), "%.300s", r.body);
-        ck_assert_msg(strstr(r.body, "(0, 1000000]"), "%.300s", r.body);
+        ck_assert_msg(strstr(r.body, "[1e-12, 1000000]"), "%.300s", r.body);
         free(r.body);
     }
     server_stop(&s, SIGTERM);

@@ -4,6 +4,7 @@
  */
 #include "ecopt/run.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,27 +32,48 @@ const char *ec_stop_name(ec_stop s)
     return "unknown";
 }
 
+/*
+ * What the relative gap divides by: the start's gap P(x0) - P*, or, when
+ * the start is already optimal to P*'s precision (a lambda1 so large that
+ * 0 is the minimizer gives P(x0) = P*), the rounding of P* itself. The
+ * relative gap is then 0 at the start and finite after it, never 0/0.
+ */
+static double start_gap(const ec_problem *pb)
+{
+    double gap = pb->P0 - pb->P_star;
+    double rounding = DBL_EPSILON * fmax(fabs(pb->P_star), 1.0);
+
+    return gap > rounding ? gap : rounding;
+}
+
 void ec_eval(const ec_problem *pb, const double *point, double *tmp,
              double *tmp2, ec_metric *row)
 {
     row->P = ec_problem_value(pb, point);
     row->gap = row->P - pb->P_star;
-    row->rel_gap = row->gap / (pb->P0 - pb->P_star);
+    row->rel_gap = row->gap / start_gap(pb);
     row->grad_norm = ec_problem_grad_norm(pb, point, tmp, tmp2);
 }
 
 int ec_should_stop(const ec_problem *pb, const ec_job *job,
                    const ec_metric *row, ec_summary *sum)
 {
-    double start_gap = pb->P0 - pb->P_star;
-
-    if (!isfinite(row->P) || !isfinite(row->grad_norm) ||
-        row->gap > 1e6 * start_gap) {
+    /* A gap that is not a number never passes for a result: the run
+     * failed, whatever round it reached. */
+    if (!isfinite(row->P) || !isfinite(row->grad_norm) || !isfinite(row->rel_gap)) {
         sum->stop = EC_STOP_DIVERGED;
         snprintf(sum->reason, sizeof sum->reason,
-                 "diverged at round %llu (P - P* = %.3g, %s)",
-                 (unsigned long long)row->round, row->gap,
-                 isfinite(row->P) ? "over 1e6 times the start" : "not finite");
+                 "diverged at round %llu (the %s is not finite)",
+                 (unsigned long long)row->round,
+                 !isfinite(row->P) ? "objective" : !isfinite(row->grad_norm)
+                                                       ? "gradient norm" : "relative gap");
+        return 1;
+    }
+    if (row->gap > 1e6 * start_gap(pb)) {
+        sum->stop = EC_STOP_DIVERGED;
+        snprintf(sum->reason, sizeof sum->reason,
+                 "diverged at round %llu (P - P* = %.3g, over 1e6 times the start)",
+                 (unsigned long long)row->round, row->gap);
         return 1;
     }
     if (row->rel_gap <= job->target) {

@@ -198,6 +198,26 @@ static int reply_submitted(struct http_resp *rs, struct app *a, enum jobs_outcom
     return rc;
 }
 
+/* Longest Idempotency-Key taken (a UUID is 36 bytes). */
+#define IDEMPOTENCY_KEY_MAX 255
+
+/* What is wrong with an Idempotency-Key, NULL when nothing: 1..255
+ * visible ASCII characters. */
+static const char *idempotency_key_problem(const char *key)
+{
+    size_t len = strlen(key);
+
+    if (len == 0)
+        return "Idempotency-Key must not be empty";
+    if (len > IDEMPOTENCY_KEY_MAX)
+        return "Idempotency-Key must be at most 255 characters";
+    for (size_t i = 0; i < len; i++)
+        if (key[i] < 0x21 || key[i] > 0x7e)
+            return "Idempotency-Key must be visible ASCII characters (no spaces or "
+                   "control characters)";
+    return NULL;
+}
+
 int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token *who)
 {
     struct app *a = rq->app;
@@ -210,8 +230,12 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     long long queued = 0;
     enum jobs_outcome outcome;
     char version[65];
+    const char *key = http_header(rq, "Idempotency-Key"), *why;
     int rc;
 
+    if (key && (why = idempotency_key_problem(key)))
+        return http_reply_problem(rs, 400, NULL, why,
+                                  json_pack("{s:s}", "field", "Idempotency-Key"));
     rc = jobspec_parse(rq->body, rq->body_len, &spec, &errs);
     if (rc == EC_EPARSE || rc == EC_ENOMEM) {
         jobspec_errors_format(&errs, detail, sizeof detail);
@@ -240,9 +264,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     if (jobs_check_spec(a, &spec, &sp, version) < 0)
         return api_reply_spec_problem(rs, "Invalid job", &sp);
 
-    outcome = jobs_submit(a, &spec, who->name, version, http_header(rq, "Idempotency-Key"),
-                          &job,
-                          &queued, &e);
+    outcome = jobs_submit(a, &spec, who->name, version, key, &job, &queued, &e);
     return reply_submitted(rs, a, outcome, &job, queued, &e, &sp);
 }
 
