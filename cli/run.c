@@ -983,7 +983,8 @@ static int worker_rank(const struct rank_args *a, const ec_job *job, int rank,
         why = "the ranks could not meet before taking the job's user";
     if (!why && ((a->worker_user && ec_drop_privileges(a->worker_user, &e) < 0) ||
                  (a->worker_uid > 0 &&
-                  ec_join_job_uid((uint32_t)a->worker_uid, &e) < 0)))
+                  ec_join_job_uid((uint32_t)a->worker_uid, &e) < 0) ||
+                 (!a->worker_user && a->worker_uid <= 0 && ec_confine(&e) < 0)))
         why = e.msg;
     lim.worker_max_files = EC_WORKER_FILES_KEEP;
 #ifndef __SANITIZE_ADDRESS__
@@ -1303,7 +1304,8 @@ int cmd_run(int argc, char **argv)
      * only what it holds, so it runs unprivileged, and its workers with it:
      * the constants, the P* solve and the run. */
     if ((worker_user && ec_drop_privileges(worker_user, &e) < 0) ||
-        (worker_uid > 0 && ec_drop_to_job_uid((uint32_t)worker_uid, &e) < 0)) {
+        (worker_uid > 0 && ec_drop_to_job_uid((uint32_t)worker_uid, &e) < 0) ||
+        (!worker_user && worker_uid <= 0 && ec_confine(&e) < 0)) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         report_failure(&ctx, e.msg);
         rc = e.code == EC_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;

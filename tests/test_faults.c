@@ -631,6 +631,70 @@ START_TEST(test_worker_isolation)
 }
 END_TEST
 
+/* Whether /proc/PID/environ holds an entry that starts with prefix. */
+static int environ_has(pid_t pid, const char *prefix)
+{
+    char path[64], buf[65536];
+    size_t n, pl = strlen(prefix);
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: %s", path, strerror(errno));
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strncmp(buf + i, prefix, pl) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * A job's coordinator and workers cannot gain privileges back: an empty
+ * capability bounding set (when the service runs as root, who can empty
+ * it) and no_new_privs; and they see none of the server's environment
+ * but what they need (PATH, the data directory).
+ */
+START_TEST(test_job_confinement)
+{
+    struct server s;
+    char id[32], line[256];
+    pid_t procs[3];
+
+    setenv("ECOPT_TEST_SECRET", "hunter2", 1);
+    server_start(&s, 0);
+    unsetenv("ECOPT_TEST_SECRET");
+    job_create(&s, ALICE, long_job, id);
+    json_decref(job_wait(&s, ALICE, id, "running", 60));
+    procs[0] = coordinator_of(&s, id, 30);
+    workers_of(procs[0], procs + 1, 2, 60);
+    job_wait_first_row(&s, ALICE, id, 60);
+    for (int i = 0; i < 3; i++) {
+        const char *who = i ? "worker" : "coordinator";
+
+        ck_assert(proc_line(procs[i], "status", "NoNewPrivs:", line, sizeof line));
+        ck_assert_msg(strcmp(line, "\t1") == 0, "%s %d: NoNewPrivs%s", who, (int)procs[i],
+                      line);
+        ck_assert(proc_line(procs[i], "status", "CapBnd:", line, sizeof line));
+        if (geteuid() == 0)
+            ck_assert_msg(strcmp(line, "\t0000000000000000") == 0, "%s %d: CapBnd%s", who,
+                          (int)procs[i], line);
+        if (!can_read_fd_links())
+            continue;   /* another uid's environ is ptrace access too */
+        ck_assert_msg(!environ_has(procs[i], "ECOPT_TEST_SECRET="),
+                      "%s %d holds the server's environment", who, (int)procs[i]);
+        ck_assert_msg(environ_has(procs[i], "PATH="), "%s %d: no PATH", who, (int)procs[i]);
+        ck_assert_msg(environ_has(procs[i], "ECOPT_DATA_DIR="), "%s %d: no ECOPT_DATA_DIR",
+                      who, (int)procs[i]);
+    }
+    if (!can_read_fd_links())
+        fprintf(stderr, "test_faults: no CAP_SYS_PTRACE: the job's environment is not "
+                "read\n");
+    job_cancel(&s, ALICE, id, 30);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* The uid line of /proc/PID/status ("Uid:" or "Gid:") as one number, all
  * four ids equal; fails otherwise. */
 static unsigned proc_id(pid_t pid, const char *key)
@@ -892,6 +956,7 @@ int main(void)
     tcase_add_test(kill_tc, test_kill_worker_coordinator_server);
     tcase_set_timeout(iso, 200);
     tcase_add_test(iso, test_worker_isolation);
+    tcase_add_test(iso, test_job_confinement);
     tcase_add_test(iso, test_worker_uids);
     tcase_add_test(iso, test_worker_cpu_limit);
     tcase_add_test(iso, test_worker_user_errors);

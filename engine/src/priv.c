@@ -10,21 +10,61 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+/*
+ * Empties the capability bounding set, from the highest capability the
+ * kernel knows down (EINVAL: past it), so that not even a setuid-root
+ * program run later gets any back. EPERM: this process may not change the
+ * set (no CAP_SETPCAP: not root, or a root whose container took it away);
+ * no_new_privs then keeps exec from raising what it has.
+ */
+static int drop_bounding_set(ec_err *e)
+{
+    for (int cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
+            continue;           /* not in the set, or past the last one */
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 || errno == EINVAL)
+            continue;
+        if (errno == EPERM)
+            return 0;
+        return ec_err_set(e, EC_EIO, "dropping capability %d from the bounding set: %s",
+                          cap, strerror(errno));
+    }
+    return 0;
+}
+
+static int no_new_privs(ec_err *e)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return ec_err_set(e, EC_EIO, "no_new_privs: %s", strerror(errno));
+    return 0;
+}
+
+int ec_confine(ec_err *e)
+{
+    return drop_bounding_set(e) < 0 ? -1 : no_new_privs(e);
+}
+
 /* Groups, group, user, in that order, each checked; then root must be out
-   of reach. `who` names the target in messages. */
+   of reach, and the bounding set and no_new_privs keep it so (ec_confine).
+   `who` names the target in messages. */
 static int drop_to(uid_t uid, gid_t gid, const char *who, ec_err *e)
 {
     if (geteuid() != 0) {
         if (geteuid() == uid && getuid() == uid)
-            return 0;
+            return ec_confine(e);
         return ec_err_set(e, EC_EINVAL,
                           "cannot run workers as %s (uid %u): only root can "
                           "switch users, and this process runs as uid %u",
                           who, (unsigned)uid, (unsigned)geteuid());
     }
+    /* The bounding set changes only with CAP_SETPCAP, which setuid takes
+     * away: emptied first, while this process still holds it. */
+    if (drop_bounding_set(e) < 0)
+        return -1;
     if (setgroups(1, &gid) < 0)
         return ec_err_set(e, EC_EIO, "setgroups for %s: %s", who, strerror(errno));
     if (setgid(gid) < 0)
@@ -36,7 +76,7 @@ static int drop_to(uid_t uid, gid_t gid, const char *who, ec_err *e)
     if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid ||
         (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)))
         return ec_err_set(e, EC_EIO, "privileges of %s did not stick", who);
-    return 0;
+    return no_new_privs(e);
 }
 
 int ec_drop_privileges(const char *user, ec_err *e)

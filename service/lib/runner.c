@@ -47,20 +47,52 @@ const char *runner_line(const struct runner_job *j, size_t *len)
     return j->line;
 }
 
-/* The environment of the child: ours, with ECOPT_DATA_DIR replaced. */
+/*
+ * What of the server's environment a coordinator gets: what it and its
+ * workers and mpirun read, and nothing else (no secret of the server's
+ * reaches a job). ECOPT_DATA_DIR is the runner's own. A name ending in
+ * '_' is a prefix.
+ */
+static const char *const child_env_keep[] = {
+    "PATH", "HOME", "TMPDIR", "ECOPT_FAULT", "ECOPT_MPI_BIN", "ECOPT_MPIRUN_ARGS",
+    "OMPI_MCA_", "PMIX_MCA_", "PRTE_MCA_",
+    "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS",
+};
+/* PATH when the server has none. */
+#define CHILD_PATH "/usr/local/bin:/usr/bin:/bin"
+
+static int child_env_kept(const char *entry)
+{
+    for (size_t i = 0; i < sizeof child_env_keep / sizeof child_env_keep[0]; i++) {
+        const char *k = child_env_keep[i];
+        size_t len = strlen(k);
+
+        if (strncmp(entry, k, len) == 0 && (k[len - 1] == '_' || entry[len] == '='))
+            return 1;
+    }
+    return 0;
+}
+
+/* The environment of the child: child_env_keep of ours, PATH, and
+ * ECOPT_DATA_DIR (in *owned, the caller's to free). */
 static char **child_env(const char *data_dir, char **owned)
 {
     size_t n = 0, k = 0;
     char **env;
+    int path = 0;
 
     while (environ[n])
         n++;
-    if (!(env = calloc(n + 2, sizeof *env)))
+    *owned = NULL;
+    if (!(env = calloc(n + 3, sizeof *env)))
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if (!data_dir || strncmp(environ[i], "ECOPT_DATA_DIR=", 15) != 0)
+        if (child_env_kept(environ[i])) {
             env[k++] = environ[i];
-    *owned = NULL;
+            path |= strncmp(environ[i], "PATH=", 5) == 0;
+        }
+    if (!path)
+        env[k++] = "PATH=" CHILD_PATH;
     if (data_dir && asprintf(owned, "ECOPT_DATA_DIR=%s", data_dir) >= 0)
         env[k++] = *owned;
     env[k] = NULL;

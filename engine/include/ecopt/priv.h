@@ -40,6 +40,16 @@ int ec_drop_to_job_uid(uint32_t uid, ec_err *e);
  * this one.
  */
 int ec_join_job_uid(uint32_t uid, ec_err *e);
+/*
+ * Makes this process and all it starts unable to gain privileges again:
+ * every capability leaves the bounding set (when this process may change
+ * it: root, or CAP_SETPCAP), and no_new_privs is set, so no exec of a
+ * setuid or file-capability program raises them. The drops above do it
+ * themselves; a job that drops nothing (a service not run as root) calls
+ * it before it forks workers.
+ */
+int ec_confine(ec_err *e);
+
 /* 1 with its name when an account has this uid, else 0. */
 int ec_uid_owner(uint32_t uid, char *name, size_t len);
 
