@@ -555,7 +555,8 @@ END_TEST
 
 /*
  * The service with a uid for each job (--worker-uids, as root): every
- * rank of a running MPI job runs as that job's uid, read from /proc once
+ * rank of a running MPI job runs as that job's uid, with no capability
+ * to regain and no_new_privs, read from /proc once
  * the job has stored a row (after every rank's handshake). The job ends
  * by its own max_seconds rather than by a cancel: the service's SIGTERM
  * to the whole process group sometimes leaves Open MPI's shared-memory
@@ -598,6 +599,12 @@ START_TEST(test_service_mpi_job_uid)
         ck_assert_msg(uid == FIRST || uid == FIRST + 1, "uid %u", uid);
         snprintf(want, sizeof want, "\t%u\t%u\t%u\t%u", uid, uid, uid, uid);
         ck_assert_msg(strcmp(line, want) == 0, "pid %d: Uid:%s", (int)pids[i], line);
+        /* No way back to root for any rank: no bounding set, no_new_privs. */
+        proc_line(pids[i], "status", "CapBnd:", line, sizeof line);
+        ck_assert_msg(strcmp(line, "\t0000000000000000") == 0, "pid %d: CapBnd:%s",
+                      (int)pids[i], line);
+        proc_line(pids[i], "status", "NoNewPrivs:", line, sizeof line);
+        ck_assert_msg(strcmp(line, "\t1") == 0, "pid %d: NoNewPrivs:%s", (int)pids[i], line);
     }
     doc = job_wait(&s, ALICE, id, "final", 60);
     reason = json_string_value(json_object_get(doc, "reason"));
