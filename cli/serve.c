@@ -36,7 +36,7 @@ static const char serve_usage[] =
     "  --max-workers-per-job N     ECOPT_MAX_WORKERS_PER_JOB, default 64\n"
     "  --max-running-per-token N   ECOPT_MAX_RUNNING_PER_TOKEN, one token's\n"
     "                              jobs at once, default --max-running less\n"
-    "                              one (one slot open to other tokens)\n"
+    "                              one with tokens (a slot open to others)\n"
     "  --max-queued-per-token N    ECOPT_MAX_QUEUED_PER_TOKEN, default 100\n"
     "  --max-rounds N              ECOPT_MAX_ROUNDS per job, default 10000000\n"
     "  --max-seconds N             ECOPT_MAX_SECONDS per job, default 86400\n"
