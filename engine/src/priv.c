@@ -45,7 +45,12 @@ static int no_new_privs(ec_err *e)
 
 int ec_confine(ec_err *e)
 {
-    return drop_bounding_set(e) < 0 ? -1 : no_new_privs(e);
+    /* A process that stays root (ecopt run by root, asked for no drop)
+     * keeps its bounding set: without it every program it execs, mpirun
+     * and its launch agent too, would start without capabilities. */
+    if (geteuid() != 0 && drop_bounding_set(e) < 0)
+        return -1;
+    return no_new_privs(e);
 }
 
 /* Groups, group, user, in that order, each checked; then root must be out

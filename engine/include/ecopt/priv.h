@@ -41,12 +41,12 @@ int ec_drop_to_job_uid(uint32_t uid, ec_err *e);
  */
 int ec_join_job_uid(uint32_t uid, ec_err *e);
 /*
- * Makes this process and all it starts unable to gain privileges again:
- * every capability leaves the bounding set (when this process may change
- * it: root, or CAP_SETPCAP), and no_new_privs is set, so no exec of a
- * setuid or file-capability program raises them. The drops above do it
- * themselves; a job that drops nothing (a service not run as root) calls
- * it before it forks workers.
+ * Makes this process and all it starts unable to gain privileges: sets
+ * no_new_privs, so no exec of a setuid or file-capability program raises
+ * them, and (unless it is root, which keeps what its execs need) empties
+ * the capability bounding set where it may. The drops above do both, the
+ * bounding set before they leave root; a job that drops nothing (a
+ * service not run as root) calls this before it forks workers.
  */
 int ec_confine(ec_err *e);
 
