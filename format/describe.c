@@ -129,14 +129,14 @@ json_t *describe_params(const ec_params *prm)
 
     if (!o)
         return NULL;
-    if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA) {
+    if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA)) {
         json_object_set_new(o, "theta1", describe_real(prm->theta1));
         json_object_set_new(o, "theta2", describe_real(prm->theta2));
         json_object_set_new(o, "eta", describe_real(prm->eta));
         json_object_set_new(o, "sigma", describe_real(prm->sigma));
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
     }
-    if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA) {
+    if (ec_algo_is(prm->algo, EC_FAMILY_DIANA)) {
         json_object_set_new(o, "shift_compressor",
                             json_string(ec_comp_name(prm->shift_comp.type)));
         json_object_set_new(o, "omega", describe_real(prm->omega));
