@@ -243,8 +243,6 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                          (pb->L_f + pb->L_tilde * sqrt(beta / theta));
         break;
     }
-    default:
-        return ec_err_set(e, EC_EINVAL, "algorithm: unknown");
     }
     if (!p->step_given)
         p->gamma = p->step_multiplier * p->theory_step;
@@ -850,8 +848,6 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             g[j] -= w->h[j];
         ec_compress(w->comp, g, &w->rng, &up->q);
         ec_msg_axpy(&up->q, 1.0, w->h);
-        break;
-    default:
         break;
     }
     /* The L-Katyusha coin: send grad f_tau at the y that becomes w. */

@@ -78,8 +78,13 @@ typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
     EC_ALGORITHMS(EC_ALGO_ENUM)
 #undef EC_ALGO_ENUM
-    EC_ALGO_COUNT
 } ec_algo_id;
+
+/* The number of rows; outside the enum, so that a switch over the
+ * algorithms that misses one (a new row's step) is warned about. */
+#define EC_ALGO_PLUS_ONE(...) +1
+enum { EC_ALGO_COUNT = 0 EC_ALGORITHMS(EC_ALGO_PLUS_ONE) };
+#undef EC_ALGO_PLUS_ONE
 
 /* An algorithm's row. */
 typedef struct ec_algo_info {
