@@ -1,7 +1,7 @@
 /*
  * The service's settings (service/core/config_table.h): the defaults, the
  * range of every integer setting at both edges, the environment under the
- * flags, the usage text, and the docs' Configuration table against the
+ * flags, the usage text, and docs/configuration.md, "Settings" against the
  * table, so none of them can drift from the others.
  */
 #include "config.h"
@@ -259,15 +259,11 @@ START_TEST(test_usage_lists_every_setting)
 }
 END_TEST
 
-/* The rows of the docs' settings table: docs/configuration.md's
- * "Settings" section when that file exists, else README.md's
- * "Configuration" section. */
+/* The rows of docs/configuration.md, "Settings". */
 static char *docs_table(void)
 {
     static char buf[1 << 17];
-    int docs = access("docs/configuration.md", R_OK) == 0;
-    const char *path = docs ? "docs/configuration.md" : "README.md";
-    const char *heading = docs ? "## Settings" : "### Configuration";
+    const char *path = "docs/configuration.md", *heading = "## Settings";
     FILE *f = fopen(path, "r");
     char line[4096];
     int in = 0;

@@ -1,8 +1,9 @@
 /*
  * The service's settings, one row each. The option parser, the
  * environment, the range checks, the defaults and `ecopt serve --help` all
- * come from this table (config.c), and a test holds the Configuration
- * table of the docs to it: a new setting is a new row, nothing else.
+ * come from this table (config.c), and a test holds the table of
+ * docs/configuration.md, "Settings" to it: a new setting is a row here,
+ * its field in struct config and its row there.
  *
  * X(FLAG, ENV, KIND, FIELD, DEFAULT, LO, HI, META, HELP)
  *   FLAG     the long option, without "--"
