@@ -597,9 +597,9 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                 pb->solve_bound);
     fprintf(o, "algorithm  %s, compressor %s", ec_algo_name(prm->algo),
             ec_comp_name(c->type));
-    if (c->type == EC_COMP_TOPK || c->type == EC_COMP_RANDK)
+    if (ec_comp_info_of(c->type)->param == EC_COMP_PARAM_K)
         fprintf(o, " k = %u", c->k);
-    if (c->type == EC_COMP_DITHER)
+    if (ec_comp_info_of(c->type)->param == EC_COMP_PARAM_S)
         fprintf(o, " s = %u", c->s);
     fprintf(o, " (delta = %.4g), batch %u\n", prm->delta, prm->batch);
     fprintf(o, "parameters step = %.6g (default %.6g x %g)", prm->gamma,
@@ -608,7 +608,7 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
         fprintf(o, ", default = %g x the theorem's step", prm->step_factor);
     if (!isnan(prm->p))
         fprintf(o, ", p = %.4g", prm->p);
-    if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA)
+    if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA))
         fprintf(o, ", theta1 = %.4g, theta2 = %.4g, eta = %.4g, L_eff = %.6g",
                 prm->theta1, prm->theta2, prm->eta, prm->L_eff);
     if (prm->algo == EC_ALGO_ECLK)
@@ -618,7 +618,7 @@ static void print_setup(FILE *o, const char *path, const ec_dataset *ds,
                 prm->inflation, prm->eclk_c, prm->L_delta,
                 prm->eclk_rule == EC_ECLK_ONLINE
                     ? "; delta_eff follows the measured contraction" : "");
-    if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA)
+    if (ec_algo_is(prm->algo, EC_FAMILY_DIANA))
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
     if (procs)
@@ -728,13 +728,13 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
             r->bits_up, r->paper_bits, r->bits_down);
     if (r->wire_up > 0 && sum->rounds > 0) {
         /* The least any encoding could send up: k indices and k values. */
-        double minimum = prm->comp.type == EC_COMP_NONE ? 8.0 * prm->d :
-                         prm->comp.type == EC_COMP_DITHER ? 0.0 :
-                         12.0 * prm->comp.k;
+        ec_comp_param param = ec_comp_info_of(prm->comp.type)->param;
+        double minimum = param == EC_COMP_PARAM_NONE ? 8.0 * prm->d :
+                         param == EC_COMP_PARAM_S ? 0.0 : 12.0 * prm->comp.k;
         fprintf(o, "wire       %.1f bytes up per worker per round", r->wire_up / sum->rounds);
         if (minimum > 0)
             fprintf(o, " (minimum %.0f: %s)", minimum,
-                    prm->comp.type == EC_COMP_NONE ? "d values" : "k indices + k values");
+                    param == EC_COMP_PARAM_NONE ? "d values" : "k indices + k values");
         fprintf(o, ", %.1f bytes down per worker per round\n", r->wire_down / sum->rounds);
     }
     if (prm->algo == EC_ALGO_ECLK && prm->eclk_rule == EC_ECLK_ONLINE)

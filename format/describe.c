@@ -129,14 +129,14 @@ json_t *describe_params(const ec_params *prm)
 
     if (!o)
         return NULL;
-    if (prm->algo == EC_ALGO_ECLK || prm->algo == EC_ALGO_LKATYUSHA) {
+    if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA)) {
         json_object_set_new(o, "theta1", describe_real(prm->theta1));
         json_object_set_new(o, "theta2", describe_real(prm->theta2));
         json_object_set_new(o, "eta", describe_real(prm->eta));
         json_object_set_new(o, "sigma", describe_real(prm->sigma));
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
     }
-    if (prm->algo == EC_ALGO_EC_SGD_DIANA || prm->algo == EC_ALGO_EC_GD_DIANA) {
+    if (ec_algo_is(prm->algo, EC_FAMILY_DIANA)) {
         json_object_set_new(o, "shift_compressor",
                             json_string(ec_comp_name(prm->shift_comp.type)));
         json_object_set_new(o, "omega", describe_real(prm->omega));
@@ -144,6 +144,69 @@ json_t *describe_params(const ec_params *prm)
     }
     json_object_set_new(o, "seed", json_integer((json_int_t)prm->seed));
     return o;
+}
+
+json_t *describe_algorithms(void)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } needs[] = {{EC_NEEDS_L_F, "L_f"}, {EC_NEEDS_L, "L"}, {EC_NEEDS_MU, "mu"},
+                 {EC_NEEDS_L_TILDE, "L_tilde"}};
+    json_t *list = json_array();
+
+    for (int a = 0; list && a < EC_ALGO_COUNT; a++) {
+        const ec_algo_info *ai = ec_algo_info_of((ec_algo_id)a);
+        json_t *constants = json_array();
+
+        for (size_t i = 0; constants && i < sizeof needs / sizeof needs[0]; i++)
+            if (ai->needs & needs[i].bit)
+                json_array_append_new(constants, json_string(needs[i].name));
+        if (json_array_append_new(
+                list, json_pack("{s:s, s:s, s:b, s:b, s:b, s:o*, s:s}", "name", ai->name,
+                                "family", ec_algo_family_name(ai->family), "compresses",
+                                ai->compresses, "stochastic", ai->stochastic,
+                                "init_exchange", ai->has_init, "constants", constants,
+                                "summary", ai->summary)) < 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+json_t *describe_compressors(void)
+{
+    static const char *const params[] = {
+        [EC_COMP_PARAM_NONE] = NULL, [EC_COMP_PARAM_K] = "k", [EC_COMP_PARAM_S] = "s"};
+    static const char *const layouts[] = {
+        [EC_COMP_LAYOUT_DENSE] = "dense", [EC_COMP_LAYOUT_INDEXED] = "indexed",
+        [EC_COMP_LAYOUT_SEEDED] = "seeded", [EC_COMP_LAYOUT_LEVELS] = "levels"};
+    json_t *list = json_array();
+
+    for (int t = 0; list && t < EC_COMP_COUNT; t++) {
+        const ec_comp_info *ci = ec_comp_info_of((ec_comp_type)t);
+
+        if (json_array_append_new(
+                list, json_pack("{s:s, s:s?, s:b, s:b, s:s, s:s, s:s}", "name", ci->name,
+                                "takes", params[ci->param], "unbiased", ci->unbiased,
+                                "contraction", ci->contraction, "layout",
+                                layouts[ci->layout], "shift", ec_comp_name(ci->shift),
+                                "summary", ci->summary)) < 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+json_t *describe_losses(void)
+{
+    json_t *list = json_array();
+
+    for (int l = 0; list && ec_loss_name((ec_loss)l); l++)
+        json_array_append_new(list, json_string(ec_loss_name((ec_loss)l)));
+    return list;
 }
 
 /*

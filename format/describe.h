@@ -55,6 +55,12 @@ int describe_shortest(char *buf, size_t len, double v);
 json_t *describe_dataset(const ec_dataset *ds);
 json_t *describe_problem(const ec_problem *pb);
 json_t *describe_params(const ec_params *prm);
+/* The engine's tables as the API serves them: every algorithm with its
+ * family and traits, every compressor with the count it takes and its
+ * traits (a job may choose those with "contraction": true), the losses. */
+json_t *describe_algorithms(void);
+json_t *describe_compressors(void);
+json_t *describe_losses(void);
 json_t *describe_metric(const ec_metric *row);
 /* A file's identity, {dev, ino, size, mtime_ns, ctime_ns}: a file replaced
    by rename (as uploads are) has another inode, one changed in place

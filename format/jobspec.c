@@ -559,15 +559,28 @@ static size_t comp_names(const char **names)
 
 /* ---- The compound fields --------------------------------------------- */
 
-static int takes_k(ec_comp_type t)
+static int takes(ec_comp_type t, ec_comp_param param)
 {
-    return t == EC_COMP_TOPK || t == EC_COMP_RANDK ||
-           t == EC_COMP_RANDK_UNBIASED;
+    return ec_comp_info_of(t)->param == param;
 }
 
-static int takes_s(ec_comp_type t)
+/* "topk, randk and randk-unbiased": the compressors taking param. */
+static const char *takers(ec_comp_param param, char *buf, size_t len)
 {
-    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
+    size_t n = 0, count = 0, seen = 0;
+
+    for (int t = 0; t < EC_COMP_COUNT; t++)
+        count += takes((ec_comp_type)t, param);
+    buf[0] = '\0';
+    for (int t = 0; t < EC_COMP_COUNT && n < len; t++) {
+        if (!takes((ec_comp_type)t, param))
+            continue;
+        seen++;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s",
+                              seen == 1 ? "" : seen == count ? " and " : ", ",
+                              ec_comp_name((ec_comp_type)t));
+    }
+    return buf;
 }
 
 /*
@@ -580,6 +593,7 @@ static void read_compressor(struct check *c, json_t *doc, ec_job *job)
 {
     const char *names[MAX_NAMES];
     size_t nnames = comp_names(names), index;
+    char list[256];
     json_t *v = member(doc, "compressor"), *obj = NULL, *type;
     json_t *k, *k_frac, *s;
     long long count;
@@ -632,7 +646,7 @@ static void read_compressor(struct check *c, json_t *doc, ec_job *job)
         return;
     }
     job->compressor.type = t;
-    if (takes_k(t)) {
+    if (takes(t, EC_COMP_PARAM_K)) {
         if (k && k_frac)
             fail(c, "compressor.k", NULL,
                  "cannot be given together with compressor.k_frac; "
@@ -649,27 +663,22 @@ static void read_compressor(struct check *c, json_t *doc, ec_job *job)
     } else {
         if (k)
             fail(c, "compressor.k", NULL,
-                 "is not allowed for compressor type %s; only %s, %s and %s "
-                 "take k", names[index], ec_comp_name(EC_COMP_TOPK),
-                 ec_comp_name(EC_COMP_RANDK),
-                 ec_comp_name(EC_COMP_RANDK_UNBIASED));
+                 "is not allowed for compressor type %s; only %s take k",
+                 names[index], takers(EC_COMP_PARAM_K, list, sizeof list));
         if (k_frac)
             fail(c, "compressor.k_frac", NULL,
-                 "is not allowed for compressor type %s; only %s, %s and %s "
-                 "take k_frac", names[index], ec_comp_name(EC_COMP_TOPK),
-                 ec_comp_name(EC_COMP_RANDK),
-                 ec_comp_name(EC_COMP_RANDK_UNBIASED));
+                 "is not allowed for compressor type %s; only %s take "
+                 "k_frac", names[index], takers(EC_COMP_PARAM_K, list, sizeof list));
     }
-    if (takes_s(t)) {
+    if (takes(t, EC_COMP_PARAM_S)) {
         job->compressor.s = JOBSPEC_DEFAULT_DITHER_LEVELS;
         if (read_int(c, "compressor.s", s, 1, EC_JOB_MAX_DITHER_LEVELS,
                      &count) == 1)
             job->compressor.s = (uint32_t)count;
     } else if (s) {
         fail(c, "compressor.s", NULL,
-             "is not allowed for compressor type %s; only %s and %s take s",
-             names[index], ec_comp_name(EC_COMP_DITHER),
-             ec_comp_name(EC_COMP_DITHER_UNBIASED));
+             "is not allowed for compressor type %s; only %s take s",
+             names[index], takers(EC_COMP_PARAM_S, list, sizeof list));
     }
 }
 

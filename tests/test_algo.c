@@ -225,6 +225,50 @@ START_TEST(test_every_algorithm_deterministic)
 }
 END_TEST
 
+/*
+ * Every row of the algorithm table against what the algorithm does: it
+ * admits the compressors its row says (contractions when it compresses,
+ * none otherwise), and its rows move with the batch exactly when it is
+ * stochastic.
+ */
+START_TEST(test_table_rows_hold)
+{
+    static struct fixture one, four;
+    const ec_algo_id a = (ec_algo_id)_i;
+    const ec_algo_info *ai = ec_algo_info_of(a);
+    ec_algo_id back;
+    ec_job job;
+    char buf[384];
+    int same = 1;
+
+    ck_assert_ptr_nonnull(ai);
+    ck_assert_int_eq(ec_algo_from_name(ai->name, &back), 0);
+    ck_assert_int_eq(back, a);
+    ck_assert_ptr_nonnull(ec_algo_family_name(ai->family));
+    for (int t = 0; t < EC_COMP_COUNT; t++) {
+        int admits = ai->compresses ? ec_comp_info_of((ec_comp_type)t)->contraction
+                                    : t == EC_COMP_NONE;
+
+        ck_assert_msg((ec_algo_comp_check(a, (ec_comp_type)t, buf, sizeof buf) == NULL) ==
+                          admits,
+                      "%s with %s: %s", ai->name, ec_comp_name((ec_comp_type)t), buf);
+    }
+    job = job_for(ai->name, ai->compresses ? EC_COMP_TOPK : EC_COMP_NONE,
+                  ai->compresses ? 10 : 0);
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 30;
+    job.batch = 1;
+    run_job(&one, &mushrooms, &job);
+    job.batch = 4;
+    run_job(&four, &mushrooms, &job);
+    ck_assert_uint_eq(one.nrows, four.nrows);
+    for (unsigned i = 0; i < one.nrows; i++)
+        same &= one.rows[i].P == four.rows[i].P;
+    ck_assert_msg(same == !ai->stochastic, "%s: the batch %s the rows", ai->name,
+                  same ? "does not change" : "changes");
+}
+END_TEST
+
 /* Bits equal the formula: topk k sends 64k value bits and k ceil(log2 d)
  * index bits per worker per round; EC-GD has no other uplink. */
 START_TEST(test_bits_match_formula)
@@ -316,6 +360,7 @@ int main(void)
     tcase_add_test(tc, test_eclk_a9a_topk1);
     tcase_add_test(tc, test_ec_gd_stalls);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
+    tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);
     tcase_add_test(tc, test_divergence_is_reported);
     tcase_add_test(tc, test_max_seconds);

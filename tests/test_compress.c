@@ -180,6 +180,75 @@ static ec_rng rng_drawing(uint64_t v)
 
 /* ---- names, checks, delta and omega ---------------------------------- */
 
+/*
+ * Every row of the compressor table against what its compressor does:
+ * the count it takes is the one its check insists on, a contraction has a
+ * delta, the unbiased ones average to x (and the others do not), and a
+ * shift is an unbiased compressor taking the same count.
+ */
+START_TEST(test_table_rows_hold)
+{
+    enum { D = 10, DRAWS = 4000 };
+    double x[D], mean[D];
+    ec_msg m;
+    ec_rng rng;
+
+    for (int i = 0; i < D; i++)
+        x[i] = (i % 3 ? 1.0 : -2.0) * (1.0 + i);
+    ck_assert_int_eq(ec_msg_init(&m, D), 0);
+    ec_rng_seed(&rng, 7, 0);
+    for (int t = 0; t < EC_COMP_COUNT; t++) {
+        const ec_comp_info *ci = ec_comp_info_of((ec_comp_type)t);
+        ec_comp_spec spec = {.type = (ec_comp_type)t};
+        ec_comp_type back;
+        char buf[256];
+        const char *why;
+        double worst = 0.0;
+        ec_compressor *c;
+
+        ck_assert_ptr_nonnull(ci);
+        ck_assert_int_eq(ec_comp_from_name(ci->name, &back), 0);
+        ck_assert_int_eq(back, t);
+        /* The count: 0 is refused naming it, 1..d is taken. */
+        why = ec_comp_check(&spec, D, buf, sizeof buf);
+        if (ci->param == EC_COMP_PARAM_NONE)
+            ck_assert_msg(!why, "%s: %s", ci->name, why);
+        else
+            ck_assert_msg(why && strstr(why, ci->param == EC_COMP_PARAM_K
+                                                 ? "compressor.k must" : "compressor.s must"),
+                          "%s: %s", ci->name, why ? why : "accepted");
+        spec.k = ci->param == EC_COMP_PARAM_K ? 3 : 0;
+        spec.s = ci->param == EC_COMP_PARAM_S ? 2 : 0;
+        ck_assert_ptr_null(ec_comp_check(&spec, D, buf, sizeof buf));
+        ck_assert_msg((ec_comp_delta(&spec, D) > 0) == ci->contraction, "%s: delta %g",
+                      ci->name, ec_comp_delta(&spec, D));
+        /* The shift: unbiased, same count, or none. */
+        ck_assert_ptr_nonnull(ec_comp_info_of(ci->shift));
+        ck_assert(ec_comp_info_of(ci->shift)->unbiased);
+        ck_assert(ci->shift == EC_COMP_NONE ||
+                  ec_comp_info_of(ci->shift)->param == ci->param);
+        /* The mean of Q(x) over many draws. */
+        c = make_comp((ec_comp_type)t, spec.k, spec.s, D);
+        memset(mean, 0, sizeof mean);
+        for (int n = 0; n < DRAWS; n++) {
+            ec_compress(c, x, &rng, &m);
+            ck_assert_int_eq(m.type, t);
+            ec_msg_axpy(&m, 1.0 / DRAWS, mean);
+        }
+        for (int i = 0; i < D; i++)
+            worst = fmax(worst, fabs(mean[i] - x[i]) / fabs(x[i]));
+        if (ci->unbiased)
+            ck_assert_msg(worst < 0.15, "%s: E Q(x) is off x by %g", ci->name, worst);
+        else
+            ck_assert_msg(worst > 0.3, "%s: E Q(x) = x though not marked unbiased",
+                          ci->name);
+        ec_compressor_free(c);
+    }
+    ck_assert_ptr_null(ec_comp_info_of((ec_comp_type)EC_COMP_COUNT));
+    ec_msg_clear(&m);
+}
+END_TEST
+
 START_TEST(test_names_round_trip)
 {
     static const char *const names[] = {"none", "topk", "randk",
@@ -1051,6 +1120,7 @@ static Suite *compress_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_names_round_trip);
+    tcase_add_test(tc, test_table_rows_hold);
     tcase_add_loop_test(tc, test_check_messages, 0, COUNT(check_cases));
     tcase_add_test(tc, test_check_small_buffer);
     tcase_add_loop_test(tc, test_delta_omega, 0, COUNT(delta_cases));

@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "describe.h"
+#include "ecopt/run.h"
 #include "store.h"
 #include "store_migrations.h"
 #include "testutil.h"
@@ -1910,6 +1911,35 @@ END_TEST
 
 /* ---- The suite ------------------------------------------------------- */
 
+/* Every stop the engine can end a run with has its stop_reason, and the
+ * names read back. */
+START_TEST(test_stop_reasons_cover_the_engine)
+{
+    char names[512];
+    enum store_stop back;
+
+    for (int s = 0; strcmp(ec_stop_name((ec_stop)s), "unknown") != 0; s++) {
+        enum store_stop r = store_stop_of_final(ec_stop_name((ec_stop)s));
+
+        ck_assert_msg(r != STORE_STOP_FAILED, "the engine's stop %s has no stop_reason",
+                      ec_stop_name((ec_stop)s));
+    }
+    ck_assert_int_eq(store_stop_of_final("start_failed"), STORE_STOP_START_FAILED);
+    ck_assert_int_eq(store_stop_of_final("no such stop"), STORE_STOP_FAILED);
+    ck_assert_int_eq(store_stop_of_final(NULL), STORE_STOP_FAILED);
+    for (int i = 0; i < STORE_STOP_COUNT; i++) {
+        ck_assert_int_eq(store_stop_from_name(store_stop_name((enum store_stop)i), &back), 0);
+        ck_assert_int_eq(back, i);
+        ck_assert_ptr_nonnull(store_stop_meaning((enum store_stop)i));
+    }
+    ck_assert_int_lt(store_stop_from_name("target", &back), 0);
+    ck_assert_ptr_null(store_stop_name(STORE_STOP_COUNT));
+    ck_assert_str_eq(store_stop_names(names, sizeof names),
+                     "target_reached, max_rounds, max_seconds, diverged, cancelled, "
+                     "worker_failed, start_failed, coordinator_died, interrupted, failed");
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -1935,6 +1965,7 @@ static Suite *store_suite(void)
     tcase_add_test(schema, test_write_failure_and_recovery);
 
     tcase_add_test(jobs, test_create_and_get);
+    tcase_add_test(jobs, test_stop_reasons_cover_the_engine);
     tcase_add_loop_test(jobs, test_create_refused, 0, COUNT_OF(bad_jobs));
     tcase_add_loop_test(jobs, test_list_filters, 0, COUNT_OF(filter_cases));
     tcase_add_test(jobs, test_list_refused);

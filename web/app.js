@@ -13,11 +13,6 @@
 (function () {
     const TOKEN_KEY = 'ecopt.token';
     const FINAL = ['succeeded', 'failed', 'cancelled', 'interrupted'];
-    const ALGORITHMS = ['eclk', 'lkatyusha', 'ec-sgd', 'ec-gd', 'ec-lsvrg', 'ec-sgd-diana',
-                        'ec-gd-diana', 'ef21', 'gd', 'sgd'];
-    const STOP_REASONS = ['target_reached', 'max_rounds', 'max_seconds', 'diverged', 'cancelled',
-                          'worker_failed', 'start_failed', 'coordinator_died', 'interrupted', 'failed'];
-    const COMPRESSORS = ['topk', 'randk', 'randk-unbiased', 'dither', 'none'];
     /* The metric columns, as the rows and the CSV name them. */
     const COLUMNS = {
         round: 'communication rounds', rel_gap: 'relative gap (P − P*) / (P0 − P*)',
@@ -171,6 +166,20 @@
         }
         return {status: r.status, ok: r.ok, doc: doc, headers: r.headers};
     }
+
+    /* The API's lists of names (GET /v1/vocabulary: algorithms,
+       compressors with their traits, stop reasons, ...), read once it
+       answers: every menu is built from them, none from a copy here. */
+    let vocabulary = null;
+    async function loadVocabulary() {
+        if (!vocabulary) {
+            const r = await api('GET', '/v1/vocabulary');
+            if (r.ok && r.doc && typeof r.doc === 'object') vocabulary = r.doc;
+        }
+        return vocabulary || {algorithms: [], compressors: [], losses: [], backends: [],
+                              stop_reasons: [], states: []};
+    }
+    const namesOf = list => (list || []).map(x => x.name);
 
     function problemText(r) {
         const d = r.doc;
@@ -634,6 +643,8 @@
     const SCAN_PAGES = 20;    /* pages of 500 read to sort or to match a name: 10000 jobs */
 
     async function pageJobs(main, q) {
+        const vocab = await loadVocabulary();
+        const STOP_REASONS = namesOf(vocab.stop_reasons), ALGORITHMS = namesOf(vocab.algorithms);
         const view = {
             state: q.get('state') || '', algorithm: q.get('algorithm') || '',
             dataset: q.get('dataset') || '', label: q.get('label') || '', name: q.get('name') || '',
@@ -1321,6 +1332,10 @@
     }
 
     async function pageSubmit(main, q) {
+        const vocab = await loadVocabulary();
+        /* A job may choose the contractions; the unbiased forms are DIANA's own. */
+        const choosable = vocab.compressors.filter(c => c.contraction);
+        const takesK = choosable.filter(c => c.takes === 'k').map(c => c.name);
         const field = (label, input, key, wide) =>
             el('label', {class: wide ? 'wide' : ''}, label, input,
                el('small', {class: 'field-error', 'data-field': key}));
@@ -1328,9 +1343,10 @@
                                      required: true});
         const datalist = el('datalist', {id: 'datasets'});
         const algorithm = el('select', {name: 'algorithm'},
-                             ...ALGORITHMS.map(a => el('option', {value: a, text: a})));
+                             ...namesOf(vocab.algorithms).map(a => el('option', {value: a, text: a})));
         const compressor = el('select', {name: 'compressor'},
-                              ...COMPRESSORS.map(c => el('option', {value: c, text: c})));
+                              ...namesOf(choosable).map(c => el('option', {value: c, text: c})));
+        if (takesK.length) compressor.value = takesK[0];
         const k = el('input', {name: 'k', value: '5', inputmode: 'numeric'});
         const workers = el('input', {name: 'workers', value: '10', inputmode: 'numeric'});
         const lambda = el('input', {name: 'lambda2_rel', placeholder: 'default', inputmode: 'decimal'});
@@ -1344,7 +1360,7 @@
             field('Dataset', dataset, 'dataset'), datalist,
             field('Algorithm', algorithm, 'algorithm'),
             field('Compressor', compressor, 'compressor'),
-            field('k (topk, randk)', k, 'compressor.k'),
+            field('k (' + takesK.join(', ') + ')', k, 'compressor.k'),
             field('Workers', workers, 'workers'),
             field('lambda2_rel', lambda, 'lambda2_rel'),
             field('Max rounds', rounds, 'max_rounds'),
@@ -1360,7 +1376,7 @@
             e.preventDefault();
             const spec = {dataset: dataset.value.trim(), algorithm: algorithm.value,
                           compressor: {type: compressor.value}};
-            if (k.value.trim() !== '' && compressor.value !== 'none' && compressor.value !== 'dither')
+            if (k.value.trim() !== '' && takesK.indexOf(compressor.value) >= 0)
                 spec.compressor.k = num(k.value);
             for (const [input, key] of [[workers, 'workers'], [lambda, 'lambda2_rel'],
                                         [rounds, 'max_rounds'], [target, 'target']])

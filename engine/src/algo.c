@@ -12,29 +12,57 @@
 
 static int is_katyusha(ec_algo_id a)
 {
-    return a == EC_ALGO_ECLK || a == EC_ALGO_LKATYUSHA;
+    return ec_algo_is(a, EC_FAMILY_KATYUSHA);
 }
 
 static int is_diana(ec_algo_id a)
 {
-    return a == EC_ALGO_EC_SGD_DIANA || a == EC_ALGO_EC_GD_DIANA;
+    return ec_algo_is(a, EC_FAMILY_DIANA);
 }
 
 /* Algorithms whose gradient is the full local one rather than a minibatch. */
 int ec_algo_full_local(ec_algo_id a)
 {
-    return a == EC_ALGO_EC_GD || a == EC_ALGO_GD || a == EC_ALGO_EC_GD_DIANA ||
-           a == EC_ALGO_EF21;
+    return ec_algo_info_of(a) && !ec_algo_info_of(a)->stochastic;
 }
 
 int ec_algo_compresses(ec_algo_id a)
 {
-    return !(a == EC_ALGO_GD || a == EC_ALGO_SGD || a == EC_ALGO_LKATYUSHA);
+    return ec_algo_info_of(a) && ec_algo_info_of(a)->compresses;
 }
 
 int ec_algo_has_init(ec_algo_id a)
 {
-    return is_katyusha(a) || a == EC_ALGO_EF21;
+    return ec_algo_info_of(a) && ec_algo_info_of(a)->has_init;
+}
+
+const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
+                               unsigned buflen)
+{
+    const ec_algo_info *ai = ec_algo_info_of(a);
+    const ec_comp_info *ci = ec_comp_info_of(t);
+    char names[256];
+
+    if (!ai) {
+        snprintf(buf, buflen, "unknown (%d)", (int)a);
+        return "algorithm";
+    }
+    if (!ci)
+        return NULL;            /* ec_comp_check names the types */
+    if (!ai->compresses && t != EC_COMP_NONE) {
+        snprintf(buf, buflen, "%s sends uncompressed messages, so the "
+                              "compressor must be none (got %s)",
+                 ai->name, ci->name);
+        return "compressor";
+    }
+    if (!ci->contraction) {
+        snprintf(buf, buflen, "%s is not a contraction; use one of %s "
+                              "(DIANA's shifts use the unbiased forms by "
+                              "themselves)",
+                 ci->name, ec_comp_names(1, names, sizeof names));
+        return "compressor.type";
+    }
+    return NULL;
 }
 
 /*
@@ -88,19 +116,12 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff)
 ec_comp_spec ec_shift_comp(const ec_comp_spec *comp)
 {
     ec_comp_spec c = {EC_COMP_NONE, 0, 0};
+    const ec_comp_info *ci = ec_comp_info_of(comp->type);
 
-    switch (comp->type) {
-    case EC_COMP_TOPK:
-    case EC_COMP_RANDK:
-        c.type = EC_COMP_RANDK_UNBIASED;
-        c.k = comp->k;
-        break;
-    case EC_COMP_DITHER:
-        c.type = EC_COMP_DITHER_UNBIASED;
-        c.s = comp->s;
-        break;
-    default:
-        break;
+    if (ci && ci->shift != EC_COMP_NONE) {
+        c.type = ci->shift;
+        c.k = ec_comp_info_of(c.type)->param == EC_COMP_PARAM_K ? comp->k : 0;
+        c.s = ec_comp_info_of(c.type)->param == EC_COMP_PARAM_S ? comp->s : 0;
     }
     return c;
 }
@@ -110,8 +131,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
 {
     ec_params *p = out;
     uint32_t d = pb->d, m = UINT32_MAX;
-    const char *msg;
-    char buf[256];
+    const char *msg, *field;
+    char buf[384];
 
     memset(p, 0, sizeof *p);
     p->algo = job->algorithm;
@@ -139,18 +160,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         if (p->comp.k > d)
             p->comp.k = d;
     }
-    if (!ec_algo_compresses(p->algo) && p->comp.type != EC_COMP_NONE)
-        return ec_err_set(e, EC_EINVAL,
-                          "compressor: %s sends uncompressed messages, so the "
-                          "compressor must be none (got %s)",
-                          ec_algo_name(p->algo), ec_comp_name(p->comp.type));
-    if (p->comp.type == EC_COMP_RANDK_UNBIASED ||
-        p->comp.type == EC_COMP_DITHER_UNBIASED)
-        return ec_err_set(e, EC_EINVAL,
-                          "compressor.type: %s is not a contraction; use "
-                          "randk or dither (DIANA's shifts use the unbiased "
-                          "form by themselves)",
-                          ec_comp_name(p->comp.type));
+    if ((field = ec_algo_comp_check(p->algo, p->comp.type, buf, sizeof buf)))
+        return ec_err_set(e, EC_EINVAL, "%s: %s", field, buf);
     if ((msg = ec_comp_check(&p->comp, d, buf, sizeof buf)))
         return ec_err_set(e, EC_EINVAL, "%s", msg);
     if (job->batch < 1 || job->batch > m)
@@ -232,8 +243,6 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                          (pb->L_f + pb->L_tilde * sqrt(beta / theta));
         break;
     }
-    default:
-        return ec_err_set(e, EC_EINVAL, "algorithm: unknown");
     }
     if (!p->step_given)
         p->gamma = p->step_multiplier * p->theory_step;
@@ -839,8 +848,6 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             g[j] -= w->h[j];
         ec_compress(w->comp, g, &w->rng, &up->q);
         ec_msg_axpy(&up->q, 1.0, w->h);
-        break;
-    default:
         break;
     }
     /* The L-Katyusha coin: send grad f_tau at the y that becomes w. */

@@ -36,33 +36,30 @@ static uint32_t ceil_log2(uint64_t n)
     return b;
 }
 
+static const ec_comp_info comp_rows[EC_COMP_COUNT] = {
+#define EC_COMP_ROW(id, name, param, unbiased, contraction, layout, shift, summary) \
+    [id] = {name, EC_COMP_PARAM_##param, unbiased, contraction,                \
+            EC_COMP_LAYOUT_##layout, shift, summary},
+    EC_COMPRESSORS(EC_COMP_ROW)
+#undef EC_COMP_ROW
+};
+
+const ec_comp_info *ec_comp_info_of(ec_comp_type t)
+{
+    return (unsigned)t < EC_COMP_COUNT ? &comp_rows[t] : NULL;
+}
+
 const char *ec_comp_name(ec_comp_type t)
 {
-    switch (t) {
-    case EC_COMP_NONE:
-        return "none";
-    case EC_COMP_TOPK:
-        return "topk";
-    case EC_COMP_RANDK:
-        return "randk";
-    case EC_COMP_RANDK_UNBIASED:
-        return "randk-unbiased";
-    case EC_COMP_DITHER:
-        return "dither";
-    case EC_COMP_DITHER_UNBIASED:
-        return "dither-unbiased";
-    }
-    return NULL;
+    return (unsigned)t < EC_COMP_COUNT ? comp_rows[t].name : NULL;
 }
 
 int ec_comp_from_name(const char *name, ec_comp_type *out)
 {
-    const char *known;
-
     if (!name)
         return EC_EINVAL;
-    for (int t = EC_COMP_NONE; (known = ec_comp_name((ec_comp_type)t)); t++) {
-        if (strcmp(name, known) == 0) {
+    for (int t = 0; t < EC_COMP_COUNT; t++) {
+        if (strcmp(name, comp_rows[t].name) == 0) {
             *out = (ec_comp_type)t;
             return 0;
         }
@@ -70,15 +67,29 @@ int ec_comp_from_name(const char *name, ec_comp_type *out)
     return EC_EINVAL;
 }
 
+const char *ec_comp_names(int contraction_only, char *buf, unsigned buflen)
+{
+    size_t n = 0;
+
+    if (buflen)
+        buf[0] = '\0';
+    for (int t = 0; t < EC_COMP_COUNT && n < buflen; t++) {
+        if (contraction_only && !comp_rows[t].contraction)
+            continue;
+        n += (size_t)snprintf(buf + n, buflen - n, "%s%s", n ? ", " : "",
+                              comp_rows[t].name);
+    }
+    return buf;
+}
+
 static int uses_k(ec_comp_type t)
 {
-    return t == EC_COMP_TOPK || t == EC_COMP_RANDK ||
-           t == EC_COMP_RANDK_UNBIASED;
+    return comp_rows[t].param == EC_COMP_PARAM_K;
 }
 
 static int uses_s(ec_comp_type t)
 {
-    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
+    return comp_rows[t].param == EC_COMP_PARAM_S;
 }
 
 const char *ec_comp_check(const ec_comp_spec *spec, uint32_t d, char *buf,
@@ -92,10 +103,10 @@ const char *ec_comp_check(const ec_comp_spec *spec, uint32_t d, char *buf,
     if (!ec_comp_name(spec->type)) {
         if (!buf)
             return "compressor.type is unknown";
-        snprintf(buf, buflen,
-                 "compressor.type must be one of none, topk, randk, "
-                 "randk-unbiased, dither, dither-unbiased (got %d)",
-                 (int)spec->type);
+        char names[256];
+
+        snprintf(buf, buflen, "compressor.type must be one of %s (got %d)",
+                 ec_comp_names(0, names, sizeof names), (int)spec->type);
         return buf;
     }
     if (d == 0) {
@@ -208,24 +219,22 @@ void ec_msg_count_bits(ec_msg *m)
     const uint64_t d = m->d, nnz = m->nnz;
 
     m->value_bits = m->index_bits = m->paper_bits = 0;
-    switch (m->type) {
-    case EC_COMP_NONE:
+    switch (comp_rows[m->type].layout) {
+    case EC_COMP_LAYOUT_DENSE:
         m->value_bits = 64 * nnz;
         m->paper_bits = 64 * nnz;
         break;
-    case EC_COMP_TOPK:
+    case EC_COMP_LAYOUT_INDEXED:
         m->value_bits = 64 * nnz;
         m->index_bits = nnz * ceil_log2(d);
         m->paper_bits = 64 * nnz;
         break;
-    case EC_COMP_RANDK:
-    case EC_COMP_RANDK_UNBIASED:
+    case EC_COMP_LAYOUT_SEEDED:
         m->value_bits = 64 * nnz;
         m->index_bits = 64;
         m->paper_bits = 64 * nnz;
         break;
-    case EC_COMP_DITHER:
-    case EC_COMP_DITHER_UNBIASED:
+    case EC_COMP_LAYOUT_LEVELS:
         m->value_bits = 64 + d * ceil_log2((uint64_t)m->s + 1) + nnz;
         m->paper_bits = 64 * (1 + nnz);
         break;
@@ -258,11 +267,11 @@ ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
     c->randk_factor = spec->type == EC_COMP_RANDK_UNBIASED
                           ? (double)d / (double)spec->k
                           : 1.0;
+    /* Scratch as ec_comp_scratch_bytes counts it. */
     if (spec->type == EC_COMP_TOPK &&
         !(c->cand = malloc((size_t)d * sizeof *c->cand)))
         goto nomem;
-    if ((spec->type == EC_COMP_RANDK ||
-         spec->type == EC_COMP_RANDK_UNBIASED) &&
+    if (comp_rows[spec->type].layout == EC_COMP_LAYOUT_SEEDED &&
         !(c->chosen = calloc(((size_t)d + 63) / 64, sizeof *c->chosen)))
         goto nomem;
     return c;
@@ -271,6 +280,15 @@ nomem:
     ec_err_set(e, EC_ENOMEM, "out of memory making a %s compressor for d = %u",
                ec_comp_name(spec->type), (unsigned)d);
     return NULL;
+}
+
+uint64_t ec_comp_scratch_bytes(const ec_comp_spec *spec, uint32_t d)
+{
+    if (spec->type == EC_COMP_TOPK)
+        return 4 * (uint64_t)d;                 /* cand */
+    if (comp_rows[spec->type].layout == EC_COMP_LAYOUT_SEEDED)
+        return (uint64_t)d / 8 + 8;             /* chosen, d bits */
+    return 0;
 }
 
 void ec_compressor_free(ec_compressor *c)

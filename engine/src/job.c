@@ -4,28 +4,51 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const algo_names[EC_ALGO_COUNT] = {
-    [EC_ALGO_ECLK] = "eclk",
-    [EC_ALGO_LKATYUSHA] = "lkatyusha",
-    [EC_ALGO_EC_SGD] = "ec-sgd",
-    [EC_ALGO_EC_GD] = "ec-gd",
-    [EC_ALGO_EC_LSVRG] = "ec-lsvrg",
-    [EC_ALGO_EC_SGD_DIANA] = "ec-sgd-diana",
-    [EC_ALGO_EC_GD_DIANA] = "ec-gd-diana",
-    [EC_ALGO_EF21] = "ef21",
-    [EC_ALGO_GD] = "gd",
-    [EC_ALGO_SGD] = "sgd",
+static const ec_algo_info algo_rows[EC_ALGO_COUNT] = {
+#define EC_ALGO_ROW(id, name, family, compresses, stochastic, has_init, needs, \
+                    model_vectors, worker_vectors, gradients, summary)        \
+    [id] = {name, EC_FAMILY_##family, compresses, stochastic, has_init,       \
+            needs, model_vectors, worker_vectors, gradients, summary},
+    EC_ALGORITHMS(EC_ALGO_ROW)
+#undef EC_ALGO_ROW
 };
+
+const ec_algo_info *ec_algo_info_of(ec_algo_id a)
+{
+    return (unsigned)a < EC_ALGO_COUNT ? &algo_rows[a] : NULL;
+}
+
+int ec_algo_is(ec_algo_id a, ec_algo_family f)
+{
+    return (unsigned)a < EC_ALGO_COUNT && algo_rows[a].family == f;
+}
+
+const char *ec_algo_family_name(ec_algo_family f)
+{
+    switch (f) {
+    case EC_FAMILY_SGD:
+        return "sgd";
+    case EC_FAMILY_LSVRG:
+        return "lsvrg";
+    case EC_FAMILY_KATYUSHA:
+        return "katyusha";
+    case EC_FAMILY_DIANA:
+        return "diana";
+    case EC_FAMILY_EF21:
+        return "ef21";
+    }
+    return NULL;
+}
 
 const char *ec_algo_name(ec_algo_id a)
 {
-    return (unsigned)a < EC_ALGO_COUNT ? algo_names[a] : NULL;
+    return (unsigned)a < EC_ALGO_COUNT ? algo_rows[a].name : NULL;
 }
 
 int ec_algo_from_name(const char *name, ec_algo_id *out)
 {
     for (int i = 0; i < EC_ALGO_COUNT; i++) {
-        if (strcmp(name, algo_names[i]) == 0) {
+        if (strcmp(name, algo_rows[i].name) == 0) {
             *out = (ec_algo_id)i;
             return 0;
         }

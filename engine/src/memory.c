@@ -22,33 +22,36 @@ static uint64_t doubled(uint64_t initial, uint64_t need)
     return cap;
 }
 
-static int katyusha(ec_algo_id a)
-{
-    return a == EC_ALGO_ECLK || a == EC_ALGO_LKATYUSHA;
-}
-
 static int diana(ec_algo_id a)
 {
-    return a == EC_ALGO_EC_SGD_DIANA || a == EC_ALGO_EC_GD_DIANA;
+    return ec_algo_is(a, EC_FAMILY_DIANA);
+}
+
+/* The algorithm's row; a job of an unknown one is counted as ec-sgd. */
+static const ec_algo_info *algo_row(ec_algo_id a)
+{
+    const ec_algo_info *ai = ec_algo_info_of(a);
+
+    return ai ? ai : ec_algo_info_of(EC_ALGO_EC_SGD);
 }
 
 /* A compressed message as wire.c lays it out (the largest for dither). */
 static uint64_t msg_bytes(const ec_comp_spec *c, uint64_t d)
 {
     uint64_t k = c->k ? c->k : 1;
+    const ec_comp_info *ci = ec_comp_info_of(c->type);
 
-    switch (c->type) {
-    case EC_COMP_TOPK:
+    switch (ci ? ci->layout : EC_COMP_LAYOUT_DENSE) {
+    case EC_COMP_LAYOUT_INDEXED:
         return 8 + 12 * k;
-    case EC_COMP_RANDK:
-    case EC_COMP_RANDK_UNBIASED:
+    case EC_COMP_LAYOUT_SEEDED:
         return 16 + 8 * k;
-    case EC_COMP_DITHER:
-    case EC_COMP_DITHER_UNBIASED:
+    case EC_COMP_LAYOUT_LEVELS:
         return 28 + 12 * d;
-    default:
-        return 8 + 8 * d;
+    case EC_COMP_LAYOUT_DENSE:
+        break;
     }
+    return 8 + 8 * d;
 }
 
 /* The largest UP payload of one worker for this job: q as compressed,
@@ -73,29 +76,20 @@ static uint64_t max_payload(uint64_t d)
     return 24 + (up > step ? up : step);
 }
 
-/* ec_model_init: x, u; y, z, w, tmp for L-Katyusha; ECLK's best snapshot. */
+/* ec_model_init: x, u; y, z, w, tmp for L-Katyusha; ECLK's best snapshot
+ * (the row's MODEL_VECTORS). */
 static uint64_t model_bytes(const ec_mem_job *j)
 {
-    uint64_t v = 2;
-
-    if (katyusha(j->algo))
-        v += 4;
-    if (j->algo == EC_ALGO_ECLK)
-        v += 2;
-    return v * 8 * (uint64_t)j->d;
+    return (uint64_t)algo_row(j->algo)->model_vectors * 8 * (uint64_t)j->d;
 }
 
 /* One worker's own state (ec_worker_init_sharing): error memory, shifts,
  * EC-LSVRG's reference point, the minibatch. */
 static uint64_t worker_bytes(const ec_mem_job *j)
 {
-    uint64_t D = 8 * (uint64_t)j->d, b = D + 4 * (uint64_t)j->batch;
+    uint64_t D = 8 * (uint64_t)j->d;
 
-    if (diana(j->algo) || j->algo == EC_ALGO_EF21)
-        b += D;
-    if (j->algo == EC_ALGO_EC_LSVRG)
-        b += 2 * D;
-    return b;
+    return algo_row(j->algo)->worker_vectors * D + 4 * (uint64_t)j->batch;
 }
 
 /* What the first worker of a process owns and the others borrow: the two
@@ -104,10 +98,8 @@ static uint64_t owner_bytes(const ec_mem_job *j)
 {
     uint64_t d = j->d, b = 16 * d;
 
-    if (j->comp.type == EC_COMP_TOPK)
-        b += 4 * d;
-    if (j->comp.type == EC_COMP_RANDK || j->comp.type == EC_COMP_RANDK_UNBIASED)
-        b += d / 8 + 8;
+    if (ec_comp_info_of(j->comp.type))
+        b += ec_comp_scratch_bytes(&j->comp, (uint32_t)d);
     if (diana(j->algo))
         b += d / 8 + 8;            /* the shift compressor, randk at worst */
     return b;
@@ -170,7 +162,7 @@ uint64_t ec_round_bytes(const ec_mem_job *j)
     uint64_t per_row = j->rows ? (j->nnz + j->rows - 1) / j->rows : 1;
     uint64_t rows = ec_algo_full_local(j->algo) ? (j->rows + n - 1) / n
                                         : (j->batch ? j->batch : 1);
-    uint64_t grads = katyusha(j->algo) || j->algo == EC_ALGO_EC_LSVRG ? 2 : 1;
+    uint64_t grads = algo_row(j->algo)->gradients;
 
     /* About six passes over d-vectors (the gradient buffer, the error
      * memory read and written, the compressor's scan, the model), and

@@ -359,6 +359,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     double *v = NULL, *av = NULL, *v0 = NULL;
     uint32_t *cols = NULL, ncols;
     uint8_t *mark = NULL;
+    const ec_algo_info *ai = ec_algo_info_of(job->algorithm);
+    int needs_l_tilde = ai && (ai->needs & EC_NEEDS_L_TILDE);
     int rc;
 
     memset(pb, 0, sizeof *pb);
@@ -431,7 +433,7 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         /* Each shard's own power iteration is most of the set-up of a
          * wide model, and only EF21's step uses its result. */
         sh->L_bar = NAN;
-        if (job->algorithm != EC_ALGO_EF21)
+        if (!needs_l_tilde)
             continue;
         ncols = rows_support(pb->ds, sh->begin, sh->end, d, mark, cols);
         sh->L_bar = sh->weight * c *
@@ -442,7 +444,7 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
             goto cancelled;
         sumsq += sh->L_bar * sh->L_bar;
     }
-    pb->L_tilde = job->algorithm == EC_ALGO_EF21 ? sqrt(sumsq / n) : NAN;
+    pb->L_tilde = needs_l_tilde ? sqrt(sumsq / n) : NAN;
     pb->L_f = pb->lmax_data + pb->lambda2;
     pb->mu = pb->lambda2;
     pb->kappa = pb->L_f / pb->mu;

@@ -353,24 +353,31 @@ int ec_wire_header_decode(const uint8_t *buf, size_t len, size_t max_payload,
 
 static int msg_type_known(uint32_t t)
 {
-    return t <= EC_COMP_DITHER_UNBIASED;
+    return t < EC_COMP_COUNT;
+}
+
+static int msg_is_dense(ec_comp_type t)
+{
+    return ec_comp_info_of(t)->layout == EC_COMP_LAYOUT_DENSE;
 }
 
 static int msg_is_dither(ec_comp_type t)
 {
-    return t == EC_COMP_DITHER || t == EC_COMP_DITHER_UNBIASED;
+    return ec_comp_info_of(t)->layout == EC_COMP_LAYOUT_LEVELS;
 }
 
 static int msg_is_randk(ec_comp_type t)
 {
-    return t == EC_COMP_RANDK || t == EC_COMP_RANDK_UNBIASED;
+    return ec_comp_info_of(t)->layout == EC_COMP_LAYOUT_SEEDED;
 }
 
-/* Types whose indices travel explicitly: none implies them, randk has a
- * seed instead. */
+/* Types whose indices travel explicitly: dense implies them, a seeded
+ * layout has a seed instead. */
 static int msg_has_indices(ec_comp_type t)
 {
-    return t == EC_COMP_TOPK || msg_is_dither(t);
+    ec_comp_layout l = ec_comp_info_of(t)->layout;
+
+    return l == EC_COMP_LAYOUT_INDEXED || l == EC_COMP_LAYOUT_LEVELS;
 }
 
 /* A message's encoded size; uint64_t so no count can wrap. */
@@ -546,12 +553,16 @@ static const char *msg_params_check(const ec_msg *m, char *buf,
 {
     ec_comp_spec spec = {.type = m->type};
 
-    if (m->type == EC_COMP_NONE)
+    switch (ec_comp_info_of(m->type)->param) {
+    case EC_COMP_PARAM_NONE:
         return NULL;
-    if (msg_is_dither(m->type))
+    case EC_COMP_PARAM_S:
         spec.s = m->s;
-    else
+        break;
+    case EC_COMP_PARAM_K:
         spec.k = m->nnz;
+        break;
+    }
     return ec_comp_check(&spec, m->d, buf, buflen);
 }
 
@@ -566,7 +577,7 @@ static int msg_consistent(const ec_msg *m)
 
     if (!msg_type_known((uint32_t)m->type) || m->nnz > m->d)
         return 0;
-    if (m->type == EC_COMP_NONE && m->nnz != 0 && m->nnz != m->d)
+    if (msg_is_dense(m->type) && m->nnz != 0 && m->nnz != m->d)
         return 0;
     if (msg_params_check(m, NULL, 0))
         return 0;
@@ -863,11 +874,11 @@ static int read_msg(rd *r, uint32_t d, ec_msg *out, const char *which,
         return ec_err_set(e, EC_EPROTO,
                           "%s %s has nnz %" PRIu32 " over d = %" PRIu32,
                           r->what, which, nnz, d);
-    if (type == EC_COMP_NONE && nnz != 0 && nnz != d)
+    if (msg_is_dense((ec_comp_type)type) && nnz != 0 && nnz != d)
         return ec_err_set(e, EC_EPROTO,
-                          "%s %s of type none has nnz %" PRIu32
+                          "%s %s of type %s has nnz %" PRIu32
                           " (must be 0 or d = %" PRIu32 ")",
-                          r->what, which, nnz, d);
+                          r->what, which, ec_comp_name((ec_comp_type)type), nnz, d);
     if ((rc = rd_need(r, msg_size((ec_comp_type)type, nnz) - WIRE_MSG_FIXED,
                       e)) < 0)
         return rc;

@@ -123,6 +123,7 @@ int h_livez(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_readyz(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_prometheus(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_problem_type(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *who);

@@ -11,24 +11,6 @@
 #include "jobspec.h"
 #include "pagecache.h"
 
-/* Every stop_reason a job can end with (migrations/0005, scheduler.c). */
-static const char *const stop_reasons[] = {
-    "target_reached", "max_rounds",   "max_seconds",      "diverged",
-    "cancelled",      "worker_failed", "start_failed",    "coordinator_died",
-    "interrupted",    "failed",
-};
-#define STOP_REASONS_TEXT                                                   \
-    "target_reached, max_rounds, max_seconds, diverged, cancelled, "        \
-    "worker_failed, start_failed, coordinator_died, interrupted, failed"
-
-static int stop_reason_known(const char *v)
-{
-    for (size_t i = 0; i < sizeof stop_reasons / sizeof stop_reasons[0]; i++)
-        if (strcmp(v, stop_reasons[i]) == 0)
-            return 1;
-    return 0;
-}
-
 #define LIST_DEFAULT 50
 #define LIST_MAX 500
 
@@ -279,6 +261,7 @@ int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t
     long long limit;
     size_t n = 0;
     struct store *st;
+    enum store_stop stop;
     int rc;
 
     if (api_query_uint(rq, rs, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit) < 0)
@@ -295,10 +278,14 @@ int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t
         f.state = (int)s;
     }
     f.stop_reason = http_query(rq, "stop_reason");
-    if (f.stop_reason && !stop_reason_known(f.stop_reason))
-        return http_reply_problem(rs, 400, NULL,
-                                  "stop_reason must be one of " STOP_REASONS_TEXT,
+    if (f.stop_reason && store_stop_from_name(f.stop_reason, &stop) < 0) {
+        char names[400], detail[440];
+
+        snprintf(detail, sizeof detail, "stop_reason must be one of %s",
+                 store_stop_names(names, sizeof names));
+        return http_reply_problem(rs, 400, NULL, detail,
                                   json_pack("{s:s}", "parameter", "stop_reason"));
+    }
     f.algorithm = http_query(rq, "algorithm");
     f.dataset = http_query(rq, "dataset");
     if (label) {

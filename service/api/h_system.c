@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "describe.h"
+#include "jobspec.h"
 #include "pagecache.h"
 #include "shares.h"
 
@@ -38,6 +40,35 @@ int h_readyz(struct http_req *rq, struct http_resp *rs, const struct token *who)
     }
     return http_reply_json(rs, 200, json_pack("{s:s, s:b, s:b}", "status", "ready",
                                               "database", 1, "spawn", 1));
+}
+
+/* Every list of names the API takes or gives, from the tables they are
+ * kept in, so that clients (the dashboard's menus) need no copy. */
+int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    json_t *backends = json_array(), *stops = json_array(), *states = json_array();
+
+    (void)who;
+    for (int b = 0; backends && b < JOBSPEC_BACKEND_COUNT; b++)
+        json_array_append_new(
+            backends, json_pack("{s:s, s:b}", "name", jobspec_backend_name((enum jobspec_backend)b),
+                                "enabled", b != JOBSPEC_BACKEND_MPI || a->cfg.mpi_hostfile[0]));
+    for (int s = 0; stops && s < STORE_STOP_COUNT; s++)
+        json_array_append_new(stops, json_pack("{s:s, s:s}", "name",
+                                               store_stop_name((enum store_stop)s), "meaning",
+                                               store_stop_meaning((enum store_stop)s)));
+    for (int s = 0; states && s < STORE_JOB_STATE_COUNT; s++)
+        json_array_append_new(states, json_pack("{s:s, s:b}", "name",
+                                                store_job_state_name((enum store_job_state)s),
+                                                "final",
+                                                store_job_state_is_final((enum store_job_state)s)));
+    return http_reply_json(rs, 200,
+                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}", "algorithms",
+                                     describe_algorithms(), "compressors",
+                                     describe_compressors(), "losses", describe_losses(),
+                                     "backends", backends, "stop_reasons", stops, "states",
+                                     states));
 }
 
 int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who)

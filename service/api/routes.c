@@ -40,6 +40,7 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/compare", h_compare, 0, API_TOKEN, "jobs"},
     {"GET", "/v1/compare/plot.svg", h_compare_plot, 0, API_TOKEN, "jobs,x,max_points"},
     {"GET", "/v1/datasets", h_datasets_list, 0, API_TOKEN, NULL},
+    {"GET", "/v1/vocabulary", h_vocabulary, 0, API_TOKEN, NULL},
     {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN, "name,replace"},
     {"GET", "/v1/datasets/{name}", h_dataset_get, 0, API_TOKEN, NULL},
 };

@@ -3,13 +3,18 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "config_table.h"
 #include "ecopt/proc.h"
+
+/* getopt_long values of the settings: OPT_FIRST + their row. */
+#define OPT_FIRST 1000
 
 static int parse_listen(const char *s, struct config *c, char *err,
                         size_t errlen, const char *what)
@@ -103,186 +108,168 @@ static int parse_uid_range(const char *s, struct config *c, char *err, size_t er
     return 0;
 }
 
-/* Keys of the settings without a letter of their own (past any char). */
-enum {
-    KEY_UPLOAD_MAX_BYTES = 256,
-    KEY_UPLOAD_MAX_ROWS,
-    KEY_UPLOAD_MAX_NNZ,
-    KEY_UPLOAD_MAX_D,
-    KEY_UPLOAD_VALIDATOR_MEM,
-    KEY_UPLOAD_VALIDATOR_CPU,
-    KEY_MAX_JOB_MEMORY,
-    KEY_MPI_HOSTFILE
+/* How a setting's value is read (config_table.h lists the kinds). */
+enum config_kind {
+    CFG_UINT, CFG_U64, CFG_SIZE, CFG_SECONDS, CFG_MB0, CFG_CPU, CFG_PATH,
+    CFG_USER, CFG_LISTEN, CFG_UIDS, CFG_OFF, CFG_SWITCH
 };
 
-/* One setting from either source; `what` names it in messages. */
-static int apply(struct config *c, int key, const char *v, const char *what,
-                 char *err, size_t errlen)
-{
-    unsigned long long u;
+struct setting {
+    const char *flag, *env;
+    enum config_kind kind;
+    size_t offset, size;            /* of its field in struct config */
+    const char *deflt;
+    unsigned long long lo, hi;
+    const char *meta, *help;
+};
 
-    switch (key) {
-    case 'l':
+#define FIELD_OF(field) (((struct config *)0)->field)
+/* Each kind's field type, so that a row naming the wrong field fails to
+ * compile rather than writing past it. */
+#define KIND_TYPE_OK(kind, field) _Generic(FIELD_OF(field),                  \
+    unsigned: (kind) == CFG_UINT || (kind) == CFG_MB0 || (kind) == CFG_CPU ||\
+              (kind) == CFG_UIDS,                                            \
+    unsigned long: (kind) == CFG_U64 || (kind) == CFG_SIZE,                  \
+    unsigned long long: (kind) == CFG_U64 || (kind) == CFG_SIZE,             \
+    double: (kind) == CFG_SECONDS,                                           \
+    char *: (kind) == CFG_PATH || (kind) == CFG_USER || (kind) == CFG_LISTEN,\
+    int: (kind) == CFG_OFF || (kind) == CFG_SWITCH,                          \
+    default: 0)
+
+#define SETTING_ROW(flag, env, kind, field, deflt, lo, hi, meta, help)       \
+    {flag, env, CFG_##kind, offsetof(struct config, field),                  \
+     sizeof FIELD_OF(field), deflt, lo, hi, meta, help},
+static const struct setting settings[] = {CONFIG_SETTINGS(SETTING_ROW)};
+#undef SETTING_ROW
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+#define SETTING_TYPE_CHECK(flag, env, kind, field, deflt, lo, hi, meta, help) \
+    _Static_assert(KIND_TYPE_OK(CFG_##kind, field),                          \
+                   "config_table.h: --" flag " has a field of another type");
+CONFIG_SETTINGS(SETTING_TYPE_CHECK)
+#undef SETTING_TYPE_CHECK
+
+static int parse_on_off(const char *v, int numbers_too, int *on)
+{
+    if (strcmp(v, "on") == 0 || (numbers_too && strcmp(v, "1") == 0))
+        *on = 1;
+    else if (strcmp(v, "off") == 0 || (numbers_too && strcmp(v, "0") == 0))
+        *on = 0;
+    else
+        return -1;
+    return 0;
+}
+
+/* One setting from either source; `what` names it in messages. */
+static int apply(struct config *c, const struct setting *s, const char *v,
+                 const char *what, char *err, size_t errlen)
+{
+    char *field = (char *)c + s->offset;
+    unsigned long long u = 0;
+    int on;
+
+    switch (s->kind) {
+    case CFG_LISTEN:
         return parse_listen(v, c, err, errlen, what);
-    case 'b':
-        return copy_path(c->db, sizeof c->db, v, err, errlen, what);
-    case 'd':
-        return copy_path(c->data_dir, sizeof c->data_dir, v, err, errlen, what);
-    case 't':
-        return copy_path(c->tokens_file, sizeof c->tokens_file, v, err, errlen, what);
-    case 'a':
-        if (strcmp(v, "off") == 0)
-            c->auth_off = 1;
-        else if (strcmp(v, "on") == 0)
-            c->auth_off = 0;
-        else {
-            snprintf(err, errlen, "%s must be on or off (got '%s')", what, v);
-            return -1;
-        }
-        return 0;
-    case 'r':
-        if (parse_uint(v, 1, 1024, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_running = (unsigned)u;
-        return 0;
-    case 'w':
-        if (parse_uint(v, 1, 1u << 20, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_total_workers = (unsigned)u;
-        return 0;
-    case 'W':
-        if (parse_uint(v, 1, 4096, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_workers_per_job = (unsigned)u;
-        return 0;
-    case 'p':
-        if (parse_uint(v, 1, 1024, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_running_per_token = (unsigned)u;
-        return 0;
-    case 'q':
-        if (parse_uint(v, 1, 1000000, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_queued_per_token = (unsigned)u;
-        return 0;
-    case 'R':
-        if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_rounds = u;
-        return 0;
-    case 'S':
-        if (parse_uint(v, 1, 30ull * 24 * 3600, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_seconds = (double)u;
-        return 0;
-    case 'B':
-        if (parse_uint(v, 1024, 1ull << 30, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_body = (size_t)u;
-        return 0;
-    case 'U':
-        if (parse_uint(v, 1024, 1ull << 40, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_upload = (size_t)u;
-        return 0;
-    case 'T':
-        if (parse_uint(v, 1, 256, &u, err, errlen, what) < 0)
-            return -1;
-        c->threads = (unsigned)u;
-        return 0;
-    case 's':
-        return copy_path(c->state_dir, sizeof c->state_dir, v, err, errlen, what);
-    case 'o':
-        if (parse_uint(v, 1, 3600, &u, err, errlen, what) < 0)
-            return -1;
-        c->conn_timeout = (unsigned)u;
-        return 0;
-    case 'n':
-        if (parse_uint(v, 16, 1000000, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_connections = (unsigned)u;
-        return 0;
-    case 'x':
-        if (parse_uint(v, 1, 100000, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_streams_per_token = (unsigned)u;
-        return 0;
-    case 'X':
-        if (parse_uint(v, 1, 1000000, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_streams = (unsigned)u;
-        return 0;
-    case 'P':
-        if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0)
-            c->metrics_public = 1;
-        else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
-            c->metrics_public = 0;
-        else {
-            snprintf(err, errlen, "%s must be on or off (got '%s')", what, v);
-            return -1;
-        }
-        return 0;
-    case 'u':
-        if (!*v || strlen(v) >= sizeof c->worker_user) {
-            snprintf(err, errlen, "%s must be a user name of 1..%zu bytes",
-                     what, sizeof c->worker_user - 1);
-            return -1;
-        }
-        memcpy(c->worker_user, v, strlen(v) + 1);
-        return 0;
-    case 'i':
+    case CFG_UIDS:
         return parse_uid_range(v, c, err, errlen, what);
-    case 'c':
-        if (parse_uint(v, 0, 100000000, &u, err, errlen, what) < 0)
+    case CFG_PATH:
+        return copy_path(field, s->size, v, err, errlen, what);
+    case CFG_USER:
+        if (!*v || strlen(v) >= s->size) {
+            snprintf(err, errlen, "%s must be a user name of 1..%zu bytes",
+                     what, s->size - 1);
             return -1;
-        c->worker_cpu_limit = (unsigned)u;
+        }
+        memcpy(field, v, strlen(v) + 1);
+        return 0;
+    case CFG_OFF:
+    case CFG_SWITCH:
+        if (parse_on_off(v, s->kind == CFG_SWITCH, &on) < 0) {
+            snprintf(err, errlen, "%s must be on or off (got '%s')", what, v);
+            return -1;
+        }
+        *(int *)field = s->kind == CFG_OFF ? !on : on;
+        return 0;
+    case CFG_MB0:
+        if (strcmp(v, "0") == 0) {
+            *(unsigned *)field = 0;
+            return 0;
+        }
+        break;
+    default:
+        break;
+    }
+    if (parse_uint(v, s->lo, s->hi, &u, err, errlen, what) < 0)
+        return -1;
+    switch (s->kind) {
+    case CFG_U64:
+        *(uint64_t *)field = u;
+        break;
+    case CFG_SIZE:
+        *(size_t *)field = (size_t)u;
+        break;
+    case CFG_SECONDS:
+        *(double *)field = (double)u;
+        break;
+    case CFG_CPU:
         c->worker_cpu_set = 1;
-        return 0;
-    case KEY_UPLOAD_MAX_BYTES:
-        if (parse_uint(v, 1, 1ull << 50, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_max_bytes = u;
-        return 0;
-    case KEY_UPLOAD_MAX_ROWS:
-        if (parse_uint(v, 1, UINT32_MAX, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_max_rows = u;
-        return 0;
-    case KEY_UPLOAD_MAX_NNZ:
-        if (parse_uint(v, 1, 1ull << 40, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_max_nnz = u;
-        return 0;
-    case KEY_UPLOAD_MAX_D:
-        if (parse_uint(v, 1, UINT32_MAX, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_max_d = u;
-        return 0;
-    case KEY_UPLOAD_VALIDATOR_MEM:
-        if (parse_uint(v, 64, 1u << 30, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_validator_mem = (unsigned)u;
-        return 0;
-    case KEY_MPI_HOSTFILE:
-        return copy_path(c->mpi_hostfile, sizeof c->mpi_hostfile, v, err, errlen, what);
-    case KEY_UPLOAD_VALIDATOR_CPU:
-        if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
-            return -1;
-        c->upload_validator_cpu = (unsigned)u;
-        return 0;
-    case KEY_MAX_JOB_MEMORY:
-        if (parse_uint(v, 64, 1u << 30, &u, err, errlen, what) < 0)
-            return -1;
-        c->max_job_memory = (unsigned)u;
-        return 0;
-    case 'm':
-        if (strcmp(v, "0") != 0 &&
-            parse_uint(v, 16, 1u << 30, &u, err, errlen, what) < 0)
-            return -1;
-        c->worker_mem_limit = strcmp(v, "0") == 0 ? 0 : (unsigned)u;
-        return 0;
+        /* fall through */
+    default:
+        *(unsigned *)field = (unsigned)u;
+        break;
     }
     return 0;
+}
+
+/* "--flag META": the left column of the usage text. */
+static int usage_left(const struct setting *s, char *buf, size_t len)
+{
+    return snprintf(buf, len, "--%s%s%s", s->flag, s->meta[0] ? " " : "", s->meta);
+}
+
+void config_usage(FILE *out)
+{
+    enum { COLUMN = 30, WIDTH = 76 };
+    char left[64], text[512];
+
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        const char *p = text;
+        int col;
+
+        usage_left(s, left, sizeof left);
+        if (!s->env)
+            snprintf(text, sizeof text, "%s", s->help);
+        else if (s->kind == CFG_SWITCH)
+            snprintf(text, sizeof text, "%s=on: %s", s->env, s->help);
+        else if (s->deflt)
+            snprintf(text, sizeof text, "%s, %s, default %s", s->env, s->help, s->deflt);
+        else
+            snprintf(text, sizeof text, "%s, %s", s->env, s->help);
+        col = fprintf(out, "  %-*s", COLUMN - 2, left);
+        if (col > COLUMN) {
+            fputc('\n', out);
+            col = fprintf(out, "%*s", COLUMN, "");
+        }
+        /* Words, wrapped at WIDTH, each line starting at COLUMN. */
+        while (*p) {
+            size_t word = strcspn(p, " ");
+
+            if (col > COLUMN && col + 1 + (int)word > WIDTH) {
+                fprintf(out, "\n%*s", COLUMN, "");
+                col = COLUMN;
+            } else if (col > COLUMN) {
+                fputc(' ', out);
+                col++;
+            }
+            col += fprintf(out, "%.*s", (int)word, p);
+            p += word;
+            while (*p == ' ')
+                p++;
+        }
+        fputc('\n', out);
+    }
 }
 
 /*
@@ -396,111 +383,51 @@ static int mpi_check(struct config *c, char *err, size_t errlen)
     return 0;
 }
 
-static const struct {
-    int key;
-    const char *flag, *env;
-} settings[] = {
-    {'l', "listen", "ECOPT_LISTEN"},
-    {'b', "db", "ECOPT_DB"},
-    {'d', "data-dir", "ECOPT_DATA_DIR"},
-    {'t', "tokens-file", "ECOPT_TOKENS_FILE"},
-    {'a', "auth", "ECOPT_AUTH"},
-    {'r', "max-running", "ECOPT_MAX_RUNNING"},
-    {'w', "max-total-workers", "ECOPT_MAX_TOTAL_WORKERS"},
-    {'W', "max-workers-per-job", "ECOPT_MAX_WORKERS_PER_JOB"},
-    {'p', "max-running-per-token", "ECOPT_MAX_RUNNING_PER_TOKEN"},
-    {'q', "max-queued-per-token", "ECOPT_MAX_QUEUED_PER_TOKEN"},
-    {'R', "max-rounds", "ECOPT_MAX_ROUNDS"},
-    {'S', "max-seconds", "ECOPT_MAX_SECONDS"},
-    {'B', "max-body", "ECOPT_MAX_BODY"},
-    {'T', "threads", "ECOPT_THREADS"},
-    {'U', "max-upload", "ECOPT_MAX_UPLOAD"},
-    {'s', "state-dir", "ECOPT_STATE_DIR"},
-    {'o', "conn-timeout", "ECOPT_CONN_TIMEOUT"},
-    {'n', "max-connections", "ECOPT_MAX_CONNECTIONS"},
-    {'x', "max-streams-per-token", "ECOPT_MAX_STREAMS_PER_TOKEN"},
-    {'X', "max-streams", "ECOPT_MAX_STREAMS"},
-    {'u', "worker-user", "ECOPT_WORKER_USER"},
-    {'i', "worker-uids", "ECOPT_WORKER_UIDS"},
-    {'c', "worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT"},
-    {'m', "worker-mem-limit", "ECOPT_WORKER_MEM_LIMIT"},
-    {KEY_UPLOAD_MAX_BYTES, "upload-max-bytes", "ECOPT_UPLOAD_MAX_BYTES"},
-    {KEY_UPLOAD_MAX_ROWS, "upload-max-rows", "ECOPT_UPLOAD_MAX_ROWS"},
-    {KEY_UPLOAD_MAX_NNZ, "upload-max-nnz", "ECOPT_UPLOAD_MAX_NNZ"},
-    {KEY_UPLOAD_MAX_D, "upload-max-d", "ECOPT_UPLOAD_MAX_D"},
-    {KEY_UPLOAD_VALIDATOR_MEM, "upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM"},
-    {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
-    {KEY_MAX_JOB_MEMORY, "max-job-memory", "ECOPT_MAX_JOB_MEMORY"},
-    {KEY_MPI_HOSTFILE, "mpi-hostfile", "ECOPT_MPI_HOSTFILE"},
-};
-#define NSETTINGS (sizeof settings / sizeof settings[0])
-
 int config_load(struct config *c, int argc, char **argv, char *err,
                 size_t errlen)
 {
-    struct option opts[NSETTINGS + 3];
+    struct option opts[NSETTINGS + 1];
     char what[96];
     ssize_t len;
     int ch;
 
     memset(c, 0, sizeof *c);
-    snprintf(c->host, sizeof c->host, "127.0.0.1");
-    c->port = 8080;
-    snprintf(c->db, sizeof c->db, "ecopt.db");
-    snprintf(c->data_dir, sizeof c->data_dir, "datasets");
-    c->max_running = 2;
-    c->max_total_workers = 64;
-    c->max_workers_per_job = 64;
-    c->max_queued_per_token = 100;
-    c->max_rounds = 10000000;
-    c->max_seconds = 24 * 3600;
-    c->max_body = 1 << 20;
-    c->max_upload = (size_t)256 << 20;
-    c->threads = 4;
-    c->conn_timeout = 30;
-    c->max_connections = 1000;
-    c->max_streams_per_token = 16;
-    c->max_job_memory = 8192;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 
+    /* The defaults, read by the same rules as any value. */
     for (size_t i = 0; i < NSETTINGS; i++) {
-        const char *v = getenv(settings[i].env);
-        if (v && *v && apply(c, settings[i].key, v, settings[i].env, err, errlen) < 0)
+        const struct setting *s = &settings[i];
+
+        if (s->deflt && apply(c, s, s->deflt, s->flag, err, errlen) < 0)
             return -1;
     }
-    {
-        const char *v = getenv("ECOPT_METRICS_PUBLIC");
-        if (v && *v && apply(c, 'P', v, "ECOPT_METRICS_PUBLIC", err, errlen) < 0)
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        const char *v = s->env ? getenv(s->env) : NULL;
+
+        if (v && *v && apply(c, s, v, s->env, err, errlen) < 0)
             return -1;
     }
     for (size_t i = 0; i < NSETTINGS; i++) {
         opts[i].name = settings[i].flag;
-        opts[i].has_arg = required_argument;
+        opts[i].has_arg = settings[i].kind == CFG_SWITCH ? no_argument
+                                                         : required_argument;
         opts[i].flag = NULL;
-        opts[i].val = settings[i].key;
+        opts[i].val = OPT_FIRST + (int)i;
     }
-    opts[NSETTINGS] = (struct option){"quiet", no_argument, NULL, 'Q'};
-    opts[NSETTINGS + 1] = (struct option){"metrics-public", no_argument, NULL, 'P'};
-    opts[NSETTINGS + 2] = (struct option){NULL, 0, NULL, 0};
+    opts[NSETTINGS] = (struct option){NULL, 0, NULL, 0};
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (ch == 'Q') {
-            c->access_log_off = 1;
-            continue;
-        }
-        if (ch == 'P') {
-            c->metrics_public = 1;
-            continue;
-        }
-        if (ch == '?') {
+        const struct setting *s;
+
+        if (ch < OPT_FIRST || ch >= OPT_FIRST + (int)NSETTINGS) {
             snprintf(err, errlen, "unknown option (see ecopt serve --help)");
             return -1;
         }
-        for (size_t i = 0; i < NSETTINGS; i++)
-            if (settings[i].key == ch)
-                snprintf(what, sizeof what, "--%s", settings[i].flag);
-        if (apply(c, ch, optarg, what, err, errlen) < 0)
+        s = &settings[ch - OPT_FIRST];
+        snprintf(what, sizeof what, "--%s", s->flag);
+        if (apply(c, s, s->kind == CFG_SWITCH ? "on" : optarg, what, err, errlen) < 0)
             return -1;
     }
     if (optind != argc) {

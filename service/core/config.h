@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct config {
     char host[64];
@@ -58,5 +59,8 @@ struct config {
  * the flag or variable and what it accepts on error. */
 int config_load(struct config *cfg, int argc, char **argv, char *err,
                 size_t errlen);
+/* The settings with their variables, defaults and help, one or more lines
+ * each, for `ecopt serve --help` (from config_table.h). */
+void config_usage(FILE *out);
 
 #endif

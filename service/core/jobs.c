@@ -68,7 +68,8 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
     const ec_job *job = &spec->job;
     const struct config *cfg = &a->cfg;
     struct catalog_file df;
-    const char *rule;
+    const char *rule, *field;
+    char why[320];
     int64_t rows, d;
 
     memset(sp, 0, sizeof *sp);
@@ -79,18 +80,9 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
                             "ecopt-mpi is built and mpirun found); use process "
                             "or inproc");
     /* What the engine would refuse when the job starts, refused now. */
-    if (!ec_algo_compresses(job->algorithm) && job->compressor.type != EC_COMP_NONE)
-        return spec_problem_set(sp, "compressor", NULL, 0,
-                                "%s sends uncompressed messages, so the compressor must "
-                                "be none (got %s)",
-                                ec_algo_name(job->algorithm),
-                                ec_comp_name(job->compressor.type));
-    if (job->compressor.type == EC_COMP_RANDK_UNBIASED ||
-        job->compressor.type == EC_COMP_DITHER_UNBIASED)
-        return spec_problem_set(sp, "compressor.type", NULL, 0,
-                                "%s is not a contraction; use randk or dither (DIANA's "
-                                "shifts use the unbiased form by themselves)",
-                                ec_comp_name(job->compressor.type));
+    if ((field = ec_algo_comp_check(job->algorithm, job->compressor.type, why,
+                                    sizeof why)))
+        return spec_problem_set(sp, field, NULL, 0, "%s", why);
     if ((rule = catalog_name_check(job->dataset)))
         return spec_problem_set(sp, "dataset", NULL, 0, "%s", rule);
     if (catalog_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
@@ -107,7 +99,7 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
         return spec_problem_set(sp, "workers", NULL, 0,
                             "must be in 1..%lld (the rows of %.100s; got %u)",
                             (long long)rows, job->dataset, job->workers);
-    if ((job->compressor.type == EC_COMP_TOPK || job->compressor.type == EC_COMP_RANDK) &&
+    if (ec_comp_info_of(job->compressor.type)->param == EC_COMP_PARAM_K &&
         isnan(job->k_frac) && (int64_t)job->compressor.k > d)
         return spec_problem_set(sp, "compressor.k", NULL, 0,
                             "must be in 1..%lld (the dimension d of %.100s; got %u)",

@@ -424,21 +424,12 @@ static int take_metric(void *ctx, const char *line, size_t len)
 
 /*
  * The stop_reason of a final record's "stop" (ec_stop_name, or
- * "start_failed" from a coordinator that could not start the job).
+ * "start_failed" from a coordinator that could not start the job): the
+ * store's table says which stands for which.
  */
 static const char *stop_reason_of(const char *stop)
 {
-    static const char *const map[][2] = {
-        {"target", "target_reached"}, {"max_rounds", "max_rounds"},
-        {"max_seconds", "max_seconds"}, {"diverged", "diverged"},
-        {"cancelled", "cancelled"},     {"failed", "worker_failed"},
-        {"start_failed", "start_failed"},
-    };
-
-    for (size_t i = 0; stop && i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(stop, map[i][0]) == 0)
-            return map[i][1];
-    return "failed";
+    return store_stop_name(store_stop_of_final(stop));
 }
 
 /* One report record of a running job. */
@@ -565,7 +556,7 @@ static void reap(struct sched *s, struct running *r)
     if (r->timed_out && !r->cancel_requested) {
         /* Whatever it said after the SIGTERM: it ran out of time. */
         state = STORE_JOB_FAILED;
-        r->end_stop = "max_seconds";
+        r->end_stop = store_stop_name(STORE_STOP_MAX_SECONDS);
         snprintf(reason, rlen,
                  "the job ran %.0f s past its time limit (max_seconds %g) and "
                  "was stopped%s",
@@ -578,7 +569,7 @@ static void reap(struct sched *s, struct running *r)
         snprintf(reason, rlen, "%s", r->reason);
     } else if (r->cancel_requested) {
         state = STORE_JOB_CANCELLED;
-        r->end_stop = "cancelled";
+        r->end_stop = store_stop_name(STORE_STOP_CANCELLED);
         if (r->kill_at)
             snprintf(reason, rlen,
                      "cancelled: the coordinator did not end within %.0f s of "
@@ -588,7 +579,7 @@ static void reap(struct sched *s, struct running *r)
             snprintf(reason, rlen, "cancelled");
     } else {
         state = STORE_JOB_FAILED;
-        r->end_stop = "coordinator_died";
+        r->end_stop = store_stop_name(STORE_STOP_COORDINATOR_DIED);
         if (WIFSIGNALED(st))
             snprintf(reason, rlen,
                      "coordinator died (signal %d) without a final report",
@@ -600,12 +591,12 @@ static void reap(struct sched *s, struct running *r)
     }
     if (s->stopping && !r->have_final) {
         state = STORE_JOB_INTERRUPTED;
-        r->end_stop = "interrupted";
+        r->end_stop = store_stop_name(STORE_STOP_INTERRUPTED);
         snprintf(reason, rlen, "the service stopped while the job ran");
     } else if (s->stopping && r->final_state == STORE_JOB_CANCELLED &&
                !r->cancel_requested) {
         state = STORE_JOB_INTERRUPTED;
-        r->end_stop = "interrupted";
+        r->end_stop = store_stop_name(STORE_STOP_INTERRUPTED);
         snprintf(reason, rlen, "the service stopped while the job ran");
     }
     r->end_state = state;
@@ -886,7 +877,8 @@ static void start_jobs(struct sched *s)
             snprintf(reason, sizeof reason, "%s%s",
                      no_data ? "" : "could not start the coordinator: ", err);
             wlock(a);
-            rc = store_job_end(a->writer, q[0].id, STORE_JOB_FAILED, "start_failed",
+            rc = store_job_end(a->writer, q[0].id, STORE_JOB_FAILED,
+                               store_stop_name(STORE_STOP_START_FAILED),
                                reason, &e);
             wunlock(a);
             free(r);
@@ -924,7 +916,8 @@ static void start_jobs(struct sched *s)
             runner_free(r->rj);
             free(r);
             wlock(a);
-            store_job_end(a->writer, q[0].id, STORE_JOB_FAILED, "start_failed",
+            store_job_end(a->writer, q[0].id, STORE_JOB_FAILED,
+                          store_stop_name(STORE_STOP_START_FAILED),
                           "out of memory tracking the coordinator", &e);
             wunlock(a);
             store_jobs_free(q, n);
@@ -1071,7 +1064,7 @@ static void *sched_main(void *arg)
                     if (!r->have_final) {
                         r->have_final = 1;
                         r->final_state = STORE_JOB_FAILED;
-                        r->final_stop = "failed";
+                        r->final_stop = store_stop_name(STORE_STOP_FAILED);
                         snprintf(r->reason, sizeof r->reason, "%s", err);
                     }
                 }

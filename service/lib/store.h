@@ -137,6 +137,53 @@ int store_job_state_from_name(const char *name, enum store_job_state *out);
 int store_job_state_is_final(enum store_job_state s);
 
 /*
+ * Why a job ended, as the word of its stop_reason: the column, the API's
+ * field and filter and the dashboard's menu all come from this table.
+ * X(ID, NAME, STOP, MEANING)
+ *   STOP     the coordinator's final "stop" (ec_stop_name) it stands for,
+ *            or NULL when the service decides it
+ *   MEANING  a sentence, for the API's vocabulary
+ */
+#define STORE_STOP_REASONS(X)                                                 \
+    X(STORE_STOP_TARGET_REACHED, "target_reached", "target",                  \
+      "succeeded: the relative gap reached the target")                       \
+    X(STORE_STOP_MAX_ROUNDS, "max_rounds", "max_rounds",                      \
+      "the round budget ran out (see the state)")                             \
+    X(STORE_STOP_MAX_SECONDS, "max_seconds", "max_seconds",                   \
+      "the time budget ran out (see the state)")                              \
+    X(STORE_STOP_DIVERGED, "diverged", "diverged",                            \
+      "the objective diverged")                                               \
+    X(STORE_STOP_CANCELLED, "cancelled", "cancelled",                         \
+      "cancelled by its owner or an admin")                                   \
+    X(STORE_STOP_WORKER_FAILED, "worker_failed", "failed",                    \
+      "a worker died, hung or broke the protocol")                            \
+    X(STORE_STOP_START_FAILED, "start_failed", "start_failed",                \
+      "the coordinator could not start the job: bad data, no memory")         \
+    X(STORE_STOP_COORDINATOR_DIED, "coordinator_died", NULL,                  \
+      "the coordinator ended without a final report")                         \
+    X(STORE_STOP_INTERRUPTED, "interrupted", NULL,                            \
+      "the service stopped under it")                                         \
+    X(STORE_STOP_FAILED, "failed", NULL, "any other failure")
+
+enum store_stop {
+#define STORE_STOP_ENUM(id, name, stop, meaning) id,
+    STORE_STOP_REASONS(STORE_STOP_ENUM)
+#undef STORE_STOP_ENUM
+    STORE_STOP_COUNT
+};
+
+/* "target_reached", ...; NULL when out of range. */
+const char *store_stop_name(enum store_stop s);
+const char *store_stop_meaning(enum store_stop s);
+/* The reason a coordinator's final "stop" stands for: failed for one not
+ * in the table (or NULL). */
+enum store_stop store_stop_of_final(const char *stop);
+/* 0 and *out, or STORE_EINVAL for a name not in the table. */
+int store_stop_from_name(const char *name, enum store_stop *out);
+/* "target_reached, max_rounds, ...": every name, joined by ", ". */
+const char *store_stop_names(char *buf, size_t len);
+
+/*
  * A new job. Strings are borrowed for the call. JSON documents are stored
  * as the caller's text: spec is the canonical form (jobspec_to_json),
  * labels an object of string values (NULL: {}). owner is the token's name.

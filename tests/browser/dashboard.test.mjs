@@ -569,6 +569,25 @@ async function main() {
         }, 'the jobs of mushrooms', all);
     });
 
+    await check('the menus are the API\'s lists (GET /v1/vocabulary)', async () => {
+        const v = (await call('GET', '/v1/vocabulary')).doc;
+        const options = async sel => page.locator(sel + ' option').evaluateAll(
+            os => os.map(o => o.value).filter(x => x !== ''));
+        const same = (what, got, want) => {
+            if (JSON.stringify(got) !== JSON.stringify(want))
+                fail(what + ': the menu has ' + got.join(',') + ', the API ' + want.join(','));
+        };
+        await page.click('#nav-submit');
+        await page.locator('#job-form').waitFor();
+        same('algorithms', await options('select[name=algorithm]'), v.algorithms.map(a => a.name));
+        same('compressors', await options('select[name=compressor]'),
+             v.compressors.filter(c => c.contraction).map(c => c.name));
+        await page.click('#nav-jobs');
+        await page.locator('#stop-filter').waitFor();
+        same('stop reasons', await options('#stop-filter'), v.stop_reasons.map(r => r.name));
+        same('algorithm filter', await options('#algorithm-filter'), v.algorithms.map(a => a.name));
+    });
+
     await check('no script error, and the token never went into a URL', async () => {
         if (problems.length) fail(problems.join('; '));
         const leaked = urls.filter(u => u.includes(TOKEN));

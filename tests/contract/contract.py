@@ -246,6 +246,56 @@ call("POST", "/v1/datasets?name=.hidden", "/v1/datasets", raw=b"+1 1:1\n",
 call("POST", "/v1/datasets?name=" + name + "-bad", "/v1/datasets", raw=b"this is not libsvm\n",
      ctype="application/octet-stream")
 
+# The server's tables, the contract's enums and the dashboard's menus are
+# the same lists: the dashboard builds its menus from /v1/vocabulary and
+# holds no copy of them.
+s, vocab = call("GET", "/v1/vocabulary", "/v1/vocabulary")
+call("GET", "/v1/vocabulary", "/v1/vocabulary", auth=False)
+call("GET", "/v1/vocabulary?x=1", "/v1/vocabulary")
+if s == 200:
+    names = lambda rows: [r["name"] for r in rows]
+    schemas = doc["components"]["schemas"]
+    spec, jobschema = schemas["JobSpec"]["properties"], schemas["Job"]["properties"]
+    params = {p["name"]: p for p in doc["paths"]["/v1/jobs"]["get"]["parameters"]}
+    choosable = [c["name"] for c in vocab["compressors"] if c["contraction"]]
+    same = [
+        ("algorithms", names(vocab["algorithms"]), spec["algorithm"]["enum"]),
+        ("compressors", choosable, spec["compressor"]["oneOf"][0]["enum"]),
+        ("compressors", choosable, spec["compressor"]["oneOf"][1]["properties"]["type"]["enum"]),
+        ("losses", vocab["losses"], spec["loss"]["enum"]),
+        ("backends", names(vocab["backends"]), spec["backend"]["enum"]),
+        ("stop_reasons", names(vocab["stop_reasons"]),
+         [v for v in jobschema["stop_reason"]["enum"] if v is not None]),
+        ("stop_reasons", names(vocab["stop_reasons"]), params["stop_reason"]["schema"]["enum"]),
+        ("states", names(vocab["states"]), jobschema["state"]["enum"]),
+        ("states", names(vocab["states"]), params["state"]["schema"]["enum"]),
+    ]
+    for what, served, documented in same:
+        if list(served) != list(documented):
+            failures.append("the contract's %s enum %s is not the server's %s"
+                            % (what, documented, served))
+    for c in vocab["compressors"]:
+        if c["shift"] not in names(vocab["compressors"]):
+            failures.append("compressor %s: shift %s is no compressor" % (c["name"], c["shift"]))
+    import os
+    import re
+    app_js = open(os.path.join(os.path.dirname(spec_path), "..", "web", "app.js")).read()
+    # A hard-coded menu is an array of string literals naming two or more of
+    # one list (stop reasons that are also states aside: FINAL lists states).
+    states = set(names(vocab["states"]))
+    lists = {"algorithms": set(names(vocab["algorithms"])),
+             "compressors": set(names(vocab["compressors"])),
+             "stop reasons": set(names(vocab["stop_reasons"])) - states}
+    for literal in re.findall(r"""\[\s*(?:['"][^'"\n]*['"]\s*,\s*)+['"][^'"\n]*['"]\s*,?\s*\]""",
+                              app_js):
+        words = set(re.findall(r"""['"]([^'"\n]*)['"]""", literal))
+        for what, known in lists.items():
+            if len(words & known) >= 2:
+                failures.append("web/app.js holds a list of %s (%s): its menus must come from "
+                                "/v1/vocabulary" % (what, literal[:80]))
+    if "/v1/vocabulary" not in app_js:
+        failures.append("web/app.js does not read /v1/vocabulary")
+
 # /metrics: behind a token, and what promtool accepts.
 call("GET", "/metrics", "/metrics", auth=False)
 s, text = call("GET", "/metrics", "/metrics")

@@ -75,8 +75,8 @@ typedef struct ec_params {
 } ec_params;
 
 /* DIANA's unbiased shift compressor for a job's compressor (k resolved):
- * randk-unbiased with the same k for topk and randk, dither-unbiased with
- * the same s for dither, none otherwise. */
+ * its row's SHIFT with the same k or s (randk-unbiased for topk and randk,
+ * dither-unbiased for dither), none otherwise. */
 ec_comp_spec ec_shift_comp(const ec_comp_spec *comp);
 
 /* Checks the job against the problem (k in 1..d, batch in 1..m, ...) and
@@ -86,6 +86,12 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
 /* eclk, lkatyusha: recomputes L_delta, sigma, theta1, eta, the theory
  * step and gamma for the contraction delta_eff under the given rule. */
 void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
+/* Whether algorithm a may run with compressor t: NULL if so, else the
+ * field at fault ("algorithm", "compressor" or "compressor.type") with
+ * the sentence in buf. ec_params_resolve asks it, and so does the service
+ * at submit. */
+const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
+                               unsigned buflen);
 /* Whether the algorithm compresses (gd, sgd and lkatyusha do not). */
 int ec_algo_compresses(ec_algo_id a);
 /* Whether its workers take their whole shard's gradient each round (gd,

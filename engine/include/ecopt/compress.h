@@ -12,14 +12,73 @@
 #include "ecopt/error.h"
 #include "ecopt/rng.h"
 
+/* Which count a compressor takes: none, k (1..d) or s (levels, 1..65535). */
+typedef enum ec_comp_param {
+    EC_COMP_PARAM_NONE = 0,
+    EC_COMP_PARAM_K,
+    EC_COMP_PARAM_S
+} ec_comp_param;
+
+/* How a message of the compressor travels (wire.h gives the bytes). */
+typedef enum ec_comp_layout {
+    EC_COMP_LAYOUT_DENSE = 0,   /* nnz values, the indices implied */
+    EC_COMP_LAYOUT_INDEXED,     /* nnz (index, value) pairs */
+    EC_COMP_LAYOUT_SEEDED,      /* nnz values and the seed of their indices */
+    EC_COMP_LAYOUT_LEVELS       /* the norm, levels and signs (dithering) */
+} ec_comp_layout;
+
+/*
+ * The compressors, one row each; every list of them (the names, the
+ * checks, the wire, the memory account, the service's menus) comes from
+ * here. The numbers travel on the wire: rows are append-only.
+ *
+ * X(ID, NAME, PARAM, UNBIASED, CONTRACTION, LAYOUT, SHIFT, SUMMARY)
+ *   PARAM        EC_COMP_PARAM_ suffix: the count it takes
+ *   UNBIASED     1: E Q(x) = x
+ *   CONTRACTION  1: a job may choose it (E||Q(x) - x||^2 <= (1 - delta)
+ *                ||x||^2); 0: the unbiased forms DIANA's shifts use alone
+ *   LAYOUT       EC_COMP_LAYOUT_ suffix
+ *   SHIFT        DIANA's unbiased shift compressor for it (same k or s)
+ */
+#define EC_COMPRESSORS(X)                                                     \
+    X(EC_COMP_NONE, "none", NONE, 1, 1, DENSE, EC_COMP_NONE,                  \
+      "identity: all d values")                                               \
+    X(EC_COMP_TOPK, "topk", K, 0, 1, INDEXED, EC_COMP_RANDK_UNBIASED,         \
+      "the k largest |x_j|; ties go to the smaller index")                    \
+    X(EC_COMP_RANDK, "randk", K, 0, 1, SEEDED, EC_COMP_RANDK_UNBIASED,        \
+      "k uniform coordinates without replacement, unscaled")                  \
+    X(EC_COMP_RANDK_UNBIASED, "randk-unbiased", K, 1, 0, SEEDED, EC_COMP_NONE,\
+      "(d/k) randk; omega = d/k - 1")                                         \
+    X(EC_COMP_DITHER, "dither", S, 0, 1, LEVELS, EC_COMP_DITHER_UNBIASED,     \
+      "random dithering, s levels, scaled by 1/(1+omega)")                    \
+    X(EC_COMP_DITHER_UNBIASED, "dither-unbiased", S, 1, 0, LEVELS,            \
+      EC_COMP_NONE, "random dithering without the scaling")
+
 typedef enum ec_comp_type {
-    EC_COMP_NONE = 0,       /* identity: d values */
-    EC_COMP_TOPK,           /* the k largest |x_j|; ties go to the smaller index */
-    EC_COMP_RANDK,          /* k uniform coordinates without replacement, unscaled */
-    EC_COMP_RANDK_UNBIASED, /* (d/k) randk; omega = d/k - 1 */
-    EC_COMP_DITHER,         /* random dithering, s levels, scaled by 1/(1+omega) */
-    EC_COMP_DITHER_UNBIASED /* the same without the scaling (DIANA's shifts) */
+#define EC_COMP_ENUM(id, name, param, unbiased, contraction, layout, shift, summary) id,
+    EC_COMPRESSORS(EC_COMP_ENUM)
+#undef EC_COMP_ENUM
 } ec_comp_type;
+
+/* The number of rows; outside the enum, so that a switch over the types
+ * that misses one is still warned about. */
+#define EC_COMP_PLUS_ONE(...) +1
+enum { EC_COMP_COUNT = 0 EC_COMPRESSORS(EC_COMP_PLUS_ONE) };
+#undef EC_COMP_PLUS_ONE
+
+/* A compressor's row. */
+typedef struct ec_comp_info {
+    const char *name;
+    ec_comp_param param;
+    int unbiased;
+    int contraction;
+    ec_comp_layout layout;
+    ec_comp_type shift;
+    const char *summary;
+} ec_comp_info;
+
+/* The row of t; NULL if t is no compressor. */
+const ec_comp_info *ec_comp_info_of(ec_comp_type t);
 
 typedef struct ec_comp_spec {
     ec_comp_type type;
@@ -27,11 +86,14 @@ typedef struct ec_comp_spec {
     uint32_t s;             /* dither: number of levels, 1..65535 */
 } ec_comp_spec;
 
-/* "none", "topk", "randk", "randk-unbiased", "dither", "dither-unbiased";
- * NULL if out of range. */
+/* The row's name ("none", "topk", ...); NULL if out of range. */
 const char *ec_comp_name(ec_comp_type t);
 /* The type for a name; returns < 0 for an unknown name. */
 int ec_comp_from_name(const char *name, ec_comp_type *out);
+
+/* "none, topk, randk, dither": the names of the compressors a job may
+ * choose (contraction set) or of all, joined by ", " into buf. */
+const char *ec_comp_names(int contraction_only, char *buf, unsigned buflen);
 
 /* NULL when spec is valid for dimension d, else a sentence such as
  * "compressor.k must be in 1..123 (got 0)". */
@@ -100,6 +162,9 @@ typedef struct ec_compressor ec_compressor;   /* spec + scratch for one d */
 ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
                                  ec_err *e);
 void ec_compressor_free(ec_compressor *c);
+/* The bytes of scratch ec_compressor_new allocates for spec at d (the
+ * memory account's term). */
+uint64_t ec_comp_scratch_bytes(const ec_comp_spec *spec, uint32_t d);
 const ec_comp_spec *ec_compressor_spec(const ec_compressor *c);
 
 /*

@@ -15,19 +15,93 @@ typedef enum ec_loss {
     EC_LOSS_SQUARED
 } ec_loss;
 
+/* How an algorithm's model and steps are built (algo.c has one of each). */
+typedef enum ec_algo_family {
+    EC_FAMILY_SGD = 0,        /* x -= gamma (compressed) gradient */
+    EC_FAMILY_LSVRG,          /* loopless SVRG with a reference point */
+    EC_FAMILY_KATYUSHA,       /* loopless Katyusha: x, y, z, w and a coin */
+    EC_FAMILY_DIANA,          /* compressed differences to learned shifts */
+    EC_FAMILY_EF21            /* compressed differences to the last gradient */
+} ec_algo_family;
+
+/* The constants of the problem an algorithm's step is computed from. */
+enum {
+    EC_NEEDS_L_F = 1,         /* smoothness of f */
+    EC_NEEDS_L = 2,           /* the largest smoothness of a row's loss */
+    EC_NEEDS_MU = 4,          /* strong convexity */
+    EC_NEEDS_L_TILDE = 8      /* quadratic mean of the workers' smoothness */
+};
+
+/*
+ * The algorithms, one row each; every list of them (names, checks, the
+ * memory account, the parameters printed, the service's menus) comes from
+ * here. Rows are append-only (the names are what is stored).
+ *
+ * X(ID, NAME, FAMILY, COMPRESSES, STOCHASTIC, HAS_INIT, NEEDS,
+ *   MODEL_VECTORS, WORKER_VECTORS, GRADIENTS, SUMMARY)
+ *   FAMILY          EC_FAMILY_ suffix
+ *   COMPRESSES      1: takes a contraction compressor; 0: compressor none
+ *   STOCHASTIC      1: a minibatch's gradient; 0: the whole shard's
+ *   HAS_INIT        1: a first exchange of dense gradients
+ *   NEEDS           EC_NEEDS_ bits
+ *   MODEL_VECTORS   d-vectors of the replicated model (ec_model_init)
+ *   WORKER_VECTORS  d-vectors of a worker's own state (error memory, ...)
+ *   GRADIENTS       gradients a worker takes per round, at most
+ */
+#define EC_ALGORITHMS(X)                                                      \
+    X(EC_ALGO_ECLK, "eclk", KATYUSHA, 1, 1, 1,                                \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 8, 1, 2,                       \
+      "error-compensated loopless Katyusha")                                  \
+    X(EC_ALGO_LKATYUSHA, "lkatyusha", KATYUSHA, 0, 1, 1,                      \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 6, 1, 2,                       \
+      "loopless Katyusha, uncompressed")                                      \
+    X(EC_ALGO_EC_SGD, "ec-sgd", SGD, 1, 1, 0, EC_NEEDS_L_F | EC_NEEDS_L, 2,   \
+      1, 1, "SGD with error feedback")                                        \
+    X(EC_ALGO_EC_GD, "ec-gd", SGD, 1, 0, 0, EC_NEEDS_L_F, 2, 1, 1,            \
+      "gradient descent with error feedback")                                 \
+    X(EC_ALGO_EC_LSVRG, "ec-lsvrg", LSVRG, 1, 1, 0,                           \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 3, 2,                                     \
+      "loopless SVRG with error feedback")                                    \
+    X(EC_ALGO_EC_SGD_DIANA, "ec-sgd-diana", DIANA, 1, 1, 0,                   \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1,                                     \
+      "SGD with error feedback and DIANA's shifts")                           \
+    X(EC_ALGO_EC_GD_DIANA, "ec-gd-diana", DIANA, 1, 0, 0, EC_NEEDS_L_F, 2, 2, \
+      1, "gradient descent with error feedback and DIANA's shifts")           \
+    X(EC_ALGO_EF21, "ef21", EF21, 1, 0, 1, EC_NEEDS_L_F | EC_NEEDS_L_TILDE,   \
+      2, 2, 1, "EF21: compressed gradient differences")                       \
+    X(EC_ALGO_GD, "gd", SGD, 0, 0, 0, EC_NEEDS_L_F, 2, 1, 1,                  \
+      "gradient descent, uncompressed")                                       \
+    X(EC_ALGO_SGD, "sgd", SGD, 0, 1, 0, EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1,   \
+      "minibatch SGD, uncompressed")
+
 typedef enum ec_algo_id {
-    EC_ALGO_ECLK = 0,
-    EC_ALGO_LKATYUSHA,
-    EC_ALGO_EC_SGD,
-    EC_ALGO_EC_GD,
-    EC_ALGO_EC_LSVRG,
-    EC_ALGO_EC_SGD_DIANA,
-    EC_ALGO_EC_GD_DIANA,
-    EC_ALGO_EF21,
-    EC_ALGO_GD,
-    EC_ALGO_SGD,
-    EC_ALGO_COUNT
+#define EC_ALGO_ENUM(id, ...) id,
+    EC_ALGORITHMS(EC_ALGO_ENUM)
+#undef EC_ALGO_ENUM
 } ec_algo_id;
+
+/* The number of rows; outside the enum, so that a switch over the
+ * algorithms that misses one (a new row's step) is warned about. */
+#define EC_ALGO_PLUS_ONE(...) +1
+enum { EC_ALGO_COUNT = 0 EC_ALGORITHMS(EC_ALGO_PLUS_ONE) };
+#undef EC_ALGO_PLUS_ONE
+
+/* An algorithm's row. */
+typedef struct ec_algo_info {
+    const char *name;
+    ec_algo_family family;
+    int compresses, stochastic, has_init;
+    unsigned needs;
+    unsigned model_vectors, worker_vectors, gradients;
+    const char *summary;
+} ec_algo_info;
+
+/* The row of a; NULL if out of range. */
+const ec_algo_info *ec_algo_info_of(ec_algo_id a);
+/* Whether a's family is f (0 for an unknown a). */
+int ec_algo_is(ec_algo_id a, ec_algo_family f);
+/* "sgd", "katyusha", ...: the family's name, for the service's menus. */
+const char *ec_algo_family_name(ec_algo_family f);
 
 /* "eclk", "lkatyusha", "ec-sgd", ...; NULL if out of range. */
 const char *ec_algo_name(ec_algo_id a);

@@ -12,6 +12,55 @@ static const char *const state_names[STORE_JOB_STATE_COUNT] = {
     [STORE_JOB_INTERRUPTED] = "interrupted",
 };
 
+static const struct {
+    const char *name, *stop, *meaning;
+} stop_rows[STORE_STOP_COUNT] = {
+#define STORE_STOP_ROW(id, name, stop, meaning) [id] = {name, stop, meaning},
+    STORE_STOP_REASONS(STORE_STOP_ROW)
+#undef STORE_STOP_ROW
+};
+
+const char *store_stop_name(enum store_stop s)
+{
+    return (unsigned)s < STORE_STOP_COUNT ? stop_rows[s].name : NULL;
+}
+
+const char *store_stop_meaning(enum store_stop s)
+{
+    return (unsigned)s < STORE_STOP_COUNT ? stop_rows[s].meaning : NULL;
+}
+
+enum store_stop store_stop_of_final(const char *stop)
+{
+    for (int i = 0; stop && i < STORE_STOP_COUNT; i++)
+        if (stop_rows[i].stop && strcmp(stop, stop_rows[i].stop) == 0)
+            return (enum store_stop)i;
+    return STORE_STOP_FAILED;
+}
+
+int store_stop_from_name(const char *name, enum store_stop *out)
+{
+    for (int i = 0; name && i < STORE_STOP_COUNT; i++) {
+        if (strcmp(name, stop_rows[i].name) == 0) {
+            *out = (enum store_stop)i;
+            return 0;
+        }
+    }
+    return STORE_EINVAL;
+}
+
+const char *store_stop_names(char *buf, size_t len)
+{
+    size_t n = 0;
+
+    if (len)
+        buf[0] = '\0';
+    for (int i = 0; i < STORE_STOP_COUNT && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+                              stop_rows[i].name);
+    return buf;
+}
+
 const char *store_job_state_name(enum store_job_state s)
 {
     return (unsigned)s < STORE_JOB_STATE_COUNT ? state_names[s] : NULL;
@@ -502,11 +551,11 @@ static const char *stop_reason_of(enum store_job_state state)
 {
     switch (state) {
     case STORE_JOB_CANCELLED:
-        return "cancelled";
+        return store_stop_name(STORE_STOP_CANCELLED);
     case STORE_JOB_INTERRUPTED:
-        return "interrupted";
+        return store_stop_name(STORE_STOP_INTERRUPTED);
     case STORE_JOB_FAILED:
-        return "failed";
+        return store_stop_name(STORE_STOP_FAILED);
     default:
         return NULL;
     }
