@@ -8,6 +8,10 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
+
+#define AUTH_SECRET_MIN 16   /* bytes of a secret, at least */
+#define AUTH_LINE_MAX 511    /* bytes of a line of the tokens file */
 
 struct token {
     char name[64];
@@ -70,13 +74,18 @@ enum auth_limit { AUTH_LIMIT_NONE, AUTH_LIMIT_ADDRESS, AUTH_LIMIT_NETWORK,
 /* Before anything else: no tokens yet; off for a service without auth. */
 void auth_init(struct auth *a, int off);
 /*
- * Lines "name:secret" or "name:secret:admin"; '#' starts a comment. Loads
- * the file into a new table and, only when all of it is good, makes that
- * the current one: on failure (-1, a sentence in err) the tokens stay as
- * they were. Safe while requests are checked; *count (may be NULL) is the
- * number of tokens loaded.
+ * Lines "name:secret" or "name:secret:admin"; '#' starts a comment. A
+ * secret is AUTH_SECRET_MIN..127 bytes of what a bearer token can carry
+ * (http_bearer_valid), and no two lines have the same secret. Loads the
+ * file into a new table and, only when all of it is good, makes that the
+ * current one: on failure (-1, a sentence in err naming the line, never
+ * quoting a secret) the tokens stay as they were. Safe while requests are
+ * checked; *count (may be NULL) is the number of tokens loaded.
  */
 int auth_load(struct auth *a, const char *path, size_t *count, char *err, size_t errlen);
+/* The same from an open stream; name stands for it in messages. */
+int auth_load_stream(struct auth *a, FILE *f, const char *name, size_t *count, char *err,
+                     size_t errlen);
 void auth_free(struct auth *a);
 /*
  * The token presented, compared in constant time against every known one
@@ -85,6 +94,9 @@ void auth_free(struct auth *a);
  * valid (its name and role) until auth_free, across reloads.
  */
 const struct token *auth_check(struct auth *a, const char *presented);
+/* The i-th token of the current table, or NULL past the last; for the
+   tests (the table must not be reloaded meanwhile). */
+const struct token *auth_token_at(struct auth *a, size_t i);
 /* Seconds until addr may try again (and which budget it spent), or 0 when
  * it is not blocked. */
 double auth_blocked(struct auth *a, const char *addr, enum auth_limit *which);

@@ -210,6 +210,10 @@ int http_reply_header(struct http_resp *rs, const char *name,
  */
 json_t *http_body_json(const struct http_req *rq, struct http_resp *rs);
 
+/* 1 when the n bytes of s are a token an "Authorization: Bearer" header
+   can carry: 1..n of A-Z a-z 0-9 and - . _ ~ + / = (RFC 6750's b64token). */
+int http_bearer_valid(const char *s, size_t n);
+
 /* The reason phrase of a status ("Not Found"), "Unknown" if not listed. */
 const char *http_status_phrase(int status);
 
