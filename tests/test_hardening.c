@@ -168,6 +168,70 @@ START_TEST(test_tokens_refused_at_reload)
 }
 END_TEST
 
+/* ---- header bytes a proxy reads otherwise ---------------------------------- */
+
+/*
+ * A CR alone inside a header (where a proxy may end the line and read a
+ * header of its own), a NUL inside a value (MHD ends the value there: a
+ * Content-Length of "33\0" "99" would be 33, a token with a NUL and more
+ * after it would pass), and two Authorization headers: each is a 400
+ * problem naming the header, and the connection is closed. The same
+ * requests without the odd byte are served.
+ */
+START_TEST(test_header_bytes)
+{
+#define REQ_HEAD "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *header;
+    } bad[] = {
+#define BAD(lit, header) {lit, sizeof lit - 1, header}
+        BAD(REQ_HEAD "X-Pad: 1\rContent-Length: 2\r\nAuthorization: Bearer " ALICE
+            "\r\nContent-Length: 2\r\n\r\n{}", "X-Pad"),
+        BAD(REQ_HEAD "Authorization: Bearer " ALICE "\r\nX-Pad: 1\r\r\n"
+            "Content-Length: 2\r\n\r\n{}", "X-Pad"),
+        BAD(REQ_HEAD "Content-Length: 2\00099\r\nAuthorization: Bearer " ALICE
+            "\r\n\r\n{}", "Content-Length"),
+        BAD(REQ_HEAD "Authorization: Bearer " ALICE "\000x\r\nContent-Length: 2\r\n\r\n{}",
+            "Authorization"),
+        BAD(REQ_HEAD "Content-Length: 2\r\nAuthorization: Bearer " ALICE "\000x\r\n\r\n{}",
+            "Authorization"),
+        BAD(REQ_HEAD "Authorization: Bearer " ALICE "\r\nAuthorization: Bearer " BOB
+            "\r\nContent-Length: 2\r\n\r\n{}", "Authorization"),
+        BAD("GET /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " BOB
+            "\r\nAuthorization: Bearer " ALICE "\r\n\r\n", "Authorization"),
+#undef BAD
+    };
+    static const char good[] = REQ_HEAD "X-Pad: 1\r\nAuthorization: Bearer " ALICE
+                               "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    struct raw_reply *r = malloc(sizeof *r);
+    struct server s;
+    char want[64];
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        /* raw_request reads to the end: the server has to close. */
+        raw_request(&s, bad[i].text, bad[i].len, r);
+        ck_assert_msg(r->status == 400, "request %zu: %d %.300s", i, r->status, r->text);
+        ck_assert_str_eq(r->ctype, "application/problem+json");
+        snprintf(want, sizeof want, "\"header\":\"%s\"", bad[i].header);
+        ck_assert_msg(strstr(r->body, want), "request %zu: %.300s", i, r->body);
+        ck_assert_msg(strstr(r->text, "\r\nConnection: close\r\n"), "request %zu: %.300s", i,
+                      r->text);
+        ck_assert_msg(!strstr(r->text + 12, "HTTP/1.1"), "request %zu: two answers: %s", i,
+                      r->text);
+    }
+    raw_request(&s, good, sizeof good - 1, r);
+    ck_assert_msg(r->status == 422, "the same without the odd bytes: %d %.300s", r->status,
+                  r->text);
+    ck_assert_int_eq(kill(s.pid, 0), 0);
+    free(r);
+    server_stop(&s, SIGTERM);
+#undef REQ_HEAD
+}
+END_TEST
+
 /* ---- main ------------------------------------------------------------------- */
 
 int main(void)
@@ -180,6 +244,10 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_tokens_refused_at_start);
     tcase_add_test(tc, test_tokens_refused_at_reload);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("headers");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_header_bytes);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();
