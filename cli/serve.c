@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api.h"
 #include "app.h"
@@ -80,6 +81,20 @@ static const char serve_usage[] =
     "                              backend mpi, their ranks placed by this\n"
     "                              hostfile (needs ecopt-mpi and mpirun;\n"
     "                              mpirun's arguments: ECOPT_MPIRUN_ARGS)\n"
+    "  --umask MASK                ECOPT_UMASK, octal, of every file and\n"
+    "                              directory the service makes (database,\n"
+    "                              logs, uploads), default 077: 0600, 0700\n"
+    "  --header-timeout SEC        ECOPT_HEADER_TIMEOUT, from a connection's\n"
+    "                              start or last reply to its request's last\n"
+    "                              header, default 20\n"
+    "  --body-timeout SEC          ECOPT_BODY_TIMEOUT, from the last header to\n"
+    "                              the body's last byte, default 60\n"
+    "  --upload-timeout SEC        ECOPT_UPLOAD_TIMEOUT, the same for a dataset\n"
+    "                              upload, default 3600\n"
+    "  --max-connections-per-address N\n"
+    "                              ECOPT_MAX_CONNECTIONS_PER_ADDRESS, open\n"
+    "                              connections of one client address, default\n"
+    "                              64 (0: no limit; raise it behind a proxy)\n"
     "  --quiet                     no access log\n"
     "\n"
     "SIGTERM or SIGINT: stop accepting, end running jobs (they become\n"
@@ -118,6 +133,10 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "ecopt serve: %s\n", err);
         return 2;
     }
+    /* Before any file is made: the database, its -wal and -shm, logs,
+       uploads and directories are the service's alone unless the admin
+       says otherwise. */
+    umask((mode_t)a.cfg.umask);
     /* Signals are taken by sigwait below, so every thread blocks them. */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);

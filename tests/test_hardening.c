@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -232,6 +233,140 @@ START_TEST(test_header_bytes)
 }
 END_TEST
 
+/* ---- the modes of the files the service makes ----------------------------- */
+
+static const char *walk_root;
+static unsigned walk_mask;
+static int walk_seen, walk_bad;
+static char walk_report[2048];
+static ino_t walk_admins;               /* the inode of /data/heart_scale */
+
+/* Each entry the server made under the test's directory: none has a bit
+ * of walk_mask. The test's own (the directory, tokens, the data folder
+ * and its first file, also kept among the versions by a link, the
+ * server's stderr) are not looked at. */
+static int walk_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    static const char *const mine[] = {"", "/tokens", "/data", "/data/heart_scale",
+                                       "/server.log"};
+    const char *rel = path + strlen(walk_root);
+    size_t o = strlen(walk_report);
+
+    (void)flag, (void)ftw;
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+        if (strcmp(rel, mine[i]) == 0)
+            return 0;
+    if (st->st_ino == walk_admins)
+        return 0;
+    walk_seen++;
+    if (st->st_mode & walk_mask) {
+        walk_bad++;
+        snprintf(walk_report + o, sizeof walk_report - o, " %s %04o", rel,
+                 (unsigned)(st->st_mode & 07777));
+    }
+    return 0;
+}
+
+/*
+ * With the default umask, everything the server makes (the database and
+ * its -wal and -shm, the jobs' folder, specs and logs, an upload and the
+ * folder of versions) is 0600 or 0700; with --umask 027 it is at most
+ * 0640 or 0750.
+ */
+START_TEST(test_file_modes)
+{
+    static const char *const masks[] = {NULL, "027"};
+    const char *data_env = getenv("ECOPT_DATA_DIR");
+    char saved_data[512], src[256], path[256], cmd[600], id[32];
+
+    snprintf(saved_data, sizeof saved_data, "%s", data_env ? data_env : "");
+    tu_data_path("heart_scale", src, sizeof src);
+    for (size_t m = 0; m < 2; m++) {
+        const char *const opts[] = {"--umask", masks[m], NULL};
+        struct server s;
+        struct reply r;
+        FILE *f;
+
+        snprintf(s.dir, sizeof s.dir, "/tmp/ecopt-modes-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(s.dir));
+        snprintf(s.db, sizeof s.db, "%s/ecopt.db", s.dir);
+        snprintf(path, sizeof path, "%s/tokens", s.dir);
+        ck_assert_ptr_nonnull(f = fopen(path, "w"));
+        fputs(tokens, f);
+        fclose(f);
+        snprintf(path, sizeof path, "%s/data", s.dir);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s/heart_scale'", src, path);
+        ck_assert_int_eq(system(cmd), 0);
+        setenv("ECOPT_DATA_DIR", path, 1);
+        server_start_with(&s, 1, masks[m] ? opts : NULL);
+        r = req(&s, "POST", "/v1/jobs", ALICE,
+                "{\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20}", NULL);
+        ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+        {
+            json_t *doc = json_of(&r);
+            snprintf(id, sizeof id, "%s", json_string_value(json_object_get(doc, "id")));
+            json_decref(doc);
+        }
+        free(r.body);
+        json_decref(job_wait(&s, ALICE, id, "succeeded", 60));
+        {
+            static const char text[] = "+1 1:0.5 2:1\n-1 1:1 3:0.25\n+1 2:2\n-1 3:1\n";
+            CURL *c = curl_easy_init();
+            struct curl_slist *h = NULL;
+            char url[256];
+            long status = 0;
+
+            snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/datasets?name=tiny", s.port);
+            curl_easy_setopt(c, CURLOPT_URL, url);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+            r = (struct reply){0};
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+            h = curl_slist_append(h, "Authorization: Bearer " ALICE);
+            h = curl_slist_append(h, "Content-Type: application/octet-stream");
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+            ck_assert_int_eq(curl_easy_perform(c), CURLE_OK);
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+            ck_assert_msg(status == 201, "upload: %ld %s", status, r.body);
+            free(r.body);
+            curl_slist_free_all(h);
+            curl_easy_cleanup(c);
+        }
+        /* While it runs: -wal and -shm are there. */
+        walk_root = s.dir;
+        {
+            struct stat st;
+
+            snprintf(path, sizeof path, "%s/data/heart_scale", s.dir);
+            ck_assert_int_eq(stat(path, &st), 0);
+            walk_admins = st.st_ino;
+        }
+        walk_mask = masks[m] ? 027 : 077;
+        walk_seen = walk_bad = 0;
+        walk_report[0] = '\0';
+        ck_assert_int_eq(nftw(s.dir, walk_one, 16, FTW_PHYS), 0);
+        fprintf(stderr, "test_hardening: umask %s: %d entries made by the server, %d "
+                "with a bit of %03o:%s\n", masks[m] ? masks[m] : "default", walk_seen,
+                walk_bad, walk_mask, walk_report);
+        snprintf(path, sizeof path, "%s/ecopt.db-wal", s.dir);
+        ck_assert_msg(access(path, F_OK) == 0, "no -wal while the server runs");
+        ck_assert_int_ge(walk_seen, 7);
+        ck_assert_msg(walk_bad == 0, "made with more than the umask allows:%s", walk_report);
+        {
+            struct stat st;
+
+            ck_assert_int_eq(stat(s.db, &st), 0);
+            ck_assert_int_eq(st.st_mode & 0777, masks[m] ? 0640 : 0600);
+        }
+        server_stop(&s, SIGTERM);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", s.dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    setenv("ECOPT_DATA_DIR", saved_data, 1);
+}
+END_TEST
+
 /* ---- main ------------------------------------------------------------------- */
 
 int main(void)
@@ -248,6 +383,10 @@ int main(void)
     tc = tcase_create("headers");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_header_bytes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("files");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_file_modes);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();

@@ -112,8 +112,31 @@ enum {
     KEY_UPLOAD_VALIDATOR_MEM,
     KEY_UPLOAD_VALIDATOR_CPU,
     KEY_MAX_JOB_MEMORY,
-    KEY_MPI_HOSTFILE
+    KEY_MPI_HOSTFILE,
+    KEY_UMASK,
+    KEY_HEADER_TIMEOUT,
+    KEY_BODY_TIMEOUT,
+    KEY_UPLOAD_TIMEOUT,
+    KEY_MAX_CONN_PER_ADDR
 };
+
+/* An octal umask, 000..777. */
+static int parse_umask(const char *s, unsigned *out, char *err, size_t errlen,
+                       const char *what)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 8);
+    if (errno || *end || end == s || s[0] == '-' || v > 0777) {
+        snprintf(err, errlen, "%s must be an octal umask in 000..777, e.g. 077 or 027 "
+                 "(got '%s')", what, s);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
 
 /* One setting from either source; `what` names it in messages. */
 static int apply(struct config *c, int key, const char *v, const char *what,
@@ -275,6 +298,28 @@ static int apply(struct config *c, int key, const char *v, const char *what,
             return -1;
         c->max_job_memory = (unsigned)u;
         return 0;
+    case KEY_UMASK:
+        return parse_umask(v, &c->umask, err, errlen, what);
+    case KEY_HEADER_TIMEOUT:
+        if (parse_uint(v, 1, 3600, &u, err, errlen, what) < 0)
+            return -1;
+        c->header_timeout = (unsigned)u;
+        return 0;
+    case KEY_BODY_TIMEOUT:
+        if (parse_uint(v, 1, 86400, &u, err, errlen, what) < 0)
+            return -1;
+        c->body_timeout = (unsigned)u;
+        return 0;
+    case KEY_UPLOAD_TIMEOUT:
+        if (parse_uint(v, 1, 7 * 86400, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_timeout = (unsigned)u;
+        return 0;
+    case KEY_MAX_CONN_PER_ADDR:
+        if (parse_uint(v, 0, 1000000, &u, err, errlen, what) < 0)
+            return -1;
+        c->max_conn_per_addr = (unsigned)u;
+        return 0;
     case 'm':
         if (strcmp(v, "0") != 0 &&
             parse_uint(v, 16, 1u << 30, &u, err, errlen, what) < 0)
@@ -432,6 +477,12 @@ static const struct {
     {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
     {KEY_MAX_JOB_MEMORY, "max-job-memory", "ECOPT_MAX_JOB_MEMORY"},
     {KEY_MPI_HOSTFILE, "mpi-hostfile", "ECOPT_MPI_HOSTFILE"},
+    {KEY_UMASK, "umask", "ECOPT_UMASK"},
+    {KEY_HEADER_TIMEOUT, "header-timeout", "ECOPT_HEADER_TIMEOUT"},
+    {KEY_BODY_TIMEOUT, "body-timeout", "ECOPT_BODY_TIMEOUT"},
+    {KEY_UPLOAD_TIMEOUT, "upload-timeout", "ECOPT_UPLOAD_TIMEOUT"},
+    {KEY_MAX_CONN_PER_ADDR, "max-connections-per-address",
+     "ECOPT_MAX_CONNECTIONS_PER_ADDRESS"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -461,6 +512,11 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->max_connections = 1000;
     c->max_streams_per_token = 16;
     c->max_job_memory = 8192;
+    c->umask = 077;
+    c->header_timeout = 20;
+    c->body_timeout = 60;
+    c->upload_timeout = 3600;
+    c->max_conn_per_addr = 64;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 
