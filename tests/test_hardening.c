@@ -169,6 +169,60 @@ START_TEST(test_tokens_refused_at_reload)
 }
 END_TEST
 
+/* ---- wrong tokens from a shared address ------------------------------------ */
+
+/*
+ * Loopback (or a reverse proxy) is one address for every client behind
+ * it. A flood of wrong tokens from it, then from 300 more addresses
+ * (more than any per-network or global budget of old), refuses only the
+ * wrong tokens: every tenant and the admin are served throughout.
+ */
+START_TEST(test_wrong_tokens_lock_no_one_out)
+{
+    static const char *const good[] = {ALICE, BOB, ROOT};
+    struct server s;
+    struct reply r;
+    int n401 = 0, n429 = 0;
+    char from[32];
+    double t0;
+
+    server_start(&s, 0);
+    t0 = tu_now();
+    for (int i = 0; i < 40; i++) {
+        r = req(&s, "GET", "/v1/jobs", "wrong-wrong-wrong-0123", NULL, NULL);
+        ck_assert_msg(r.status == (i < 20 ? 401 : 429), "wrong token %d: %ld", i, r.status);
+        r.status == 401 ? n401++ : n429++;
+        free(r.body);
+    }
+    fprintf(stderr, "test_hardening: 40 wrong tokens from 127.0.0.1 in %.2f s: %d 401, "
+            "%d 429\n", tu_now() - t0, n401, n429);
+    for (int i = 0; i < 300; i++) {
+        snprintf(from, sizeof from, "127.0.%d.%d", 3 + i / 100, 1 + i % 100);
+        for (int k = 0; k < 2; k++) {
+            r = req_from(&s, "GET", "/v1/jobs", "wrong-wrong-wrong-0123", NULL, NULL, from);
+            ck_assert_msg(r.status == 401, "%s: %ld", from, r.status);
+            free(r.body);
+        }
+    }
+    for (size_t i = 0; i < 3; i++) {
+        r = req(&s, "GET", "/v1/jobs?limit=1", good[i], NULL, NULL);
+        ck_assert_msg(r.status == 200, "token %zu after the flood: %ld %s", i, r.status,
+                      r.body);
+        free(r.body);
+        r = req_from(&s, "GET", "/v1/jobs?limit=1", good[i], NULL, NULL, "127.0.3.1");
+        ck_assert_msg(r.status == 200, "token %zu from another address: %ld", i, r.status);
+        free(r.body);
+    }
+    /* The failing client is still refused, with the limit named. */
+    r = req(&s, "GET", "/v1/jobs", "wrong-wrong-wrong-0123", NULL, NULL);
+    ck_assert_int_eq(r.status, 429);
+    ck_assert_msg(strstr(r.body, "failed_auth_per_minute"), "%s", r.body);
+    ck_assert_msg(r.retry_after[0], "no Retry-After");
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* ---- header bytes a proxy reads otherwise ---------------------------------- */
 
 /*
@@ -379,6 +433,10 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_tokens_refused_at_start);
     tcase_add_test(tc, test_tokens_refused_at_reload);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("auth");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_wrong_tokens_lock_no_one_out);
     suite_add_tcase(s, tc);
     tc = tcase_create("headers");
     tcase_set_timeout(tc, 120);
