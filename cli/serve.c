@@ -169,6 +169,11 @@ int cmd_serve(int argc, char **argv)
     hc.threads = a.cfg.threads;
     hc.max_body = a.cfg.max_body;
     hc.conn_timeout_s = a.cfg.conn_timeout;
+    hc.header_timeout_s = a.cfg.header_timeout;
+    hc.body_timeout_s = a.cfg.body_timeout;
+    hc.upload_timeout_s = a.cfg.upload_timeout;
+    hc.max_per_address = a.cfg.max_conn_per_addr;
+    hc.admit = api_admit;
     hc.max_connections = a.cfg.max_connections;
     hc.access_log_off = a.cfg.access_log_off;
     /* No upload is in progress yet: what one left behind is garbage. */

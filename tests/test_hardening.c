@@ -113,6 +113,264 @@ static void assert_refused_at_start(const char *text, const char *phrase)
     rmdir(dir);
 }
 
+/* The server's resident memory, in KiB, from /proc. */
+static long vmrss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (!(f = fopen(path, "r")))
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* Seconds /livez took to answer 200 from 127.0.0.1, or -1 when it was not
+ * answered within limit seconds. */
+static double livez_seconds(const struct server *s, long limit)
+{
+    CURL *c = curl_easy_init();
+    struct reply r = {0};
+    char url[128];
+    long status = 0;
+    double t0 = tu_now();
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/livez", s->port);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, limit);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    free(r.body);
+    return status == 200 ? tu_now() - t0 : -1;
+}
+
+/* Enough descriptors for n connections of the test's own. */
+static void raise_nofile(rlim_t n)
+{
+    struct rlimit rl;
+
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < n) {
+        rl.rlim_cur = rl.rlim_max < n ? rl.rlim_max : n;
+        ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    ck_assert_msg(rl.rlim_cur >= n, "RLIMIT_NOFILE %llu, the test needs %llu",
+                  (unsigned long long)rl.rlim_cur, (unsigned long long)n);
+}
+
+/* 1 when the server has closed fd (EOF or reset), without waiting. */
+static int closed_by_server(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    char buf[512];
+    ssize_t n;
+
+    if (poll(&p, 1, 0) != 1)
+        return 0;
+    n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* ---- slow and anonymous clients --------------------------------------------- */
+
+#define NSLOW 1000
+
+/*
+ * 1,000 connections that send part of a request and then a byte a second
+ * (the header deadline is 3 s here, 20 s by default): from one address,
+ * all but the per-address cap are closed at once; from 20 addresses, all
+ * are closed by the deadline however the bytes trickle. /livez is
+ * answered throughout; the bodies of requests (buffered ones and uploads)
+ * have a deadline of their own.
+ */
+START_TEST(test_slow_clients_are_dropped)
+{
+    static const char partial[] = "GET /livez HTTP/1.1\r\nHost: t\r\nX-Pad: ";
+    int *fds = malloc(NSLOW * sizeof *fds);
+    struct server s;
+    double t0, lz, last_close = 0;
+    int closed, held;
+    long rss0, rss1;
+    char from[32];
+
+    raise_nofile(NSLOW + 400);
+    setenv("ECOPT_HEADER_TIMEOUT", "3", 1);
+    setenv("ECOPT_BODY_TIMEOUT", "3", 1);
+    setenv("ECOPT_UPLOAD_TIMEOUT", "3", 1);
+    server_start(&s, 0);
+    rss0 = vmrss_kb(s.pid);
+
+    /* One address: the cap (64) holds, the rest are closed at once. */
+    t0 = tu_now();
+    for (int i = 0; i < NSLOW; i++) {
+        fds[i] = raw_connect_from(&s, "127.0.0.2");
+        send_all(fds[i], partial, sizeof partial - 1);
+    }
+    lz = livez_seconds(&s, 10);
+    usleep(500000);
+    closed = 0;
+    for (int i = 0; i < NSLOW; i++)
+        closed += closed_by_server(fds[i]);
+    rss1 = vmrss_kb(s.pid);
+    fprintf(stderr, "test_hardening: %d slow connections from one address: %d closed at "
+            "once, %d held; /livez %.3f s; server %ld -> %ld KiB\n", NSLOW, closed,
+            NSLOW - closed, lz, rss0, rss1);
+    ck_assert_msg(lz >= 0 && lz < 5, "/livez beside %d slow clients of one address: %.2f",
+                  NSLOW, lz);
+    ck_assert_int_ge(closed, NSLOW - 64);
+    for (int i = 0; i < NSLOW; i++)
+        close(fds[i]);
+
+    /* 20 addresses, 50 each: the connection limit (1000) is full until
+     * the deadline closes them, bytes trickling or not. */
+    usleep(300000);
+    t0 = tu_now();
+    for (int i = 0; i < NSLOW; i++) {
+        snprintf(from, sizeof from, "127.0.2.%d", 1 + i % 20);
+        fds[i] = raw_connect_from(&s, from);
+        send_all(fds[i], partial, sizeof partial - 1);
+    }
+    lz = livez_seconds(&s, 15);
+    held = 0;
+    {
+        char *open = calloc(NSLOW, 1);
+        int left = NSLOW;
+
+        memset(open, 1, NSLOW);
+        for (int tick = 0; tick < 20 && left > 0; tick++) {      /* 10 s at most */
+            for (int i = 0; i < NSLOW; i++) {
+                if (!open[i])
+                    continue;
+                if (closed_by_server(fds[i])) {
+                    open[i] = 0;
+                    left--;
+                    last_close = tu_now() - t0;
+                } else if (tick % 2 == 0) {
+                    send(fds[i], "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+                }
+            }
+            usleep(500000);
+        }
+        held = left;
+        free(open);
+    }
+    fprintf(stderr, "test_hardening: %d trickling connections from 20 addresses: /livez "
+            "%.3f s; %d still open after %.1f s, the last closed at %.1f s "
+            "(header deadline 3 s)\n", NSLOW, lz, held, tu_now() - t0, last_close);
+    ck_assert_msg(lz >= 0 && lz < 10, "/livez beside %d trickling clients: %.2f", NSLOW, lz);
+    ck_assert_msg(held == 0, "%d trickling connections outlived the header deadline", held);
+    for (int i = 0; i < NSLOW; i++)
+        close(fds[i]);
+
+    /* Bodies: a JSON body and an upload, trickled after whole headers. */
+    {
+        static const char *const heads[] = {
+            "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " ALICE "\r\n"
+            "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{",
+            "POST /v1/datasets?name=slow HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer "
+            ALICE "\r\nContent-Length: 100000\r\n\r\n+1 1:1\n",
+        };
+        int bfd[20], left = 20;
+
+        t0 = tu_now();
+        for (int i = 0; i < 20; i++) {
+            bfd[i] = raw_connect(&s);
+            send_all(bfd[i], heads[i % 2], strlen(heads[i % 2]));
+        }
+        for (int tick = 0; tick < 20 && left > 0; tick++) {
+            left = 0;
+            for (int i = 0; i < 20; i++) {
+                if (bfd[i] < 0)
+                    continue;
+                if (closed_by_server(bfd[i])) {
+                    close(bfd[i]);
+                    bfd[i] = -1;
+                    last_close = tu_now() - t0;
+                    continue;
+                }
+                left++;
+                if (tick % 2 == 0)
+                    send(bfd[i], " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            }
+            usleep(500000);
+        }
+        fprintf(stderr, "test_hardening: 20 trickled bodies: %d still open, the last "
+                "closed at %.1f s (body and upload deadlines 3 s)\n", left, last_close);
+        ck_assert_msg(left == 0, "%d trickled bodies outlived their deadline", left);
+    }
+    ck_assert_msg(livez_seconds(&s, 10) >= 0, "/livez after the slow clients");
+    free(fds);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+#define NANON 300
+#define ANON_BODY (1 << 20)
+
+/*
+ * 300 requests without a token, each announcing a 1 MiB body and sending
+ * all of it but the last byte: the server keeps none of it (the token is
+ * checked on the headers, the body is read and dropped), and each gets
+ * its 401 when the body ends.
+ */
+START_TEST(test_anonymous_bodies_not_kept)
+{
+    static const char head[] = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: 1048576\r\n\r\n";
+    char *body = malloc(ANON_BODY);
+    int *fds = malloc(NANON * sizeof *fds), n401 = 0;
+    struct server s;
+    long rss0, rss1, rss2;
+    char from[32], buf[1024];
+    double t0;
+
+    raise_nofile(NANON + 200);
+    memset(body, ' ', ANON_BODY);
+    server_start(&s, 0);
+    rss0 = vmrss_kb(s.pid);
+    t0 = tu_now();
+    for (int i = 0; i < NANON; i++) {
+        snprintf(from, sizeof from, "127.0.4.%d", 1 + i % 10);
+        fds[i] = raw_connect_from(&s, from);
+        send_all(fds[i], head, sizeof head - 1);
+        send_all(fds[i], body, ANON_BODY - 1);
+    }
+    usleep(500000);
+    rss1 = vmrss_kb(s.pid);
+    for (int i = 0; i < NANON; i++)
+        send_all(fds[i], "}", 1);
+    for (int i = 0; i < NANON; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        ssize_t n;
+
+        if (poll(&p, 1, 10000) == 1 && (n = recv(fds[i], buf, sizeof buf - 1, 0)) > 12) {
+            buf[n] = '\0';
+            n401 += strncmp(buf, "HTTP/1.1 401", 12) == 0;
+        }
+        close(fds[i]);
+    }
+    rss2 = vmrss_kb(s.pid);
+    fprintf(stderr, "test_hardening: %d anonymous 1 MiB bodies in %.1f s: server %ld KiB "
+            "before, %ld with all but a byte in, %ld after; %d answered 401\n", NANON,
+            tu_now() - t0, rss0, rss1, rss2, n401);
+    ck_assert_int_eq(n401, NANON);
+    /* 300 MiB if they were kept; MHD's 64 KiB pools are 19 MiB of it. */
+    ck_assert_msg(rss1 - rss0 < 64 * 1024, "the server grew by %ld KiB", rss1 - rss0);
+    free(fds);
+    free(body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* ---- the tokens file -------------------------------------------------------- */
 
 /* A secret on two lines (a tenant holding an admin's secret by mistake)
@@ -433,6 +691,11 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_tokens_refused_at_start);
     tcase_add_test(tc, test_tokens_refused_at_reload);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("slow");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_slow_clients_are_dropped);
+    tcase_add_test(tc, test_anonymous_bodies_not_kept);
     suite_add_tcase(s, tc);
     tc = tcase_create("auth");
     tcase_set_timeout(tc, 120);

@@ -377,6 +377,7 @@ START_TEST(test_many_connections)
     ck_assert_msg(rl.rlim_cur >= NCONN + 200, "RLIMIT_NOFILE %llu is too low",
                   (unsigned long long)rl.rlim_cur);
     setenv("ECOPT_MAX_CONNECTIONS", "1024", 1);
+    setenv("ECOPT_MAX_CONNECTIONS_PER_ADDRESS", "0", 1);   /* all from one */
     /* The server starts with the common soft limit of 1024 files and must
      * raise it itself to hold 1024 connections beside its other files. */
     {

@@ -125,6 +125,23 @@ static int reply_unknown_query(struct http_resp *rs, const struct api_route *r,
                               json_pack("{s:s}", "parameter", name));
 }
 
+/* /metrics says how busy the server is and whose jobs run: behind the
+ * same tokens as the API, unless the operator made it public. */
+static int needs_token(const struct api_route *r, const struct http_req *rq)
+{
+    return r->auth == API_TOKEN ||
+           (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public);
+}
+
+int api_admit(struct http_req *rq, struct http_resp *rs)
+{
+    const struct api_route *r = route_of(rq);
+
+    if (r && needs_token(r, rq))
+        rq->principal = authenticate(rq, rs);
+    return 0;
+}
+
 static int dispatch(struct http_req *rq, struct http_resp *rs)
 {
     const struct api_route *r = route_of(rq);
@@ -132,11 +149,9 @@ static int dispatch(struct http_req *rq, struct http_resp *rs)
 
     if (!r)
         return http_reply_problem(rs, 500, NULL, "no handler for this route", NULL);
-    /* /metrics says how busy the server is and whose jobs run: behind the
-     * same tokens as the API, unless the operator made it public. */
-    if ((r->auth == API_TOKEN ||
-         (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public)) &&
-        !(who = authenticate(rq, rs)))
+    /* api_admit found who it is on the headers; without it, here. */
+    if (needs_token(r, rq) &&
+        !(who = rq->principal ? rq->principal : authenticate(rq, rs)))
         return 0;
     for (size_t i = 0; i < rq->nquery; i++)
         if (!query_allowed(r->query, rq->query[i].key))

@@ -88,6 +88,11 @@ static void *timer_main(void *arg)
         }
         for (struct http_exchange *x = srv->sinks; x; x = x->sink_next)
             http__sink_check_peer(x, now);
+        /* Connection deadlines are of whole seconds: a look each second
+           keeps them within one, whenever they were set. */
+        http__conns_expire(srv, now);
+        if (now + 1000000000ull < next)
+            next = now + 1000000000ull;
         if (srv->sinks && now + PEER_CHECK_MS * 1000000ull < next)
             next = now + PEER_CHECK_MS * 1000000ull;
         if (expired) {
@@ -550,6 +555,14 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
         }
         return early_reply(x);
     }
+    /* Who is asking, before any byte of a body is read or kept. */
+    if (srv->admit) {
+        x->phase = PH_HANDLER;
+        x->handler_rc = srv->admit(&x->rq, rs);
+        if (rs->kind != RESP_NONE)
+            return early_reply(x);
+        x->phase = PH_NEW;
+    }
     if (srv->routes[x->route].flags & HTTP_STREAM_BODY)
         return begin_stream(x);
     /* A declared length over the limit is refused before a byte of the
@@ -582,6 +595,7 @@ static enum MHD_Result dispatch(struct http_exchange *x)
     struct http_resp *rs = &x->rs;
     struct http_deferred *d;
 
+    http__conn_deadline(x, HTTP__DL_NONE);     /* the body is in */
     if (x->discard)
         return queue_reply(x);  /* answered already, body dropped */
     if (x->body) {
@@ -624,8 +638,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (!x || x->conn != conn)
         return MHD_NO;  /* on_uri ran out of memory: drop the connection */
     switch (x->phase) {
-    case PH_NEW:
-        return begin(x, method);
+    case PH_NEW: {
+        enum MHD_Result r = begin(x, method);
+
+        /* The headers are in: a body has its own deadline, the rest none. */
+        http__conn_deadline(x, x->phase != PH_BODY ? HTTP__DL_NONE
+                               : x->sink_on        ? HTTP__DL_UPLOAD
+                                                   : HTTP__DL_BODY);
+        return r;
+    }
     case PH_BODY:
         if (*upload_data_size) {
             if (http__body_append(x, upload_data, *upload_data_size) < 0)
@@ -672,6 +693,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     if (!x)
         return;
     *con_cls = NULL;
+    http__conn_deadline(x, HTTP__DL_HEADERS);  /* the next request's */
     ns = http__mono_ns() - x->t0_ns;
     if (x->status)
         http__record(srv, x, ns);
@@ -877,6 +899,7 @@ static void free_server(struct http_server *srv)
     free(srv->routes);
     free(srv->stats);
     pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->tick);
     pthread_cond_destroy(&srv->drained);
     free(srv);
@@ -904,6 +927,7 @@ struct http_server *http_start(const struct http_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&srv->lock, NULL);
+    pthread_mutex_init(&srv->conn_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&srv->tick, &ca);
@@ -913,6 +937,14 @@ struct http_server *http_start(const struct http_config *cfg,
     srv->app = app;
     srv->quiet = cfg->access_log_off;
     srv->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+    srv->header_timeout_ns = (cfg->header_timeout_s ? cfg->header_timeout_s
+                                                    : DEFAULT_HEADER_TIMEOUT_S) * 1000000000ull;
+    srv->body_timeout_ns = (cfg->body_timeout_s ? cfg->body_timeout_s
+                                                : DEFAULT_BODY_TIMEOUT_S) * 1000000000ull;
+    srv->upload_timeout_ns = (cfg->upload_timeout_s ? cfg->upload_timeout_s
+                                                    : DEFAULT_UPLOAD_TIMEOUT_S) * 1000000000ull;
+    srv->max_per_address = cfg->max_per_address;
+    srv->admit = cfg->admit;
     srv->id_salt = (unsigned)(http__mono_ns() ^ ((uint64_t)getpid() << 16));
     srv->routes = calloc(nroutes ? nroutes : 1, sizeof *srv->routes);
     srv->stats = calloc(nroutes + 1, sizeof *srv->stats);
@@ -968,6 +1000,7 @@ struct http_server *http_start(const struct http_config *cfg,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         STRICTNESS_OPTION, STRICTNESS_LEVEL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_NOTIFY_CONNECTION, http__conn_notify, srv,
         MHD_OPTION_END);
     if (!srv->daemon) {
         http__fmt(err, errlen, "libmicrohttpd did not start (%u threads, %u "
