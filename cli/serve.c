@@ -94,7 +94,7 @@ static const char serve_usage[] =
     "  --max-connections-per-address N\n"
     "                              ECOPT_MAX_CONNECTIONS_PER_ADDRESS, open\n"
     "                              connections of one client address, default\n"
-    "                              64 (0: no limit; raise it behind a proxy)\n"
+    "                              256 (0: no limit; raise it behind a proxy)\n"
     "  --quiet                     no access log\n"
     "\n"
     "SIGTERM or SIGINT: stop accepting, end running jobs (they become\n"

@@ -516,7 +516,7 @@ int config_load(struct config *c, int argc, char **argv, char *err,
     c->header_timeout = 20;
     c->body_timeout = 60;
     c->upload_timeout = 3600;
-    c->max_conn_per_addr = 64;
+    c->max_conn_per_addr = 256;
     len = readlink("/proc/self/exe", c->exe, sizeof c->exe - 1);
     c->exe[len > 0 ? len : 0] = '\0';
 

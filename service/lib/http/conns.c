@@ -48,6 +48,30 @@ static size_t same_address(const struct http_server *srv, const struct http__con
     return n;
 }
 
+/*
+ * A connection over its address's cap gets a 503 problem, written at once
+ * into its empty socket buffer (no request of it has been read, and none
+ * will be), and is shut down: MHD reads its end and closes it.
+ */
+static void refuse_over_cap(const struct http_server *srv, int fd)
+{
+    char body[256], msg[512];
+    int blen, mlen;
+
+    blen = snprintf(body, sizeof body,
+                    "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\","
+                    "\"status\":503,\"detail\":\"more than %u connections are open from "
+                    "this address\",\"limit\":\"max_connections_per_address\","
+                    "\"value\":%u}", srv->max_per_address, srv->max_per_address);
+    mlen = snprintf(msg, sizeof msg,
+                    "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n"
+                    "Retry-After: 1\r\nContent-Type: application/problem+json\r\n"
+                    "Content-Length: %d\r\n\r\n%s", blen, body);
+    /* At best: the client may be gone already. */
+    (void)send(fd, msg, (size_t)mlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+    shutdown(fd, SHUT_RDWR);
+}
+
 void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                        enum MHD_ConnectionNotificationCode code)
 {
@@ -86,18 +110,18 @@ void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_con
     srv->conns = c;
     *socket_context = c;
     if (srv->max_per_address && same_address(srv, c) > srv->max_per_address) {
-        shutdown(c->fd, SHUT_RDWR);
+        refuse_over_cap(srv, c->fd);
         c->deadline_ns = 0;
         over = 1;
     }
     pthread_mutex_unlock(&srv->conn_lock);
-    if (over) {
-        atomic_fetch_add_explicit(&srv->refused_per_address, 1, memory_order_relaxed);
-        if (!srv->quiet)
-            fprintf(stderr, "http closed a connection from %s: more than %u open from "
-                    "that address (max_connections_per_address)\n", c->client,
-                    srv->max_per_address);
-    }
+    /* One line per thousand: a flood must not flood the log too. */
+    if (over && atomic_fetch_add_explicit(&srv->refused_per_address, 1,
+                                          memory_order_relaxed) % 1000 == 0 &&
+        !srv->quiet)
+        fprintf(stderr, "http closed a connection from %s: more than %u open from that "
+                "address (max_connections_per_address; one line per 1000 such)\n",
+                c->client, srv->max_per_address);
 }
 
 void http__conn_deadline(struct http_exchange *x, unsigned which)
