@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api.h"
 #include "app.h"
@@ -67,6 +68,10 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "ecopt serve: %s\n", err);
         return 2;
     }
+    /* Before any file is made: the database, its -wal and -shm, logs,
+       uploads and directories are the service's alone unless the admin
+       says otherwise. */
+    umask((mode_t)a.cfg.umask);
     /* Signals are taken by sigwait below, so every thread blocks them. */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -99,6 +104,11 @@ int cmd_serve(int argc, char **argv)
     hc.threads = a.cfg.threads;
     hc.max_body = a.cfg.max_body;
     hc.conn_timeout_s = a.cfg.conn_timeout;
+    hc.header_timeout_s = a.cfg.header_timeout;
+    hc.body_timeout_s = a.cfg.body_timeout;
+    hc.upload_timeout_s = a.cfg.upload_timeout;
+    hc.max_per_address = a.cfg.max_conn_per_addr;
+    hc.admit = api_admit;
     hc.max_connections = a.cfg.max_connections;
     hc.access_log_off = a.cfg.access_log_off;
     /* No upload is in progress yet: what one left behind is garbage. */

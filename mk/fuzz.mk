@@ -10,7 +10,7 @@ FUZZ_CC ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/nu
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 30
 FUZZ_TARGETS := jobspec libsvm wire http metrics_cursor metric_record upload catalog_names \
-                patch
+                patch tokens
 FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CC_ALL = $(FUZZ_CC) $(XCFLAGS) $(FUZZ_CFLAGS)

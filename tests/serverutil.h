@@ -6,10 +6,15 @@
 #ifndef ECOPT_SERVERUTIL_H
 #define ECOPT_SERVERUTIL_H
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <jansson.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -320,5 +325,112 @@ static inline void job_cancel(const struct server *s, const char *token, const c
 #define ALICE "alice-secret-0123456789"
 #define BOB "bob-secret-0123456789abc"
 #define ROOT "root-secret-0123456789ab"
+
+/* Raw sockets, for what libcurl would not send. A connection to the
+ * server from a loopback address of the test's choosing (NULL: the usual
+ * one), so that tests can be many clients. */
+static inline int raw_connect_from(const struct server *s, const char *from)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    ck_assert_int_ge(fd, 0);
+    if (from) {
+        a.sin_family = AF_INET;
+        ck_assert_int_eq(inet_pton(AF_INET, from, &a.sin_addr), 1);
+        ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", from,
+                      strerror(errno));
+    }
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)s->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
+                  strerror(errno));
+    return fd;
+}
+
+static inline int raw_connect(const struct server *s)
+{
+    return raw_connect_from(s, NULL);
+}
+
+static inline int send_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads until EOF (or timeout); returns bytes read, -1 on timeout. */
+static inline ssize_t read_until_eof(int fd, char *out, size_t cap, double timeout)
+{
+    double until = tu_now() + timeout;
+    size_t n = 0;
+
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int ms = (int)((until - tu_now()) * 1000);
+        ssize_t r;
+
+        if (ms <= 0)
+            return -1;
+        if (poll(&p, 1, ms) <= 0)
+            continue;
+        r = recv(fd, out + n, cap - 1 - n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || n + (size_t)r >= cap - 1) {
+            if (r > 0)
+                n += (size_t)r;
+            out[n] = '\0';
+            return (ssize_t)n;
+        }
+        n += (size_t)r;
+    }
+}
+
+
+struct raw_reply {
+    int status;              /* 0: the connection closed without one */
+    char ctype[128];
+    char allow[128];
+    const char *body;        /* into text */
+    char text[1 << 16];
+};
+
+/* Sends req (which should say Connection: close; len 0 for strlen) and
+ * reads the answer. */
+static inline void raw_request(const struct server *s, const char *req, size_t len,
+                        struct raw_reply *r)
+{
+    int fd = raw_connect(s);
+
+    if (!len)
+        len = strlen(req);
+    ssize_t n;
+    const char *h;
+
+    memset(r, 0, sizeof *r - sizeof r->text);
+    r->text[0] = '\0';
+    send_all(fd, req, len);         /* the server may close part way */
+    n = read_until_eof(fd, r->text, sizeof r->text, 20);
+    close(fd);
+    ck_assert_msg(n >= 0, "no answer in 20 s to %.60s", req);
+    sscanf(r->text, "HTTP/1.%*d %d", &r->status);
+    for (h = strstr(r->text, "\r\n"); h && h[2] != '\r'; h = strstr(h + 2, "\r\n")) {
+        if (strncasecmp(h + 2, "Content-Type: ", 14) == 0)
+            sscanf(h + 16, "%127[^\r]", r->ctype);
+        if (strncasecmp(h + 2, "Allow: ", 7) == 0)
+            sscanf(h + 9, "%127[^\r]", r->allow);
+    }
+    r->body = (h = strstr(r->text, "\r\n\r\n")) ? h + 4 : "";
+}
 
 #endif

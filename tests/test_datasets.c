@@ -508,8 +508,9 @@ START_TEST(test_upload_lifecycle)
     free(r.body);
     snprintf(path, sizeof path, "%s/a9a-up", s.data);
     ck_assert_int_eq(stat(path, &st), 0);
-    /* A version is never written again: read-only (it was 0640). */
-    ck_assert_int_eq(st.st_mode & 0777, 0440);
+    /* A version is never written again: read-only, and the service's
+       alone under the default umask (077). */
+    ck_assert_int_eq(st.st_mode & 0777, 0400);
     ck_assert_int_eq(temp_files(s.data), 0);
 
     /* It is listed, with when it came. */

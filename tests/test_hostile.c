@@ -32,96 +32,6 @@ static const char valid_spec[] =
 
 /* ---- raw sockets, for what libcurl would not send --------------------------- */
 
-static int raw_connect(const struct server *s)
-{
-    struct sockaddr_in a = {0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    ck_assert_int_ge(fd, 0);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)s->port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
-                  strerror(errno));
-    return fd;
-}
-
-static int send_all(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads until EOF (or timeout); returns bytes read, -1 on timeout. */
-static ssize_t read_until_eof(int fd, char *out, size_t cap, double timeout)
-{
-    double until = tu_now() + timeout;
-    size_t n = 0;
-
-    for (;;) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int ms = (int)((until - tu_now()) * 1000);
-        ssize_t r;
-
-        if (ms <= 0)
-            return -1;
-        if (poll(&p, 1, ms) <= 0)
-            continue;
-        r = recv(fd, out + n, cap - 1 - n, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || n + (size_t)r >= cap - 1) {
-            if (r > 0)
-                n += (size_t)r;
-            out[n] = '\0';
-            return (ssize_t)n;
-        }
-        n += (size_t)r;
-    }
-}
-
-struct raw_reply {
-    int status;              /* 0: the connection closed without one */
-    char ctype[128];
-    char allow[128];
-    const char *body;        /* into text */
-    char text[1 << 16];
-};
-
-/* Sends req (which should say Connection: close; len 0 for strlen) and
- * reads the answer. */
-static void raw_request(const struct server *s, const char *req, size_t len,
-                        struct raw_reply *r)
-{
-    int fd = raw_connect(s);
-
-    if (!len)
-        len = strlen(req);
-    ssize_t n;
-    const char *h;
-
-    memset(r, 0, sizeof *r - sizeof r->text);
-    r->text[0] = '\0';
-    send_all(fd, req, len);         /* the server may close part way */
-    n = read_until_eof(fd, r->text, sizeof r->text, 20);
-    close(fd);
-    ck_assert_msg(n >= 0, "no answer in 20 s to %.60s", req);
-    sscanf(r->text, "HTTP/1.%*d %d", &r->status);
-    if ((h = strcasestr(r->text, "\r\nContent-Type: ")))
-        sscanf(h + 16, "%127[^\r]", r->ctype);
-    if ((h = strcasestr(r->text, "\r\nAllow: ")))
-        sscanf(h + 9, "%127[^\r]", r->allow);
-    r->body = (h = strstr(r->text, "\r\n\r\n")) ? h + 4 : "";
-}
-
 /* A problem+json body with the status it was sent with. */
 static void assert_problem(long status, const char *ctype, const char *body,
                            const char *what)
@@ -467,6 +377,7 @@ START_TEST(test_many_connections)
     ck_assert_msg(rl.rlim_cur >= NCONN + 200, "RLIMIT_NOFILE %llu is too low",
                   (unsigned long long)rl.rlim_cur);
     setenv("ECOPT_MAX_CONNECTIONS", "1024", 1);
+    setenv("ECOPT_MAX_CONNECTIONS_PER_ADDRESS", "0", 1);   /* all from one */
     /* The server starts with the common soft limit of 1024 files and must
      * raise it itself to hold 1024 connections beside its other files. */
     {

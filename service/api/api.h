@@ -46,6 +46,10 @@ extern const size_t api_nroutes;
    dispatcher, which authenticates and calls the route's own. out needs
    api_nroutes entries. */
 void api_http_routes(struct http_route *out);
+/* http_config's admit: the token of a route that needs one, checked on
+   the headers (401 or 429 before any byte of a body is read); the
+   dispatcher then takes rq->principal as who is asking. */
+int api_admit(struct http_req *rq, struct http_resp *rs);
 
 /* Jobs an admin may see are everyone's: owner NULL. */
 const char *api_owner_of(const struct token *t);

@@ -46,51 +46,39 @@ const struct api_route api_routes[] = {
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 
-/* Who is asking: the token, or NULL with a 401 (or 429, for an address
- * that failed too often) already replied. */
+/*
+ * Who is asking: the token, or NULL with a 401 already replied (or a 429,
+ * to an address whose wrong tokens are past their budget). A token
+ * someone holds is taken whatever others sent from the same address.
+ */
 static const struct token *authenticate(struct http_req *rq, struct http_resp *rs)
 {
     struct app *a = rq->app;
-    const struct token *t;
-    enum auth_limit which;
-    double wait = auth_blocked(&a->auth, rq->client, &which);
+    const struct token *t = auth_check(&a->auth, rq->token);
     char detail[200], retry[32];
+    double wait;
 
-    if (wait > 0) {
-        /* Refused before any comparison, so guessing gains nothing. */
-        static const struct {
-            const char *limit, *from;
-            int max;
-        } budget[] = {
-            [AUTH_LIMIT_ADDRESS] = {"failed_auth_per_minute", "this address",
-                                    AUTH_FAIL_MAX},
-            [AUTH_LIMIT_NETWORK] = {"failed_auth_per_minute_per_network",
-                                    "this address's network", AUTH_FAIL_NET_MAX},
-            [AUTH_LIMIT_GLOBAL] = {"failed_auth_per_minute_in_all", "all clients",
-                                   AUTH_FAIL_GLOBAL_MAX},
-        };
+    if (t)
+        return t;
+    /* A wrong token is a failure; a missing one is not. */
+    if (rq->token && (wait = auth_failed(&a->auth, rq->client)) > 0) {
         snprintf(retry, sizeof retry, "%.0f", wait + 1);
         snprintf(detail, sizeof detail,
-                 "too many failed authentications from %s (%s): at most %d per %.0f s",
-                 budget[which].from, rq->client, budget[which].max, AUTH_FAIL_WINDOW);
+                 "the bearer token is not known, and too many unknown tokens came from "
+                 "%s: at most %d per %.0f s (a token someone holds is always taken)",
+                 rq->client, AUTH_FAIL_MAX, AUTH_FAIL_WINDOW);
         http_reply_header(rs, "Retry-After", retry);
         http_reply_problem(rs, 429, NULL, detail,
-                           json_pack("{s:s, s:i}", "limit", budget[which].limit,
-                                     "value", budget[which].max));
+                           json_pack("{s:s, s:i}", "limit", "failed_auth_per_minute",
+                                     "value", AUTH_FAIL_MAX));
         return NULL;
     }
-    t = auth_check(&a->auth, rq->token);
-    if (!t) {
-        /* A wrong token is a guess; a missing one is not. */
-        if (rq->token)
-            auth_failed(&a->auth, rq->client);
-        http_reply_header(rs, "WWW-Authenticate", "Bearer");
-        http_reply_problem(rs, 401, NULL,
-                           rq->token ? "the bearer token is not known"
-                                     : "an Authorization: Bearer token is required",
-                           NULL);
-    }
-    return t;
+    http_reply_header(rs, "WWW-Authenticate", "Bearer");
+    http_reply_problem(rs, 401, NULL,
+                       rq->token ? "the bearer token is not known"
+                                 : "an Authorization: Bearer token is required",
+                       NULL);
+    return NULL;
 }
 
 /* The route the server matched: its method and pattern are the table's. */
@@ -138,6 +126,23 @@ static int reply_unknown_query(struct http_resp *rs, const struct api_route *r,
                               json_pack("{s:s}", "parameter", name));
 }
 
+/* /metrics says how busy the server is and whose jobs run: behind the
+ * same tokens as the API, unless the operator made it public. */
+static int needs_token(const struct api_route *r, const struct http_req *rq)
+{
+    return r->auth == API_TOKEN ||
+           (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public);
+}
+
+int api_admit(struct http_req *rq, struct http_resp *rs)
+{
+    const struct api_route *r = route_of(rq);
+
+    if (r && needs_token(r, rq))
+        rq->principal = authenticate(rq, rs);
+    return 0;
+}
+
 static int dispatch(struct http_req *rq, struct http_resp *rs)
 {
     const struct api_route *r = route_of(rq);
@@ -145,11 +150,9 @@ static int dispatch(struct http_req *rq, struct http_resp *rs)
 
     if (!r)
         return http_reply_problem(rs, 500, NULL, "no handler for this route", NULL);
-    /* /metrics says how busy the server is and whose jobs run: behind the
-     * same tokens as the API, unless the operator made it public. */
-    if ((r->auth == API_TOKEN ||
-         (r->auth == API_METRICS && !((struct app *)rq->app)->cfg.metrics_public)) &&
-        !(who = authenticate(rq, rs)))
+    /* api_admit found who it is on the headers; without it, here. */
+    if (needs_token(r, rq) &&
+        !(who = rq->principal ? rq->principal : authenticate(rq, rs)))
         return 0;
     for (size_t i = 0; i < rq->nquery; i++)
         if (!query_allowed(r->query, rq->query[i].key))

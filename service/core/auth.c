@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "auth.h"
 
+#include "http.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,77 +42,129 @@ static void table_free(struct auth_table *t)
     free(t);
 }
 
-/* The file as a new table, or NULL with a sentence in err. */
-static struct auth_table *table_read(const char *path, char *err, size_t errlen)
+/* Line of the token in tab whose secret is secret, or 0. */
+static unsigned secret_line(const struct auth_table *tab, const unsigned *lines,
+                            const char *secret)
+{
+    for (size_t i = 0; i < tab->n; i++)
+        if (strcmp(tab->tokens[i].secret, secret) == 0)
+            return lines[i];
+    return 0;
+}
+
+/*
+ * The text of a tokens file (name says where it is from, in messages) as
+ * a new table, or NULL with a sentence in err. Every secret is one a
+ * request can present (the bearer parser's characters) and no secret is
+ * there twice: a second entry would make its holder whoever comes last.
+ * No message quotes a secret.
+ */
+static struct auth_table *table_read(FILE *f, const char *name, char *err, size_t errlen)
 {
     struct auth_table *tab = calloc(1, sizeof *tab);
-    FILE *f;
-    char line[512];
+    unsigned *lines = NULL;         /* the line of each token, for messages */
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     unsigned lineno = 0;
 
     if (!tab) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (!(f = fopen(path, "re"))) {
-        snprintf(err, errlen, "tokens file %s: %s", path, strerror(errno));
-        free(tab);
-        return NULL;
-    }
-    while (fgets(line, sizeof line, f)) {
-        char *name, *secret, *role, *save = NULL, *nl;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        char *tname, *secret, *role, *save = NULL, *nl;
         struct token *t;
+        unsigned *l, dup;
 
         lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
-            snprintf(err, errlen, "%s:%u: line longer than %zu bytes", path,
-                     lineno, sizeof line - 2);
+        if (len > AUTH_LINE_MAX) {
+            snprintf(err, errlen, "%s:%u: line longer than %d bytes", name, lineno,
+                     AUTH_LINE_MAX);
+            goto fail;
+        }
+        if (memchr(line, '\0', (size_t)len)) {
+            snprintf(err, errlen, "%s:%u: the line holds a NUL byte", name, lineno);
             goto fail;
         }
         if ((nl = strpbrk(line, "#\r\n")))
             *nl = '\0';
-        name = strtok_r(line, ": \t", &save);
-        if (!name)
+        tname = strtok_r(line, ": \t", &save);
+        if (!tname)
             continue;
         secret = strtok_r(NULL, ": \t", &save);
         role = strtok_r(NULL, ": \t", &save);
-        if (!secret || strlen(name) >= sizeof tab->tokens->name ||
-            strlen(secret) < 16 || strlen(secret) >= sizeof tab->tokens->secret ||
-            (role && strcmp(role, "admin") != 0)) {
+        if (!secret || strlen(tname) >= sizeof tab->tokens->name ||
+            strlen(secret) < AUTH_SECRET_MIN || strlen(secret) >= sizeof tab->tokens->secret ||
+            (role && strcmp(role, "admin") != 0) || strtok_r(NULL, ": \t", &save)) {
             snprintf(err, errlen, "%s:%u: expected NAME:SECRET or NAME:SECRET:admin, "
-                     "a name under 64 bytes and a secret of 16..127 bytes",
-                     path, lineno);
+                     "a name under 64 bytes and a secret of %d..127 bytes",
+                     name, lineno, AUTH_SECRET_MIN);
             goto fail;
         }
-        if (!(t = realloc(tab->tokens, (tab->n + 1) * sizeof *t))) {
+        if (!http_bearer_valid(secret, strlen(secret))) {
+            snprintf(err, errlen, "%s:%u: the secret of '%s' holds a character a bearer "
+                     "token cannot carry: only A-Z a-z 0-9 and - . _ ~ + / = are allowed",
+                     name, lineno, tname);
+            goto fail;
+        }
+        if ((dup = secret_line(tab, lines, secret))) {
+            snprintf(err, errlen, "%s:%u: the secret of '%s' is also the secret on line "
+                     "%u: each token needs a secret of its own", name, lineno, tname, dup);
+            goto fail;
+        }
+        if ((t = realloc(tab->tokens, (tab->n + 1) * sizeof *t)))
+            tab->tokens = t;
+        if ((l = realloc(lines, (tab->n + 1) * sizeof *l)))
+            lines = l;
+        if (!t || !l) {
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-        tab->tokens = t;
+        lines[tab->n] = lineno;
         t = &tab->tokens[tab->n++];
         memset(t, 0, sizeof *t);
-        memcpy(t->name, name, strlen(name));
+        memcpy(t->name, tname, strlen(tname));
         memcpy(t->secret, secret, strlen(secret));
         t->admin = role != NULL;
     }
-    explicit_bzero(line, sizeof line);
-    fclose(f);
+    if (line)
+        explicit_bzero(line, cap);
+    free(line);
+    free(lines);
     if (!tab->n) {
-        snprintf(err, errlen, "tokens file %s has no tokens", path);
+        snprintf(err, errlen, "tokens file %s has no tokens", name);
         table_free(tab);
         return NULL;
     }
     return tab;
 fail:
-    explicit_bzero(line, sizeof line);
-    fclose(f);
+    if (line)
+        explicit_bzero(line, cap);
+    free(line);
+    free(lines);
     table_free(tab);
     return NULL;
 }
 
 int auth_load(struct auth *a, const char *path, size_t *count, char *err, size_t errlen)
 {
-    struct auth_table *tab = table_read(path, err, errlen), *old;
+    FILE *f = fopen(path, "re");
+    int rc;
+
+    if (!f) {
+        snprintf(err, errlen, "tokens file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    rc = auth_load_stream(a, f, path, count, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int auth_load_stream(struct auth *a, FILE *f, const char *name, size_t *count, char *err,
+                     size_t errlen)
+{
+    struct auth_table *tab = table_read(f, name, err, errlen), *old;
 
     if (!tab)
         return -1;
@@ -175,4 +229,14 @@ const struct token *auth_check(struct auth *a, const char *presented)
             found = &a->table->tokens[i];
     pthread_rwlock_unlock(&a->lock);
     return found;
+}
+
+const struct token *auth_token_at(struct auth *a, size_t i)
+{
+    const struct token *t;
+
+    pthread_rwlock_rdlock(&a->lock);
+    t = a->table && i < a->table->n ? &a->table->tokens[i] : NULL;
+    pthread_rwlock_unlock(&a->lock);
+    return t;
 }

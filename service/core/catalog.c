@@ -123,7 +123,7 @@ static int open_versions(int dirfd)
         return -1;
     }
     if (fd < 0 && errno == ENOENT &&
-        (mkdirat(dirfd, CATALOG_VERSIONS_DIR, 0750) == 0 || errno == EEXIST))
+        (mkdirat(dirfd, CATALOG_VERSIONS_DIR, 0777) == 0 || errno == EEXIST))
         fd = openat(dirfd, CATALOG_VERSIONS_DIR,
                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     return fd;
@@ -813,7 +813,8 @@ static void temp_letters(char *out, size_t n)
     out[n] = '\0';
 }
 
-/* The temporary file, created here and only here (O_EXCL), mode 0640. */
+/* The temporary file, created here and only here (O_EXCL), its mode the
+   umask's. */
 static int make_temp(struct catalog_upload *up)
 {
     size_t pl = sizeof CATALOG_TEMP_PREFIX - 1;
@@ -823,11 +824,9 @@ static int make_temp(struct catalog_upload *up)
         temp_letters(up->tmp + pl, TEMP_LETTERS);
         up->fd = openat(up->dirfd, up->tmp,
                         O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0640);
-        if (up->fd >= 0) {
-            fchmod(up->fd, 0640);      /* whatever the umask */
+                        0666);
+        if (up->fd >= 0)
             return 0;
-        }
         if (errno != EEXIST)
             break;
     }
@@ -1046,7 +1045,8 @@ int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
         goto out;
     }
     /* The new version, kept by its hash, read-only, before the name moves. */
-    fchmod(up->fd, 0440);
+    if (fstat(up->fd, &st) == 0)
+        fchmod(up->fd, st.st_mode & 0444);
     {
         int vfd = open_versions(up->dirfd);
 

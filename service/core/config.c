@@ -111,7 +111,7 @@ static int parse_uid_range(const char *s, struct config *c, char *err, size_t er
 /* How a setting's value is read (config_table.h lists the kinds). */
 enum config_kind {
     CFG_UINT, CFG_U64, CFG_SIZE, CFG_SECONDS, CFG_MB0, CFG_CPU, CFG_PATH,
-    CFG_USER, CFG_LISTEN, CFG_UIDS, CFG_OFF, CFG_SWITCH
+    CFG_USER, CFG_LISTEN, CFG_UIDS, CFG_OFF, CFG_SWITCH, CFG_OCTAL
 };
 
 struct setting {
@@ -128,7 +128,7 @@ struct setting {
  * compile rather than writing past it. */
 #define KIND_TYPE_OK(kind, field) _Generic(FIELD_OF(field),                  \
     unsigned: (kind) == CFG_UINT || (kind) == CFG_MB0 || (kind) == CFG_CPU ||\
-              (kind) == CFG_UIDS,                                            \
+              (kind) == CFG_UIDS || (kind) == CFG_OCTAL,                     \
     unsigned long: (kind) == CFG_U64 || (kind) == CFG_SIZE,                  \
     unsigned long long: (kind) == CFG_U64 || (kind) == CFG_SIZE,             \
     double: (kind) == CFG_SECONDS,                                           \
@@ -191,6 +191,20 @@ static int apply(struct config *c, const struct setting *s, const char *v,
         }
         *(int *)field = s->kind == CFG_OFF ? !on : on;
         return 0;
+    case CFG_OCTAL: {
+        char *end;
+        unsigned long o;
+
+        errno = 0;
+        o = strtoul(v, &end, 8);
+        if (errno || *end || end == v || v[0] == '-' || o > s->hi) {
+            snprintf(err, errlen, "%s must be an octal mask in 000..%03llo, e.g. 077 or "
+                     "027 (got '%s')", what, s->hi, v);
+            return -1;
+        }
+        *(unsigned *)field = (unsigned)o;
+        return 0;
+    }
     case CFG_MB0:
         if (strcmp(v, "0") == 0) {
             *(unsigned *)field = 0;

@@ -45,6 +45,14 @@ struct config {
     unsigned worker_mem_limit;    /* MB of address space per worker process;
                                      0: from the job's memory estimate */
     unsigned max_job_memory;      /* MB: the most a job's estimate may be */
+    unsigned umask;               /* of every file and directory the service
+                                     makes: 077 (0600, 0700) by default */
+    unsigned header_timeout;      /* s from a connection's start (or its last
+                                     reply) to its request's last header */
+    unsigned body_timeout;        /* s from the last header to the body's end */
+    unsigned upload_timeout;      /* the same for an upload's body */
+    unsigned max_conn_per_addr;   /* open connections of one client address;
+                                     0: no limit */
     char mpi_hostfile[PATH_MAX];  /* --mpi-hostfile: jobs may use backend mpi,
                                      its ranks placed by this hostfile; ""
                                      when MPI jobs are not enabled */

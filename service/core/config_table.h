@@ -15,7 +15,7 @@
  *            given), PATH (a path that fits FIELD), USER (a user name),
  *            LISTEN (HOST:PORT into host and port), UIDS (FIRST-LAST), OFF
  *            (on|off, FIELD = off), SWITCH (a flag without value; its
- *            variable is on|off|1|0)
+ *            variable is on|off|1|0), OCTAL (an octal number up to HI)
  *   FIELD    the member of struct config it sets
  *   DEFAULT  the value applied before the environment and the flags, read
  *            by the same rules; NULL: FIELD stays 0 (HELP says what that
@@ -85,6 +85,17 @@
       3600, "SEC", "idle seconds before a client is dropped")                 \
     X("max-connections", "ECOPT_MAX_CONNECTIONS", UINT, max_connections,      \
       "1000", 16, 1000000, "N", "open HTTP connections")                      \
+    X("header-timeout", "ECOPT_HEADER_TIMEOUT", UINT, header_timeout, "20",  \
+      1, 3600, "SEC",                                                         \
+      "from a connection's start or last reply to its request's last header") \
+    X("body-timeout", "ECOPT_BODY_TIMEOUT", UINT, body_timeout, "60", 1,      \
+      86400, "SEC", "from the last header to the body's last byte")           \
+    X("upload-timeout", "ECOPT_UPLOAD_TIMEOUT", UINT, upload_timeout, "3600", \
+      1, 7 * 86400, "SEC", "the same for a dataset upload")                   \
+    X("max-connections-per-address", "ECOPT_MAX_CONNECTIONS_PER_ADDRESS",     \
+      UINT, max_conn_per_addr, "256", 0, 1000000, "N",                        \
+      "open connections of one client address (0: no limit; raise it behind " \
+      "a proxy)")                                                             \
     X("max-streams-per-token", "ECOPT_MAX_STREAMS_PER_TOKEN", UINT,           \
       max_streams_per_token, "16", 1, 100000, "N",                            \
       "event streams and long-polls of one token")                            \
@@ -112,6 +123,9 @@
       "FILE",                                                                 \
       "jobs may ask for backend mpi, their ranks placed by this hostfile "    \
       "(needs ecopt-mpi and mpirun; mpirun's arguments: ECOPT_MPIRUN_ARGS)")  \
+    X("umask", "ECOPT_UMASK", OCTAL, umask, "077", 0, 0777, "MASK",          \
+      "octal, of every file and directory the service makes (database, "      \
+      "logs, uploads): 077 gives 0600 and 0700")                              \
     X("quiet", NULL, SWITCH, access_log_off, NULL, 0, 0, "", "no access log")
 
 #endif

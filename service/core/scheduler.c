@@ -1097,7 +1097,7 @@ int sched_start(struct app *app, char *err, size_t errlen)
     }
     s->app = app;
     pthread_mutex_init(&s->lock, NULL);
-    if (mkdir(app->cfg.state_dir, 0750) < 0 && errno != EEXIST) {
+    if (mkdir(app->cfg.state_dir, 0777) < 0 && errno != EEXIST) {
         snprintf(err, errlen, "state directory %s: %s", app->cfg.state_dir,
                  strerror(errno));
         free(s);

@@ -30,6 +30,17 @@ struct http_deferred;               /* a reply that comes later */
 struct http_stream;                 /* a reply that comes in pieces */
 struct http_exchange;               /* private state of one request */
 
+struct http_req;
+
+/*
+ * A handler decodes, checks, calls and encodes; it must reply (or defer,
+ * or stream) before it returns. It returns 0 or a negative EC_* code,
+ * which is only logged: the client sees the reply. A handler that replies
+ * nothing gets a 500 problem. Handlers run on the server's threads and must
+ * not block: whatever waits goes through http_defer or http_reply_stream.
+ */
+typedef int (*http_handler_fn)(struct http_req *rq, struct http_resp *rs);
+
 /* Zero means the default for every field, so `{0}` is a usable config. */
 struct http_config {
     const char *host;               /* numeric IPv4/IPv6; NULL: 127.0.0.1 */
@@ -38,6 +49,17 @@ struct http_config {
     unsigned max_connections;       /* 0: 1000 */
     unsigned conn_timeout_s;        /* idle seconds before a connection is
                                        dropped (slow clients); 0: 30 */
+    unsigned header_timeout_s;      /* seconds from a connection's start,
+                                       or its last reply, to the end of
+                                       the next request's headers, however
+                                       the bytes trickle; 0: 20 */
+    unsigned body_timeout_s;        /* seconds from the headers to the
+                                       body's last byte; 0: 60 */
+    unsigned upload_timeout_s;      /* the same on HTTP_STREAM_BODY
+                                       routes; 0: 3600 */
+    unsigned max_per_address;       /* open connections of one client
+                                       address; more are closed at once;
+                                       0: no cap */
     size_t max_body;                /* request body bytes; 0: 1 MiB. A
                                        longer body gets 413 naming this
                                        limit, decided on the headers (or
@@ -46,6 +68,15 @@ struct http_config {
                                        HTTP_STREAM_BODY routes have their
                                        own limit instead */
     int access_log_off;             /* nonzero: no access log on stderr */
+    /*
+     * Called on the headers of every request a route matched, before any
+     * byte of its body is read or a buffer made for it, and before the
+     * header-time handler of an HTTP_STREAM_BODY route: it may reply (a
+     * 401, say), and the request ends there as any early answer, its body
+     * dropped unread; or it may set rq->principal for the handler and
+     * reply nothing. NULL: none.
+     */
+    http_handler_fn admit;
 };
 
 struct http_kv {
@@ -74,17 +105,10 @@ struct http_req {
     const struct http_kv *params;
     size_t nquery;                  /* decoded query, in request order */
     const struct http_kv *query;
+    const void *principal;          /* what http_config's admit found
+                                       (who is asking), or NULL */
     struct http_exchange *x;        /* private */
 };
-
-/*
- * A handler decodes, checks, calls and encodes; it must reply (or defer,
- * or stream) before it returns. It returns 0 or a negative EC_* code,
- * which is only logged: the client sees the reply. A handler that replies
- * nothing gets a 500 problem. Handlers run on the server's threads and must
- * not block: whatever waits goes through http_defer or http_reply_stream.
- */
-typedef int (*http_handler_fn)(struct http_req *rq, struct http_resp *rs);
 
 /* Route flags. */
 #define HTTP_JSON_BODY 1u   /* a body, or any Content-Type, must be
@@ -209,6 +233,10 @@ int http_reply_header(struct http_resp *rs, const char *name,
  * reference.
  */
 json_t *http_body_json(const struct http_req *rq, struct http_resp *rs);
+
+/* 1 when the n bytes of s are a token an "Authorization: Bearer" header
+   can carry: 1..n of A-Z a-z 0-9 and - . _ ~ + / = (RFC 6750's b64token). */
+int http_bearer_valid(const char *s, size_t n);
 
 /* The reason phrase of a status ("Not Found"), "Unknown" if not listed. */
 const char *http_status_phrase(int status);

@@ -189,7 +189,7 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (o->log_path) {
         posix_spawn_file_actions_addopen(&fa, 1, o->log_path,
-                                         O_WRONLY | O_CREAT | O_TRUNC, 0640);
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0666);
         posix_spawn_file_actions_adddup2(&fa, 1, 2);
     } else {
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

@@ -44,6 +44,9 @@
 #define DEFAULT_THREADS 4
 #define DEFAULT_MAX_CONNECTIONS 1000
 #define DEFAULT_CONN_TIMEOUT_S 30
+#define DEFAULT_HEADER_TIMEOUT_S 20
+#define DEFAULT_BODY_TIMEOUT_S 60
+#define DEFAULT_UPLOAD_TIMEOUT_S 3600
 #define DEFAULT_MAX_BODY ((size_t)1 << 20)
 
 #define REQUEST_ID_MAX 64
@@ -146,6 +149,8 @@ struct route_stats {
     atomic_ullong sum_us;
 };
 
+struct http__conn;                      /* conns.c */
+
 struct http_server {
     struct MHD_Daemon *daemon;
     int listen_fd;
@@ -176,6 +181,16 @@ struct http_server {
     struct http_deferred *deferreds;
     struct http_stream *streams;
     struct http_exchange *sinks;            /* bodies being streamed */
+
+    /* Every open connection (conns.c), under conn_lock, which is taken
+       after lock and never before it. */
+    pthread_mutex_t conn_lock;
+    struct http__conn *conns;
+    uint64_t header_timeout_ns, body_timeout_ns, upload_timeout_ns;
+    unsigned max_per_address;               /* 0: no cap */
+    atomic_ullong dropped_slow;             /* shut down past a deadline */
+    atomic_ullong refused_per_address;      /* over the per-address cap */
+    http_handler_fn admit;                  /* http_config's, or NULL */
 };
 
 enum resp_kind { RESP_NONE, RESP_BUFFER, RESP_STREAM };
@@ -329,6 +344,14 @@ void http__sink_abort(struct http_exchange *x);
 int http__body_append(struct http_exchange *x, const char *data, size_t n);
 
 /* metrics.c */
+/* conns.c: which deadline a connection is under from now on. */
+enum { HTTP__DL_NONE, HTTP__DL_HEADERS, HTTP__DL_BODY, HTTP__DL_UPLOAD };
+void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code);
+void http__conn_deadline(struct http_exchange *x, unsigned which);
+/* Shuts down the connections past their deadline; the next deadline of
+   those left, or UINT64_MAX. */
+uint64_t http__conns_expire(struct http_server *srv, uint64_t now);
 void http__record(struct http_server *srv, struct http_exchange *x,
                   uint64_t ns);
 

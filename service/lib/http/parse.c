@@ -434,6 +434,17 @@ int http_path_match(const char *pattern, const char *path,
 
 /* "Bearer T" (scheme in any case) with T a token68; anything else is no
    token, and the auth layer decides what that means. */
+int http_bearer_valid(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (!(http__is_id_char(c) || c == '~' || c == '+' || c == '/' || c == '='))
+            return 0;
+    }
+    return n > 0;
+}
+
 void http__parse_bearer(const char *auth, char *out, size_t outlen)
 {
     size_t n;
@@ -445,15 +456,9 @@ void http__parse_bearer(const char *auth, char *out, size_t outlen)
     while (*auth == ' ')
         auth++;
     n = strcspn(auth, " ");
-    if (n == 0 || n >= outlen || auth[n + strspn(auth + n, " ")] != '\0')
+    if (n >= outlen || auth[n + strspn(auth + n, " ")] != '\0' ||
+        !http_bearer_valid(auth, n))
         return;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)auth[i];
-
-        if (!(http__is_id_char(c) || c == '~' || c == '+' || c == '/' ||
-              c == '='))
-            return;
-    }
     memcpy(out, auth, n);
     out[n] = '\0';
 }

@@ -88,6 +88,11 @@ static void *timer_main(void *arg)
         }
         for (struct http_exchange *x = srv->sinks; x; x = x->sink_next)
             http__sink_check_peer(x, now);
+        /* Connection deadlines are of whole seconds: a look each second
+           keeps them within one, whenever they were set. */
+        http__conns_expire(srv, now);
+        if (now + 1000000000ull < next)
+            next = now + 1000000000ull;
         if (srv->sinks && now + PEER_CHECK_MS * 1000000ull < next)
             next = now + PEER_CHECK_MS * 1000000ull;
         if (expired) {
@@ -304,24 +309,51 @@ static enum MHD_Result begin_stream(struct http_exchange *x)
 struct framing {
     unsigned content_length;        /* how many Content-Length headers */
     unsigned transfer_encoding;     /* how many Transfer-Encoding headers */
+    unsigned authorization;         /* how many Authorization headers */
     const char *coding;             /* the (last) Transfer-Encoding */
     const char *bad_name;           /* a header name that is not a token */
+    const char *bad_value;          /* the name of a header whose value
+                                       holds a CR or a NUL */
+    const char *last_key;           /* the header seen last, and where */
+    const char *last_end;           /* its value ends */
 };
 
+/*
+ * Whether a NUL cut the value of the header before: MHD ends each value at
+ * the first NUL (so "33\0" "99" reads as 33) and says nothing. Headers are
+ * split in place in MHD's read buffer (so in 0.9.75 and 1.0): a value is
+ * followed by its line's end, CR LF or LF, each byte overwritten with a
+ * NUL, and then by the next header's name. More than those two bytes
+ * between a value and the next name were hidden behind a NUL. A name that
+ * is not just after (a folded header MHD copied elsewhere) tells nothing.
+ */
+static int cut_by_nul(const struct framing *f, const char *next_key)
+{
+    return f->last_end && next_key > f->last_end + 2 && next_key - f->last_end <= 64;
+}
+
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
-                                     const char *key, const char *value)
+                                     const char *key, size_t key_size,
+                                     const char *value, size_t value_size)
 {
     struct framing *f = cls;
-    size_t n = strlen(key);
 
     (void)kind;
-    for (size_t i = 0; i < n && !f->bad_name; i++)
+    for (size_t i = 0; i < key_size && !f->bad_name; i++)
         if (!http__is_token_char((unsigned char)key[i]))
             f->bad_name = key;
-    if (!n && !f->bad_name)
+    if (!key_size && !f->bad_name)
         f->bad_name = key;
+    if (!f->bad_value && cut_by_nul(f, key))
+        f->bad_value = f->last_key;
+    if (!f->bad_value && value && memchr(value, '\r', value_size))
+        f->bad_value = key;
+    f->last_key = key;
+    f->last_end = value ? value + value_size : NULL;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
         f->content_length++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+        f->authorization++;
     if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         f->transfer_encoding++;
         f->coding = value ? value : "";
@@ -336,22 +368,38 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
  * beside Transfer-Encoding (MHD takes the coding), a coding other than
  * chunked (MHD would read to the end of the connection), a header name
  * with a space before its colon (MHD keeps "Content-Length " as a name of
- * its own). Each is answered 400 naming the header, before a byte of the
- * body is read, and the connection is closed: what follows on it cannot
- * be trusted to be a request. 1 when it answered.
+ * its own), a CR alone inside a header (MHD keeps it in the value, where
+ * a proxy may end the line) or a NUL (MHD ends the value there, a proxy
+ * may not), two Authorization headers (which one is meant?). Each is
+ * answered 400 naming the header, before a byte of the body is read, and
+ * the connection is closed: what follows on it cannot be trusted to be a
+ * request. 1 when it answered.
  */
 static int framing_refused(struct http_exchange *x)
 {
-    struct framing f = {0, 0, NULL, NULL};
+    struct framing f = {0};
     struct http_resp *rs = &x->rs;
     char shown[80];
 
-    MHD_get_connection_values(x->conn, MHD_HEADER_KIND, count_framing, &f);
+    MHD_get_connection_values_n(x->conn, MHD_HEADER_KIND, count_framing, &f);
+    /* The last value is followed by its line's end and the empty line's:
+       a byte other than NUL just after its first was behind a NUL. */
+    if (!f.bad_value && f.last_end && f.last_end[1] != '\0')
+        f.bad_value = f.last_key;
     if (f.bad_name) {
         http__quote(shown, sizeof shown, f.bad_name, strlen(f.bad_name), 60);
         http__problem(rs, 400, json_pack("{s:s}", "header", f.bad_name),
                       "the header name \"%s\" is not a token (RFC 9110, 5.1): no "
                       "space or other separator may come before its colon", shown);
+    } else if (f.bad_value) {
+        http__quote(shown, sizeof shown, f.bad_value, strlen(f.bad_value), 60);
+        http__problem(rs, 400, json_pack("{s:s}", "header", f.bad_value),
+                      "the value of the header \"%s\" holds a CR or a NUL byte (RFC "
+                      "9110, 5.5): a line ends with CR LF, and nowhere else", shown);
+    } else if (f.authorization > 1) {
+        http__problem(rs, 400, json_pack("{s:s}", "header", "Authorization"),
+                      "the request has %u Authorization headers; one at most",
+                      f.authorization);
     } else if (f.content_length > 1) {
         http__problem(rs, 400, json_pack("{s:s}", "header", "Content-Length"),
                       "the request has %u Content-Length headers; one at most",
@@ -507,6 +555,14 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
         }
         return early_reply(x);
     }
+    /* Who is asking, before any byte of a body is read or kept. */
+    if (srv->admit) {
+        x->phase = PH_HANDLER;
+        x->handler_rc = srv->admit(&x->rq, rs);
+        if (rs->kind != RESP_NONE)
+            return early_reply(x);
+        x->phase = PH_NEW;
+    }
     if (srv->routes[x->route].flags & HTTP_STREAM_BODY)
         return begin_stream(x);
     /* A declared length over the limit is refused before a byte of the
@@ -539,6 +595,7 @@ static enum MHD_Result dispatch(struct http_exchange *x)
     struct http_resp *rs = &x->rs;
     struct http_deferred *d;
 
+    http__conn_deadline(x, HTTP__DL_NONE);     /* the body is in */
     if (x->discard)
         return queue_reply(x);  /* answered already, body dropped */
     if (x->body) {
@@ -581,8 +638,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     if (!x || x->conn != conn)
         return MHD_NO;  /* on_uri ran out of memory: drop the connection */
     switch (x->phase) {
-    case PH_NEW:
-        return begin(x, method);
+    case PH_NEW: {
+        enum MHD_Result r = begin(x, method);
+
+        /* The headers are in: a body has its own deadline, the rest none. */
+        http__conn_deadline(x, x->phase != PH_BODY ? HTTP__DL_NONE
+                               : x->sink_on        ? HTTP__DL_UPLOAD
+                                                   : HTTP__DL_BODY);
+        return r;
+    }
     case PH_BODY:
         if (*upload_data_size) {
             if (http__body_append(x, upload_data, *upload_data_size) < 0)
@@ -629,6 +693,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     if (!x)
         return;
     *con_cls = NULL;
+    http__conn_deadline(x, HTTP__DL_HEADERS);  /* the next request's */
     ns = http__mono_ns() - x->t0_ns;
     if (x->status)
         http__record(srv, x, ns);
@@ -834,6 +899,7 @@ static void free_server(struct http_server *srv)
     free(srv->routes);
     free(srv->stats);
     pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->tick);
     pthread_cond_destroy(&srv->drained);
     free(srv);
@@ -861,6 +927,7 @@ struct http_server *http_start(const struct http_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&srv->lock, NULL);
+    pthread_mutex_init(&srv->conn_lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&srv->tick, &ca);
@@ -870,6 +937,14 @@ struct http_server *http_start(const struct http_config *cfg,
     srv->app = app;
     srv->quiet = cfg->access_log_off;
     srv->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
+    srv->header_timeout_ns = (cfg->header_timeout_s ? cfg->header_timeout_s
+                                                    : DEFAULT_HEADER_TIMEOUT_S) * 1000000000ull;
+    srv->body_timeout_ns = (cfg->body_timeout_s ? cfg->body_timeout_s
+                                                : DEFAULT_BODY_TIMEOUT_S) * 1000000000ull;
+    srv->upload_timeout_ns = (cfg->upload_timeout_s ? cfg->upload_timeout_s
+                                                    : DEFAULT_UPLOAD_TIMEOUT_S) * 1000000000ull;
+    srv->max_per_address = cfg->max_per_address;
+    srv->admit = cfg->admit;
     srv->id_salt = (unsigned)(http__mono_ns() ^ ((uint64_t)getpid() << 16));
     srv->routes = calloc(nroutes ? nroutes : 1, sizeof *srv->routes);
     srv->stats = calloc(nroutes + 1, sizeof *srv->stats);
@@ -925,6 +1000,7 @@ struct http_server *http_start(const struct http_config *cfg,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         STRICTNESS_OPTION, STRICTNESS_LEVEL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_NOTIFY_CONNECTION, http__conn_notify, srv,
         MHD_OPTION_END);
     if (!srv->daemon) {
         http__fmt(err, errlen, "libmicrohttpd did not start (%u threads, %u "
