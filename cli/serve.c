@@ -51,8 +51,14 @@ static const char serve_usage[] =
     "  --upload-max-nnz N          ECOPT_UPLOAD_MAX_NNZ, default 500000000\n"
     "  --upload-max-d N            ECOPT_UPLOAD_MAX_D, default 16777216\n"
     "  --upload-validator-mem MB   ECOPT_UPLOAD_VALIDATOR_MEM, its address\n"
-    "                              space, default 12288\n"
+    "                              space, default 256\n"
     "  --upload-validator-cpu SEC  ECOPT_UPLOAD_VALIDATOR_CPU, default 900\n"
+    "  --upload-validators N       ECOPT_UPLOAD_VALIDATORS, validator processes\n"
+    "                              at once, default 2 (the rest wait)\n"
+    "  --upload-queue N            ECOPT_UPLOAD_QUEUE, uploads in progress at\n"
+    "                              once, default 8 (more: 503)\n"
+    "  --upload-per-token N        ECOPT_UPLOAD_PER_TOKEN, of one token,\n"
+    "                              default 2 (more: 429)\n"
     "  --threads N                 ECOPT_THREADS, HTTP threads, default 4\n"
     "  --state-dir DIR             ECOPT_STATE_DIR, job specs and logs,\n"
     "                              default DB.jobs\n"
@@ -90,6 +96,8 @@ static const char serve_usage[] =
 /* In order: no request comes in, no job goes on, nothing waits. */
 static void serve_close(struct app *a)
 {
+    /* Uploads being validated are answered while the server still can. */
+    catalog_stop(a->catalog);
     http_stop(a->http);
     a->http = NULL;
     sched_stop(a->sched);

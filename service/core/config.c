@@ -112,7 +112,10 @@ enum {
     KEY_UPLOAD_VALIDATOR_MEM,
     KEY_UPLOAD_VALIDATOR_CPU,
     KEY_MAX_JOB_MEMORY,
-    KEY_MPI_HOSTFILE
+    KEY_MPI_HOSTFILE,
+    KEY_UPLOAD_VALIDATORS,
+    KEY_UPLOAD_QUEUE,
+    KEY_UPLOAD_PER_TOKEN
 };
 
 /* One setting from either source; `what` names it in messages. */
@@ -269,6 +272,21 @@ static int apply(struct config *c, int key, const char *v, const char *what,
         if (parse_uint(v, 1, 100000000, &u, err, errlen, what) < 0)
             return -1;
         c->upload_validator_cpu = (unsigned)u;
+        return 0;
+    case KEY_UPLOAD_VALIDATORS:
+        if (parse_uint(v, 1, 256, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_validators = (unsigned)u;
+        return 0;
+    case KEY_UPLOAD_QUEUE:
+        if (parse_uint(v, 1, 100000, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_queue = (unsigned)u;
+        return 0;
+    case KEY_UPLOAD_PER_TOKEN:
+        if (parse_uint(v, 1, 100000, &u, err, errlen, what) < 0)
+            return -1;
+        c->upload_per_token = (unsigned)u;
         return 0;
     case KEY_MAX_JOB_MEMORY:
         if (parse_uint(v, 64, 1u << 30, &u, err, errlen, what) < 0)
@@ -430,6 +448,9 @@ static const struct {
     {KEY_UPLOAD_MAX_D, "upload-max-d", "ECOPT_UPLOAD_MAX_D"},
     {KEY_UPLOAD_VALIDATOR_MEM, "upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM"},
     {KEY_UPLOAD_VALIDATOR_CPU, "upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU"},
+    {KEY_UPLOAD_VALIDATORS, "upload-validators", "ECOPT_UPLOAD_VALIDATORS"},
+    {KEY_UPLOAD_QUEUE, "upload-queue", "ECOPT_UPLOAD_QUEUE"},
+    {KEY_UPLOAD_PER_TOKEN, "upload-per-token", "ECOPT_UPLOAD_PER_TOKEN"},
     {KEY_MAX_JOB_MEMORY, "max-job-memory", "ECOPT_MAX_JOB_MEMORY"},
     {KEY_MPI_HOSTFILE, "mpi-hostfile", "ECOPT_MPI_HOSTFILE"},
 };
