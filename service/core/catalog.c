@@ -25,7 +25,6 @@
 #include "app.h"
 #include "validation.h"
 #include "validator.h"
-#include "ecopt/data.h"
 #include "sha256.h"
 
 #define HASH_CHUNK ((size_t)1 << 18)    /* bytes read at a time to hash */

@@ -1,8 +1,10 @@
 /*
  * The catalog: the LibSVM files directly inside the data directory, with
  * their stats (rows, d, nnz, labels, size, SHA-256), and uploads written
- * to a temporary file there, validated by the engine's reader and renamed
- * into place atomically. Every file is reached through a descriptor of the
+ * to a temporary file there, validated in a child process (validator.h,
+ * on the threads of the validation pool, validation.h) and renamed into
+ * place atomically. The service never parses a dataset itself: a file
+ * found in the directory is validated by the same child. Every file is reached through a descriptor of the
  * directory (openat, O_NOFOLLOW) and a name checked by catalog_name_check,
  * so nothing it does reaches outside the data directory. It knows nothing
  * of HTTP: the datasets routes (service/api) encode what it returns.
