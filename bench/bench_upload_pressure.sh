@@ -25,7 +25,8 @@ while [ $i -le 25 ]; do
     LINE="$LINE $i:0.123456789012345678901234567890123456789012345678901234567"
     i=$((i + 1))
 done
-yes "$LINE" | head -c $((MB * 1048576)) | gzip -9 >"$DIR/big.gz"
+# Whole lines only: a line cut short would make every upload a 422.
+yes "$LINE" | head -n $((MB * 1048576 / (${#LINE} + 1))) | gzip -9 >"$DIR/big.gz"
 GZ=$(stat -c %s "$DIR/big.gz")
 
 "$BIN" serve --listen 127.0.0.1:0 --db "$DIR/ecopt.db" --data-dir "$DIR/data" \

@@ -82,12 +82,21 @@ struct up {
     struct reply r;
     long status;
     int done;
+    int hold;               /* pause the body after HOLD_AT bytes */
+    int paused;
 };
+
+#define HOLD_AT 65536
 
 static size_t up_read(char *buf, size_t sz, size_t n, void *ctx)
 {
     struct up *u = ctx;
     size_t k = sz * n < u->len - u->off ? sz * n : u->len - u->off;
+
+    if (u->hold && u->off >= HOLD_AT) {
+        u->paused = 1;
+        return CURL_READFUNC_PAUSE;
+    }
 
     memcpy(buf, u->data + u->off, k);
     u->off += k;
@@ -375,17 +384,32 @@ START_TEST(test_six_large_uploads)
 }
 END_TEST
 
-/* Waits (bounded) until the server runs at least n validators. */
-static void wait_validators(CURLM *m, const struct server *s, int n)
+/* Temporary files of uploads in the data directory: one per upload the
+   server has admitted and not yet answered. */
+static int temp_files(const struct server *s)
 {
-    pid_t pids[16];
+    char path[128];
+    struct dirent *de;
+    DIR *d;
+    int n = 0;
 
-    for (int i = 0; i < 600; i++) {
+    snprintf(path, sizeof path, "%s/data", s->dir);
+    ck_assert_ptr_nonnull(d = opendir(path));
+    while ((de = readdir(d)))
+        n += strncmp(de->d_name, ".upload-", 8) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Pumps (bounded) until the server holds n uploads in progress. */
+static void wait_admitted(CURLM *m, const struct server *s, int n)
+{
+    for (int i = 0; i < 400; i++) {
         up_pump(m, 50);
-        if (validators(s->pid, pids, 16) >= n)
+        if (temp_files(s) >= n)
             return;
     }
-    ck_abort_msg("no validator ran within 30 s");
+    ck_abort_msg("the server did not take %d uploads within 20 s", n);
 }
 
 static void expect_limit(struct reply r, long status, const char *limit)
@@ -402,38 +426,45 @@ static void expect_limit(struct reply r, long status, const char *limit)
     free(r.body);
 }
 
-/* One token's second upload while its first validates is 429; an upload
-   when the server holds as many as it takes is 503; both name the limit,
-   are decided before the body, and the uploads in progress end well. */
+/* A token's second upload while its first is in progress is 429; an
+   upload when the server holds as many as it takes is 503; both name the
+   limit and are decided on the headers, and the uploads in progress end
+   well. (The uploads in progress are held halfway through their bodies.) */
 START_TEST(test_upload_limits)
 {
-    static const char *const env[] = {"ECOPT_UPLOAD_VALIDATORS=1", "ECOPT_UPLOAD_QUEUE=2",
-                                      "ECOPT_UPLOAD_PER_TOKEN=1", NULL};
+    static const char *const env[] = {"ECOPT_UPLOAD_QUEUE=2", "ECOPT_UPLOAD_PER_TOKEN=1",
+                                      NULL};
     struct server s;
     size_t len;
-    unsigned char *gz = long_decimals_gz(96, &len);
+    unsigned char *gz = long_decimals_gz(16, &len);
     CURLM *m = curl_multi_init();
     struct up a, b;
-    char dir[200];
+    char path[200];
 
+    ck_assert_uint_gt(len, HOLD_AT);
     start(&s, 0, env);
     up_start(m, &a, &s, ALICE, "name=first", gz, len);
-    wait_validators(m, &s, 1);
+    a.hold = 1;
+    wait_admitted(m, &s, 1);
     expect_limit(req(&s, "POST", "/v1/datasets?name=second", ALICE, "+1 1:1\n", NULL), 429,
                  "upload_per_token");
     up_start(m, &b, &s, BOB, "name=third", gz, len);
-    for (int i = 0; i < 40 && b.off < b.len; i++)
-        up_pump(m, 50);
+    b.hold = 1;
+    wait_admitted(m, &s, 2);
     expect_limit(req(&s, "POST", "/v1/datasets?name=fourth", ROOT, "+1 1:1\n", NULL), 503,
                  "upload_queue");
+    a.hold = b.hold = 0;
+    curl_easy_pause(a.e, CURLPAUSE_CONT);
+    curl_easy_pause(b.e, CURLPAUSE_CONT);
     for (int i = 0; i < 3000 && (!a.done || !b.done); i++)
         up_pump(m, 100);
     ck_assert_msg(a.status == 201 && b.status == 201, "statuses %ld %ld: %s %s", a.status,
                   b.status, a.r.body, b.r.body);
     up_free(m, &a);
     up_free(m, &b);
-    snprintf(dir, sizeof dir, "%s/data/second", s.dir);
-    ck_assert_int_ne(access(dir, F_OK), 0);
+    snprintf(path, sizeof path, "%s/data/second", s.dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    ck_assert_int_eq(temp_files(&s), 0);
     /* Nothing in progress now: the token may upload again. */
     {
         struct reply r = req(&s, "POST", "/v1/datasets?name=second", ALICE, "+1 1:1\n", NULL);
