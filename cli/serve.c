@@ -37,6 +37,8 @@ static const char serve_usage_end[] =
 /* In order: no request comes in, no job goes on, nothing waits. */
 static void serve_close(struct app *a)
 {
+    /* Uploads being validated are answered while the server still can. */
+    catalog_stop(a->catalog);
     http_stop(a->http);
     a->http = NULL;
     sched_stop(a->sched);

@@ -305,6 +305,31 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* Counting only, every bad input is refused as by a full read, with the
+   same code and message (nothing is allocated that could fail). */
+START_TEST(test_bad_input_count_only)
+{
+    const struct bad_case *c = &bad_cases[_i];
+    size_t len = c->len ? c->len : strlen(c->text);
+    ec_libsvm_opts o = c->opts;
+    char path[64], full[sizeof ((ec_err *)0)->msg];
+    ec_dataset ds;
+    ec_err e = {0};
+    int rc, rc_full;
+
+    tu_write_temp(c->text, len, path, sizeof path);
+    rc_full = ec_libsvm_read(path, &o, &ds, &e);
+    snprintf(full, sizeof full, "%s", e.msg);
+    o.count_only = 1;
+    memset(&ds, 0xa5, sizeof ds);
+    rc = ec_libsvm_read(path, &o, &ds, &e);
+    unlink(path);
+    ck_assert_int_eq(rc, rc_full);
+    ck_assert_str_eq(e.msg, full);
+    ck_assert(is_zeroed(&ds));
+}
+END_TEST
+
 /*
  * Valid spellings of one dataset: each must read exactly like the
  * canonical text below.
@@ -847,6 +872,19 @@ START_TEST(test_real_data)
     if (!strstr(c->name, ".gz"))
         assert_matches_text(&ds, path);
     ec_dataset_clear(&ds);
+    /* Counting only: the same counts and labels, and no arrays. */
+    {
+        ec_libsvm_opts o = {.count_only = 1};
+
+        read_ok(path, &o, &ds);
+        ck_assert_uint_eq(ds.n_rows, c->n_rows);
+        ck_assert_uint_eq(ds.d, c->d);
+        ck_assert_uint_eq(ds.nnz, c->nnz);
+        ck_assert_int_eq(ds.n_labels, 2);
+        ck_assert(ds.label_neg == c->label_neg && ds.label_pos == c->label_pos);
+        ck_assert(!ds.row_ptr && !ds.col && !ds.val && !ds.y);
+        ec_dataset_clear(&ds);
+    }
 }
 END_TEST
 
@@ -943,6 +981,8 @@ static Suite *libsvm_suite(void)
     TCase *real = tcase_create("real data");
 
     tcase_add_loop_test(hostile, test_bad_input, 0,
+                        (int)(sizeof bad_cases / sizeof bad_cases[0]));
+    tcase_add_loop_test(hostile, test_bad_input_count_only, 0,
                         (int)(sizeof bad_cases / sizeof bad_cases[0]));
     tcase_add_test(hostile, test_cannot_open);
     tcase_add_test(hostile, test_invalid_arguments);

@@ -43,6 +43,7 @@ struct reader {
     uint64_t line;          /* 1-based number of the line being parsed */
     const char *line_start; /* where that line begins, for columns */
     int redact;             /* messages name columns, never quote bytes */
+    int count_only;         /* counts and checks; no arrays */
     char *buf;              /* cap bytes, plus one for a terminating NUL */
     size_t cap;
     ec_dataset ds;          /* y holds the raw labels until the file ends */
@@ -362,11 +363,13 @@ static int parse_line(struct reader *r, char *s, size_t len)
             return fail(r, EC_ELIMIT,
                         "more than %llu nonzeros in the file (max_nnz)",
                         (unsigned long long)r->max_nnz);
-        if (ds->nnz == r->nnz_cap && (rc = grow_nnz(r)) < 0)
-            return rc;
-        /* Explicit zeros ("106:0") are kept: the file said so. */
-        ds->col[ds->nnz] = feature - 1;
-        ds->val[ds->nnz] = value;
+        if (!r->count_only) {
+            if (ds->nnz == r->nnz_cap && (rc = grow_nnz(r)) < 0)
+                return rc;
+            /* Explicit zeros ("106:0") are kept: the file said so. */
+            ds->col[ds->nnz] = feature - 1;
+            ds->val[ds->nnz] = value;
+        }
         ds->nnz++;
         if (feature > ds->d)
             ds->d = feature;
@@ -376,10 +379,12 @@ static int parse_line(struct reader *r, char *s, size_t len)
     if (ds->n_rows == UINT32_MAX)
         return fail(r, EC_ELIMIT, "more than %lu samples",
                     (unsigned long)UINT32_MAX);
-    if (ds->n_rows == r->row_cap && (rc = grow_rows(r)) < 0)
-        return rc;
-    ds->y[ds->n_rows] = label;
-    ds->row_ptr[ds->n_rows + 1] = ds->nnz;
+    if (!r->count_only) {
+        if (ds->n_rows == r->row_cap && (rc = grow_rows(r)) < 0)
+            return rc;
+        ds->y[ds->n_rows] = label;
+        ds->row_ptr[ds->n_rows + 1] = ds->nnz;
+    }
     ds->n_rows++;
     return 0;
 }
@@ -517,6 +522,8 @@ static int finish(struct reader *r)
         ds->label_neg = r->labels[0];
         ds->label_pos = NAN;
     }
+    if (r->count_only)
+        return 0;
     for (uint32_t i = 0; i < ds->n_rows; i++)
         ds->y[i] = ds->y[i] == ds->label_neg ? -1.0 : 1.0;
 
@@ -541,6 +548,11 @@ static int finish(struct reader *r)
 static int start(struct reader *r)
 {
     r->cap = READ_CHUNK;
+    if (r->count_only) {
+        if (!(r->buf = malloc(r->cap + 1)))
+            return ec_err_set(r->e, EC_ENOMEM, "%s: out of memory", r->path);
+        return 0;
+    }
     r->row_cap = INITIAL_ROWS;
     r->nnz_cap = INITIAL_NNZ < r->max_nnz ? INITIAL_NNZ : r->max_nnz;
     r->buf = malloc(r->cap + 1);
@@ -579,6 +591,7 @@ static int read_file(const char *path, int fd, const ec_libsvm_opts *opts,
     r.max_nnz = opts && opts->max_nnz ? opts->max_nnz
                                       : EC_LIBSVM_DEFAULT_MAX_NNZ;
     r.redact = opts && opts->redact;
+    r.count_only = opts && opts->count_only;
 
     /*
      * strtod follows LC_NUMERIC, and a program that calls setlocale() with

@@ -160,7 +160,13 @@ static int reply_failure(struct http_resp *rs, const char *name,
         return api_reply_invalid(rs, "Invalid dataset", f->detail, NULL,
                                  json_pack("{s:s}", "dataset", name));
     case CATALOG_EBUSY:
+        http_reply_header(rs, "Retry-After", "30");
         return http_reply_problem(rs, 503, NULL, f->detail, NULL);
+    case CATALOG_ETHROTTLED:
+        http_reply_header(rs, "Retry-After", f->err_no == 429 ? "5" : "30");
+        return http_reply_problem(rs, f->err_no == 429 ? 429 : 503, NULL, f->detail,
+                                  json_pack("{s:s, s:s, s:i}", "dataset", name, "limit",
+                                            f->what, "value", (int)f->value));
     case CATALOG_ENOMEM:
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     default:
@@ -189,25 +195,81 @@ static void upload_abort(void *ctx)
     free(s);
 }
 
+/*
+ * The body is in: the upload waits for the validation pool, its reply
+ * deferred, so that no HTTP thread waits on a validator. What the pool
+ * found is kept here until the reply is filled.
+ */
+struct upload_done {
+    struct http_deferred *d;
+    char name[CATALOG_NAME_MAX + 1];
+    int rc, replaced;
+    json_t *item;               /* rc 0 */
+    struct catalog_failure f;   /* rc -1 */
+};
+
+static void upload_fill(struct http_resp *rs, void *arg)
+{
+    struct upload_done *u = arg;
+    char location[200];
+
+    if (u->rc < 0) {
+        reply_failure(rs, u->name, &u->f);
+        return;
+    }
+    snprintf(location, sizeof location, "/v1/datasets/%s", u->name);
+    http_reply_header(rs, "Location", location);
+    http_reply_json(rs, u->replaced ? 200 : 201, u->item);
+    u->item = NULL;
+}
+
+static void upload_validated(void *arg, int rc, const struct catalog_item *it,
+                             int replaced, const struct catalog_failure *f)
+{
+    struct upload_done *u = arg;
+
+    u->rc = rc;
+    u->replaced = replaced;
+    if (rc == 0)
+        u->item = item_json(it);
+    else
+        u->f = *f;
+    http_deferred_finish(u->d, upload_fill, u);
+    json_decref(u->item);
+    free(u);
+}
+
+/* The pool answers within the validator's wall-clock bound, far less. */
+#define UPLOAD_REPLY_TIMEOUT_MS (7u * 24 * 3600 * 1000)
+
+static void upload_timed_out(struct http_resp *rs, void *arg)
+{
+    (void)arg;
+    http_reply_header(rs, "Retry-After", "30");
+    http_reply_problem(rs, 503, NULL, "the upload was not validated in time", NULL);
+}
+
 static int upload_end(void *ctx, struct http_req *rq, struct http_resp *rs)
 {
     struct upload_sink *s = ctx;
-    struct catalog_failure f;
-    struct catalog_item it;
-    char location[200];
-    int replaced, rc;
+    struct upload_done *u = calloc(1, sizeof *u);
 
     (void)rq;
-    if (catalog_upload_finish(s->up, &it, &replaced, &f) < 0) {
-        rc = reply_failure(rs, s->name, &f);
-    } else {
-        snprintf(location, sizeof location, "/v1/datasets/%s", s->name);
-        http_reply_header(rs, "Location", location);
-        rc = http_reply_json(rs, replaced ? 200 : 201, item_json(&it));
-        catalog_item_clear(&it);
+    if (!u) {
+        catalog_upload_abort(s->up);
+        free(s);
+        return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     }
+    snprintf(u->name, sizeof u->name, "%s", s->name);
+    if (!(u->d = http_defer(rs, UPLOAD_REPLY_TIMEOUT_MS, upload_timed_out, NULL))) {
+        catalog_upload_abort(s->up);
+        free(u);
+        free(s);
+        return 0;               /* http_defer has replied */
+    }
+    catalog_upload_finish(s->up, upload_validated, u);
     free(s);
-    return rc;
+    return 0;
 }
 
 static const struct http_body_ops upload_ops = {upload_write, upload_end, upload_abort};

@@ -28,7 +28,8 @@ int app_open(struct app *a, int *recovered, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (!(a->catalog = catalog_new()) || !(a->pages = pagecache_new())) {
+    if (!(a->catalog = catalog_new(a->cfg.upload_validators, a->cfg.upload_queue,
+                                          a->cfg.upload_per_token)) || !(a->pages = pagecache_new())) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }

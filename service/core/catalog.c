@@ -23,8 +23,8 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "validation.h"
 #include "validator.h"
-#include "ecopt/data.h"
 #include "sha256.h"
 
 #define HASH_CHUNK ((size_t)1 << 18)    /* bytes read at a time to hash */
@@ -179,48 +179,33 @@ int catalog_hash_fd(int fd, char hex[SHA256_HEX_SIZE])
     return 0;
 }
 
-/* msg with every occurrence of from replaced by to, into out. */
-static void replace_all(const char *msg, const char *from, const char *to,
-                        char *out, size_t len)
+/* The validator's limits, as the configuration sets them. */
+static struct validator_limits limits_of(const struct app *a)
 {
-    size_t o = 0, fl = strlen(from), tl = strlen(to);
+    struct validator_limits lim = {a->cfg.upload_max_bytes, a->cfg.upload_max_rows,
+                                   a->cfg.upload_max_nnz, a->cfg.upload_max_d,
+                                   a->cfg.upload_validator_mem,
+                                   a->cfg.upload_validator_cpu};
 
-    for (const char *p = msg; *p && o + 1 < len;) {
-        if (fl && strncmp(p, from, fl) == 0) {
-            size_t k = tl < len - 1 - o ? tl : len - 1 - o;
-
-            memcpy(out + o, to, k);
-            o += k;
-            p += fl;
-        } else {
-            out[o++] = *p++;
-        }
-    }
-    out[o] = '\0';
+    return lim;
 }
 
 /*
- * The engine's reader on an open file. It takes a path, so it is given
- * /proc/self/fd/N, which is the file opened and no other (where /proc is
- * not mounted, the path in the data directory). Its message names the
- * file as `shown`, not by that path.
+ * What the file open read-only as fd is, by the validator in a child
+ * process of its own with the upload limits: the server never parses a
+ * dataset itself. cancel is the pool's (the caller holds a validator
+ * slot). 0 with v filled, -1 with v->error when it could not be run.
  */
-static int read_fd(const struct app *a, int fd, const char *file,
-                   const char *shown, ec_dataset *ds, char *msg, size_t len)
+static int validate_fd(struct app *a, int fd, const char *name, const atomic_int *cancel,
+                       struct validator_result *v)
 {
-    char path[PATH_MAX + CATALOG_NAME_MAX + 32];
-    ec_libsvm_opts o = {.redact = 1};   /* tenants read the message */
-    ec_err e = {0};
-    int rc;
+    struct validator_limits lim = limits_of(a);
 
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    if (access(path, R_OK) != 0)
-        snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, file);
-    rc = ec_libsvm_read(path, &o, ds, &e);
-    if (rc < 0)
-        replace_all(e.msg, path, shown, msg, len);
-    return rc;
+    return validator_run(a->cfg.exe, fd, name, a->cfg.worker_user, &lim, cancel, v);
 }
+
+/* The stats of a validator's verdict into ds. */
+static int stats_of(const struct validator_result *v, struct store_dataset *ds);
 
 static json_t *label_json(double v)
 {
@@ -247,14 +232,14 @@ void catalog_items_free(struct catalog_item *items, size_t n)
     free(items);
 }
 
-static int stats_from(const ec_dataset *d, struct store_dataset *ds)
+static int stats_of(const struct validator_result *v, struct store_dataset *ds)
 {
-    json_t *labels = json_pack("[oo]", label_json(d->label_neg),
-                               label_json(d->label_pos));
+    json_t *labels = json_pack("[oo]", label_json(v->label_neg),
+                               label_json(v->label_pos));
 
-    ds->rows = d->n_rows;
-    ds->d = d->d;
-    ds->nnz = (int64_t)d->nnz;
+    ds->rows = v->rows;
+    ds->d = v->d;
+    ds->nnz = v->nnz;
     ds->labels = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
     json_decref(labels);
     return ds->labels ? 0 : -1;
@@ -287,21 +272,40 @@ struct catalog {
     struct memo_entry *e;
     size_t n, cap;
     unsigned long gen;
+    /* Held from the owner check of a name to its row and file agreeing:
+       an upload's move, and the stats of a file found in the directory. */
+    pthread_mutex_t move;
+    struct vpool *pool;         /* where uploads are validated */
 };
 
-struct catalog *catalog_new(void)
+struct catalog *catalog_new(unsigned validators, unsigned queue, unsigned per_token)
 {
     struct catalog *c = calloc(1, sizeof *c);
 
-    if (c)
-        pthread_mutex_init(&c->mu, NULL);
+    if (!c)
+        return NULL;
+    if (!(c->pool = vpool_new(validators, queue, per_token))) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->move, NULL);
     return c;
+}
+
+void catalog_stop(struct catalog *c)
+{
+    if (c)
+        vpool_stop(c->pool);
 }
 
 void catalog_free(struct catalog *c)
 {
     if (!c)
         return;
+    vpool_stop(c->pool);
+    vpool_free(c->pool);
+    pthread_mutex_destroy(&c->move);
     for (size_t i = 0; i < c->n; i++) {
         free(c->e[i].labels);
         free(c->e[i].error);
@@ -441,29 +445,42 @@ static int row_matches(const struct store_dataset *row,
 }
 
 /*
- * Stores the stats of a file found in the directory, unless the row has
- * meanwhile become this very file (an upload that just finished keeps its
- * uploaded_at). fs->ds.uploaded_at is then the row's.
+ * Stores the stats of a file found in the directory (st: the file that was
+ * read), unless the row has meanwhile become this very file (an upload
+ * that just finished keeps its uploaded_at), or the name no longer is
+ * that file (an upload moved it meanwhile: its row is the true one). A
+ * name keeps its owner whatever version it holds: a row for another
+ * version (a crash between an upload's row and its rename) lends the file
+ * its owner. fs->ds.uploaded_at and owner are then the row's.
  */
-static void store_found(struct app *a, struct catalog_item *fs)
+static void store_found(struct app *a, int dirfd, const struct stat *st,
+                        struct catalog_item *fs)
 {
     struct store_dataset now = {0};
     struct store_err e = {0};
+    struct stat cur;
+    int found;
 
+    pthread_mutex_lock(&a->catalog->move);
     pthread_mutex_lock(&a->wlock);
-    if (store_dataset_get(a->writer, fs->ds.name, &now, &e) == 0 &&
-        row_matches(&now, &fs->ds)) {
-        fs->ds.uploaded_at = now.uploaded_at;
+    found = store_dataset_get(a->writer, fs->ds.name, &now, &e) == 0;
+    if (found && now.owner) {
         free(fs->ds.owner);
         fs->ds.owner = now.owner;
         now.owner = NULL;
+    }
+    if (found && row_matches(&now, &fs->ds)) {
+        fs->ds.uploaded_at = now.uploaded_at;
     } else {
         fs->ds.uploaded_at = NOT_UPLOADED;
-        if (store_dataset_put(a->writer, &fs->ds, &e) < 0)
+        if (fstatat(dirfd, fs->ds.name, &cur, AT_SYMLINK_NOFOLLOW) == 0 &&
+            cur.st_dev == st->st_dev && cur.st_ino == st->st_ino &&
+            store_dataset_put(a->writer, &fs->ds, &e) < 0)
             fprintf(stderr, "datasets: the stats of %s were not stored: %s\n",
                     fs->ds.name, e.msg);
     }
     pthread_mutex_unlock(&a->wlock);
+    pthread_mutex_unlock(&a->catalog->move);
     store_dataset_clear(&now);
 }
 
@@ -480,9 +497,8 @@ static int file_stats(struct app *a, int dirfd, const char *name,
                       struct catalog_item *out, struct stat *st_out, int keep)
 {
     struct stat st, after;
-    ec_dataset d = {0};
-    char msg[sizeof ((ec_err *)0)->msg + CATALOG_NAME_MAX];
-    int fd, err, rc = 0;
+    struct validator_result v;
+    int fd, err, memo = 1;
 
     memset(out, 0, sizeof *out);
     if ((fd = open_dataset(dirfd, name, &st)) < 0)
@@ -500,18 +516,23 @@ static int file_stats(struct app *a, int dirfd, const char *name,
             if (!(out->ds.labels = strdup(row->labels)))
                 goto fail;
         } else {
-            rc = read_fd(a, fd, name, name, &d, msg, sizeof msg);
-            err = rc < 0 ? !(out->error = strdup(msg))
-                         : stats_from(&d, &out->ds) < 0;
-            ec_dataset_clear(&d);
+            const atomic_int *cancel = vpool_slot_take(a->catalog->pool);
+            int vr = validate_fd(a, fd, name, cancel, &v);
+
+            vpool_slot_give(a->catalog->pool);
+            /* A validator that could not run, or ran out of memory, says
+               nothing about the file: not memoised. */
+            memo = vr == 0 && !(v.limit && strcmp(v.limit, "upload_validator_mem") == 0);
+            err = vr < 0 || v.status ? !(out->error = strdup(vr < 0 ? "the file could "
+                                                             "not be validated now" : v.error))
+                                     : stats_of(&v, &out->ds) < 0;
             if (err) {
                 errno = ENOMEM;
                 goto fail;
             }
         }
-        /* Only a file that did not change while it was read is memoised,
-           and not a refusal that was only for want of memory. */
-        if (rc != EC_ENOMEM && fstat(fd, &after) == 0 &&
+        /* Only a file that did not change while it was read is memoised. */
+        if (memo && fstat(fd, &after) == 0 &&
             after.st_size == st.st_size &&
             same_time(&after.st_mtim, &st.st_mtim) &&
             same_time(&after.st_ctim, &st.st_ctim))
@@ -528,7 +549,7 @@ static int file_stats(struct app *a, int dirfd, const char *name,
             return -1;
         }
     } else if (!out->error) {
-        store_found(a, out);
+        store_found(a, dirfd, &st, out);
     }
     return 0;
 fail:
@@ -768,6 +789,7 @@ struct catalog_upload {
     char name[CATALOG_NAME_MAX + 1];
     char owner[64];             /* the uploader; "" with auth off */
     int replace, admin;
+    int admitted;               /* counted by the validation pool */
     struct sha256 sha;
     uint64_t bytes;
     int werr;                   /* errno of the first failed write, or 0 */
@@ -777,6 +799,8 @@ struct catalog_upload {
 
 static void upload_free(struct catalog_upload *up)
 {
+    if (up->admitted)
+        vpool_leave(up->app->catalog->pool, up->owner);
     if (up->fd >= 0)
         close(up->fd);
     if (up->tmp[0])
@@ -888,30 +912,28 @@ static int fail(struct catalog_failure *f, enum catalog_fail kind, int err_no,
 /*
  * Whether the upload may move its name: a name no one has is free; one
  * taken belongs to the token that uploaded it (the store's row), and a
- * file with no uploader to the administrators. Admins may move any.
+ * file with no uploader to the administrators. Admins may move any. st is
+ * the store to read (the writer, under the move lock, when the move
+ * follows); the row read is left in *row (the caller clears it).
  */
-static int may_move(struct catalog_upload *up, struct catalog_failure *f)
+static int may_move(struct catalog_upload *up, struct store *st, struct store_dataset *row,
+                    struct catalog_failure *f)
 {
-    struct store_dataset row = {0};
     struct store_err e = {0};
-    struct store *st;
     int rc, ok;
 
-    if (up->admin)
-        return 1;
-    st = app_reader(up->app);
-    rc = store_dataset_get(st, up->name, &row, &e);
-    app_reader_done(up->app, st);
+    rc = store_dataset_get(st, up->name, row, &e);
     if (rc < 0 && rc != STORE_ENOTFOUND) {
         fail(f, CATALOG_EIO, EIO, "the dataset's owner cannot be read");
         return 0;
     }
-    ok = rc == 0 && row.owner && strcmp(row.owner, up->owner) == 0;
+    if (up->admin)
+        return 1;
+    ok = rc == 0 && row->owner && strcmp(row->owner, up->owner) == 0;
     if (!ok) {
         fail(f, CATALOG_EFORBIDDEN, EPERM, "the name is another's");
-        snprintf(f->detail, sizeof f->detail, "%s", rc == 0 && row.owner ? row.owner : "");
+        snprintf(f->detail, sizeof f->detail, "%s", rc == 0 && row->owner ? row->owner : "");
     }
-    store_dataset_clear(&row);
     return ok;
 }
 
@@ -947,9 +969,36 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
         upload_free(up);
         return NULL;
     }
-    if (fstatat(up->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !may_move(up, f)) {
-        upload_free(up);
-        return NULL;
+    if (fstatat(up->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        struct store_dataset row = {0};
+        struct store *rd = app_reader(a);
+        int ok = may_move(up, rd, &row, f);
+
+        app_reader_done(a, rd);
+        store_dataset_clear(&row);
+        if (!ok) {
+            upload_free(up);
+            return NULL;
+        }
+    }
+    /* Admitted last: a refusal above says what is wrong with the request. */
+    {
+        unsigned value = 0;
+        int status = 0;
+        const char *over = vpool_admit(a->catalog->pool, up->owner, &status, &value);
+
+        if (over) {
+            fail(f, CATALOG_ETHROTTLED, status, over);
+            snprintf(f->detail, sizeof f->detail, status == 429
+                     ? "%u uploads of this token are in progress, the most one token "
+                       "may have (%s); try again when one has finished"
+                     : "%u uploads are in progress, the most the server takes at once "
+                       "(%s); try again later", value, over);
+            f->value = value;
+            upload_free(up);
+            return NULL;
+        }
+        up->admitted = 1;
     }
     if (!(up->buf = malloc(WRITE_BUF))) {
         fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
@@ -984,14 +1033,102 @@ void catalog_upload_abort(struct catalog_upload *up)
     upload_free(up);
 }
 
-int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
-                          int *replaced, struct catalog_failure *f)
+/*
+ * The move, as one step under the catalog's move lock: the owner check on
+ * the row as it is now, the new version kept, the row written, then the
+ * name renamed to the new file (a failed rename puts the old row back).
+ * Every upload's move, and every row a listing writes for a file it
+ * found, holds the lock, so no other move comes between the check and
+ * the rename, and the row and the file end in step. The row goes first:
+ * a crash before the rename leaves a row for a version the name does not
+ * hold, which the next look at the name puts right, keeping the owner.
+ */
+static int move_into_place(struct catalog_upload *up, struct catalog_item *it,
+                           int *existed, struct catalog_failure *f)
 {
     struct app *a = up->app;
+    struct store_dataset old = {0};
     struct store_err e = {0};
     struct stat st;
-    ec_dataset d = {0};
-    int rc = -1, existed;
+    int rc = -1, had_row, vfd;
+
+    pthread_mutex_lock(&a->catalog->move);
+    *existed = fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (*existed && !up->replace) {
+        rc = fail(f, S_ISREG(st.st_mode) ? CATALOG_EEXISTS : CATALOG_ENOTREG, EEXIST,
+                  "the name is taken");
+        goto out;
+    }
+    pthread_mutex_lock(&a->wlock);
+    if (*existed) {
+        if (!may_move(up, a->writer, &old, f)) {
+            pthread_mutex_unlock(&a->wlock);
+            goto out;
+        }
+    } else if (store_dataset_get(a->writer, up->name, &old, &e) < 0) {
+        store_dataset_clear(&old);
+    }
+    pthread_mutex_unlock(&a->wlock);
+    had_row = old.name != NULL;
+    /* The new version, kept by its hash, read-only (its umask's read bits),
+       before the name moves. */
+    if (fstat(up->fd, &st) == 0)
+        fchmod(up->fd, st.st_mode & 0444);
+    vfd = open_versions(up->dirfd);
+    if (vfd < 0 || (linkat(up->dirfd, up->tmp, vfd, it->ds.sha256, 0) < 0 &&
+                    errno != EEXIST)) {
+        rc = fail(f, CATALOG_EIO, errno, "the version could not be kept");
+        if (vfd >= 0)
+            close(vfd);
+        goto out;
+    }
+    fsync(vfd);
+    close(vfd);
+    it->ds.uploaded_at = wall_ms();
+    pthread_mutex_lock(&a->wlock);
+    if (store_dataset_put(a->writer, &it->ds, &e) < 0) {
+        pthread_mutex_unlock(&a->wlock);
+        snprintf(f->detail, sizeof f->detail, "%s", e.msg);
+        rc = fail(f, CATALOG_EIO, EIO, "the dataset's row could not be written");
+        goto out;
+    }
+    pthread_mutex_unlock(&a->wlock);
+    if (publish(up) < 0) {
+        int err = errno;
+
+        pthread_mutex_lock(&a->wlock);
+        if (had_row ? store_dataset_put(a->writer, &old, &e)
+                    : store_dataset_delete(a->writer, up->name, &e))
+            fprintf(stderr, "datasets: the row of %s could not be put back: %s\n",
+                    up->name, e.msg);
+        pthread_mutex_unlock(&a->wlock);
+        if (err == EEXIST)              /* it appeared meanwhile */
+            rc = fail(f, CATALOG_EEXISTS, err, "the name is taken");
+        else if (err == EISDIR || err == ENOTDIR || err == ENOTEMPTY)
+            rc = fail(f, CATALOG_ENOTREG, err, "the name is taken");
+        else
+            rc = fail(f, CATALOG_EIO, err, "the upload could not be renamed");
+        goto out;
+    }
+    up->tmp[0] = '\0';
+    fsync(up->dirfd);           /* the rename itself survives a crash */
+    if (fstat(up->fd, &st) == 0)
+        memo_put(a->catalog, up->name, &st, 0, it);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&a->catalog->move);
+    store_dataset_clear(&old);
+    return rc;
+}
+
+/* Validates the upload's file (on a pool thread, holding a validator
+   slot) and moves it into place. */
+static int upload_finish(struct catalog_upload *up, const atomic_int *cancel,
+                         struct catalog_item *it, int *replaced,
+                         struct catalog_failure *f)
+{
+    struct validator_result v;
+    int rc = -1, existed, rofd;
 
     memset(f, 0, sizeof *f);
     memset(it, 0, sizeof *it);
@@ -1002,91 +1139,89 @@ int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
         fail(f, CATALOG_EIO, up->werr, "the upload could not be written");
         goto out;
     }
-    sha256_final_hex(&up->sha, it->ds.sha256);
-    /* Decompressed and parsed in a limited child, never in the server. */
-    {
-        struct validator_limits lim = {a->cfg.upload_max_bytes, a->cfg.upload_max_rows,
-                                       a->cfg.upload_max_nnz, a->cfg.upload_max_d,
-                                       a->cfg.upload_validator_mem,
-                                       a->cfg.upload_validator_cpu};
-        struct validator_result v;
-
-        if (validator_run(a->cfg.exe, up->fd, up->name, a->cfg.worker_user, &lim, &v) < 0) {
-            snprintf(f->detail, sizeof f->detail, "%s", v.error);
-            rc = fail(f, CATALOG_EBUSY, 0, "the upload could not be validated");
-            goto out;
-        }
-        if (v.status) {
-            snprintf(f->detail, sizeof f->detail, "%s", v.error);
-            rc = fail(f, v.status == 413 ? CATALOG_ELIMIT : CATALOG_EINVALID, 0,
-                      v.status != 413 ? "the file is not a dataset"
-                      : v.limit ? v.limit : "upload_limit");
-            goto out;
-        }
-        d.n_rows = (uint32_t)v.rows;
-        d.d = (uint32_t)v.d;
-        d.nnz = (uint64_t)v.nnz;
-        d.label_neg = v.label_neg;
-        d.label_pos = v.label_pos;
-        rc = stats_from(&d, &it->ds);
+    if (atomic_load(cancel)) {
+        rc = fail(f, CATALOG_EBUSY, 0, "the server is shutting down");
+        snprintf(f->detail, sizeof f->detail, "the server is shutting down; the "
+                 "upload was not kept");
+        goto out;
     }
-    if (rc < 0 || !(it->ds.name = strdup(up->name))) {
+    sha256_final_hex(&up->sha, it->ds.sha256);
+    /* Decompressed and parsed in a limited child, never in the server; the
+       child gets the file read-only. */
+    if ((rofd = openat(up->dirfd, up->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        rc = fail(f, CATALOG_EIO, errno, "the upload could not be read back");
+        goto out;
+    }
+    rc = validate_fd(up->app, rofd, up->name, cancel, &v);
+    close(rofd);
+    if (rc < 0) {
+        snprintf(f->detail, sizeof f->detail, "%s", v.error);
+        rc = fail(f, CATALOG_EBUSY, 0, "the upload could not be validated");
+        goto out;
+    }
+    if (v.status) {
+        snprintf(f->detail, sizeof f->detail, "%s", v.error);
+        rc = fail(f, v.status == 413 ? CATALOG_ELIMIT : CATALOG_EINVALID, 0,
+                  v.status != 413 ? "the file is not a dataset"
+                  : v.limit ? v.limit : "upload_limit");
+        goto out;
+    }
+    if (stats_of(&v, &it->ds) < 0 || !(it->ds.name = strdup(up->name)) ||
+        (up->owner[0] && !(it->ds.owner = strdup(up->owner)))) {
         rc = fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
         goto out;
     }
     it->ds.bytes = (int64_t)up->bytes;
-    if (up->owner[0] && !(it->ds.owner = strdup(up->owner))) {
-        rc = fail(f, CATALOG_ENOMEM, ENOMEM, "out of memory");
+    if ((rc = move_into_place(up, it, &existed, f)) < 0)
         goto out;
-    }
-    existed = fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (existed && up->replace && !may_move(up, f)) {
-        rc = -1;
-        goto out;
-    }
-    /* The new version, kept by its hash, read-only, before the name moves. */
-    if (fstat(up->fd, &st) == 0)
-        fchmod(up->fd, st.st_mode & 0444);
-    {
-        int vfd = open_versions(up->dirfd);
-
-        if (vfd < 0 || (linkat(up->dirfd, up->tmp, vfd, it->ds.sha256, 0) < 0 &&
-                        errno != EEXIST)) {
-            rc = fail(f, CATALOG_EIO, errno, "the version could not be kept");
-            if (vfd >= 0)
-                close(vfd);
-            goto out;
-        }
-        fsync(vfd);
-        close(vfd);
-    }
-    if (publish(up) < 0) {
-        if (errno == EEXIST)            /* it appeared meanwhile */
-            rc = fail(f, CATALOG_EEXISTS, errno, "the name is taken");
-        else if (errno == EISDIR || errno == ENOTDIR || errno == ENOTEMPTY)
-            rc = fail(f, CATALOG_ENOTREG, errno, "the name is taken");
-        else
-            rc = fail(f, CATALOG_EIO, errno, "the upload could not be renamed");
-        goto out;
-    }
-    up->tmp[0] = '\0';
-    fsync(up->dirfd);           /* the rename itself survives a crash */
-
-    it->ds.uploaded_at = wall_ms();
-    pthread_mutex_lock(&a->wlock);
-    if (store_dataset_put(a->writer, &it->ds, &e) < 0)
-        fprintf(stderr, "datasets: the stats of %s were not stored: %s\n",
-                up->name, e.msg);
-    pthread_mutex_unlock(&a->wlock);
-    if (fstat(up->fd, &st) == 0)
-        memo_put(a->catalog, up->name, &st, 0, it);
     *replaced = existed;
-    rc = 0;
 out:
     if (rc < 0)
         catalog_item_clear(it);
     upload_free(up);
     return rc;
+}
+
+struct upload_work {
+    struct catalog_upload *up;
+    catalog_upload_done_fn done;
+    void *arg;
+};
+
+static void upload_run(void *arg, const atomic_int *cancel)
+{
+    struct upload_work *w = arg;
+    struct catalog_failure f;
+    struct catalog_item it;
+    int replaced, rc;
+
+    rc = upload_finish(w->up, cancel, &it, &replaced, &f);
+    w->done(w->arg, rc, &it, replaced, &f);
+    if (rc == 0)
+        catalog_item_clear(&it);
+    free(w);
+}
+
+void catalog_upload_finish(struct catalog_upload *up, catalog_upload_done_fn done,
+                           void *arg)
+{
+    struct upload_work *w = malloc(sizeof *w);
+    struct catalog_failure f = {0};
+    struct catalog_item it = {0};
+
+    if (w) {
+        *w = (struct upload_work){up, done, arg};
+        if (vpool_submit(up->app->catalog->pool, upload_run, w) == 0)
+            return;
+        free(w);
+        fail(&f, CATALOG_EBUSY, 0, "the server is shutting down");
+        snprintf(f.detail, sizeof f.detail, "the server is shutting down; the upload "
+                 "was not kept");
+    } else {
+        fail(&f, CATALOG_ENOMEM, ENOMEM, "out of memory");
+    }
+    upload_free(up);
+    done(arg, -1, &it, 0, &f);
 }
 
 int catalog_cleanup(const char *data_dir)

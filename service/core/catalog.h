@@ -1,8 +1,10 @@
 /*
  * The catalog: the LibSVM files directly inside the data directory, with
  * their stats (rows, d, nnz, labels, size, SHA-256), and uploads written
- * to a temporary file there, validated by the engine's reader and renamed
- * into place atomically. Every file is reached through a descriptor of the
+ * to a temporary file there, validated in a child process (validator.h,
+ * on the threads of the validation pool, validation.h) and renamed into
+ * place atomically. The service never parses a dataset itself: a file
+ * found in the directory is validated by the same child. Every file is reached through a descriptor of the
  * directory (openat, O_NOFOLLOW) and a name checked by catalog_name_check,
  * so nothing it does reaches outside the data directory. It knows nothing
  * of HTTP: the datasets routes (service/api) encode what it returns.
@@ -42,7 +44,12 @@ int catalog_hash_fd(int fd, char hex[65]);
  * its own.
  */
 struct catalog;
-struct catalog *catalog_new(void);          /* NULL when out of memory */
+/* With its validation pool (validation.h; 0: the defaults). NULL when out
+   of memory. */
+struct catalog *catalog_new(unsigned validators, unsigned queue, unsigned per_token);
+/* Stops the validation pool: every upload waiting or being validated is
+   answered (503, not kept). Before the HTTP server stops. */
+void catalog_stop(struct catalog *c);
 void catalog_free(struct catalog *c);       /* NULL is a no-op */
 
 /*
@@ -102,11 +109,13 @@ int catalog_file(struct app *a, const char *name, struct catalog_file *out,
 
 /*
  * Uploads. catalog_upload_begin checks what can be checked before a byte
- * of the body (the name, whether it exists, the directory) and creates the
- * temporary file; catalog_upload_write takes the body piece by piece;
- * catalog_upload_finish validates the file, renames it into place and
- * stores its stats; catalog_upload_abort drops it. finish and abort free
- * the upload.
+ * of the body (the name, whether it exists and whose it is, the directory,
+ * and the validation pool's admission: too many uploads in progress is
+ * CATALOG_ETHROTTLED) and creates the temporary file; catalog_upload_write
+ * takes the body piece by piece; catalog_upload_finish queues the file for
+ * the validation pool, which validates it in a child process, then checks
+ * the owner again, stores the row and renames the file into place as one
+ * step; catalog_upload_abort drops it. finish and abort free the upload.
  */
 enum catalog_fail {
     CATALOG_OK = 0,
@@ -115,16 +124,21 @@ enum catalog_fail {
     CATALOG_EEXISTS,        /* the name is taken and replace was not asked */
     CATALOG_ENOTREG,        /* the name is taken by something not a file */
     CATALOG_EINVALID,       /* the reader refused the file: detail says why */
-    CATALOG_EBUSY,          /* the reader ran out of memory: try later */
+    CATALOG_EBUSY,          /* the validator could not run, or the server
+                               is stopping: try later */
     CATALOG_EFORBIDDEN,     /* the name is another's: detail is the owner
                                ("" for the administrators') */
-    CATALOG_ELIMIT          /* over a validator limit: detail says which */
+    CATALOG_ELIMIT,         /* over a validator limit: detail says which */
+    CATALOG_ETHROTTLED      /* too many uploads in progress: err_no is the
+                               status (429: the token's, 503: the server's),
+                               what the limit's name, value its value */
 };
 
 struct catalog_failure {
     enum catalog_fail kind;
     int err_no;
     const char *what;           /* static: what could not be done */
+    unsigned value;             /* CATALOG_ETHROTTLED: the limit's value */
     char detail[sizeof ((struct store_err *)0)->msg + CATALOG_NAME_MAX];
 };
 
@@ -137,9 +151,16 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
                                             int admin, struct catalog_failure *f);
 int catalog_upload_write(struct catalog_upload *up, const char *data,
                          size_t len);
-/* 0 with *it filled and *replaced set when it took an existing name. */
-int catalog_upload_finish(struct catalog_upload *up, struct catalog_item *it,
-                          int *replaced, struct catalog_failure *f);
+/*
+ * Returns at once; done(arg, rc, it, replaced, f) is called exactly once,
+ * on a pool thread (or on the caller's when the pool is stopping): rc 0
+ * with *it filled (done may not keep it) and replaced set when it took an
+ * existing name, or -1 with f filled.
+ */
+typedef void (*catalog_upload_done_fn)(void *arg, int rc, const struct catalog_item *it,
+                                       int replaced, const struct catalog_failure *f);
+void catalog_upload_finish(struct catalog_upload *up, catalog_upload_done_fn done,
+                           void *arg);
 void catalog_upload_abort(struct catalog_upload *up);
 /* The upload limit: --max-upload, ECOPT_MAX_UPLOAD. */
 size_t catalog_upload_limit(const struct app *a);

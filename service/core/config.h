@@ -61,6 +61,10 @@ struct config {
     uint64_t upload_max_rows, upload_max_nnz, upload_max_d;
     unsigned upload_validator_mem;    /* MB */
     unsigned upload_validator_cpu;    /* s */
+    /* The validation pool (validation.h; 0: its defaults). */
+    unsigned upload_validators;   /* validator processes at once */
+    unsigned upload_queue;        /* uploads in progress, all tokens */
+    unsigned upload_per_token;    /* uploads in progress of one token */
 };
 
 /* Defaults, then the environment (ECOPT_*), then argv; a sentence naming

@@ -73,10 +73,17 @@
       UINT32_MAX, "N", "the upload validator's limit, default 16777216")      \
     X("upload-validator-mem", "ECOPT_UPLOAD_VALIDATOR_MEM", UINT,             \
       upload_validator_mem, NULL, 64, 1u << 30, "MB",                         \
-      "the upload validator's address space, default 12288")                  \
+      "the upload validator's address space, default 256")                    \
     X("upload-validator-cpu", "ECOPT_UPLOAD_VALIDATOR_CPU", UINT,             \
       upload_validator_cpu, NULL, 1, 100000000, "SEC",                        \
       "the upload validator's CPU seconds, default 900")                      \
+    X("upload-validators", "ECOPT_UPLOAD_VALIDATORS", UINT,                   \
+      upload_validators, "2", 1, 256, "N",                                    \
+      "validator processes at once (the rest wait)")                          \
+    X("upload-queue", "ECOPT_UPLOAD_QUEUE", UINT, upload_queue, "8", 1,       \
+      100000, "N", "uploads in progress at once (more: 503)")                 \
+    X("upload-per-token", "ECOPT_UPLOAD_PER_TOKEN", UINT, upload_per_token,   \
+      "2", 1, 100000, "N", "uploads in progress of one token (more: 429)")    \
     X("threads", "ECOPT_THREADS", UINT, threads, "4", 1, 256, "N",            \
       "HTTP threads")                                                         \
     X("state-dir", "ECOPT_STATE_DIR", PATH, state_dir, NULL, 0, 0, "DIR",     \

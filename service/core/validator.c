@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -271,6 +273,7 @@ int validator_check_fd(int fd, const char *name, const struct validator_limits *
     o.max_index = l.max_d > UINT32_MAX ? UINT32_MAX : (uint32_t)l.max_d;
     o.max_nnz = l.max_nnz;
     o.redact = 1;
+    o.count_only = 1;       /* the counts and the checks, not the matrix */
     if ((rc = ec_libsvm_read_fd(fd, name, &o, &ds, &e)) < 0) {
         if (rc == EC_ENOMEM)
             verdict(out, 413, "upload_validator_mem", "%s: more memory than the "
@@ -389,8 +392,49 @@ static const char *known_limit(const char *s)
     return s ? "upload_max_d" : NULL;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The child's verdict line from p into buf (up to VERDICT_MAX bytes), until
+ * it closes its end. 0; 1 when *cancel was set or the wall-clock deadline
+ * passed (the child is then killed); the caller reaps it.
+ */
+static int read_verdict(int p, pid_t pid, char *buf, size_t *len, double deadline,
+                        const atomic_int *cancel)
+{
+    for (;;) {
+        struct pollfd pfd = {p, POLLIN, 0};
+        ssize_t n;
+        int r;
+
+        if ((cancel && atomic_load(cancel)) || now_s() > deadline) {
+            kill(pid, SIGKILL);
+            return 1;
+        }
+        if ((r = poll(&pfd, 1, 200)) < 0 && errno != EINTR)
+            return 0;
+        if (r <= 0)
+            continue;
+        n = read(p, buf + *len, VERDICT_MAX - *len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        *len += (size_t)n;
+        if (*len == VERDICT_MAX)
+            return 0;
+    }
+}
+
 int validator_run(const char *exe, int fd, const char *name, const char *user,
-                  const struct validator_limits *lim, struct validator_result *out)
+                  const struct validator_limits *lim, const atomic_int *cancel,
+                  struct validator_result *out)
 {
     struct validator_limits l = *lim;
     char a[6][32], *argv[20], *buf = NULL;
@@ -399,11 +443,19 @@ int validator_run(const char *exe, int fd, const char *name, const char *user,
     sigset_t none, all;
     size_t len = 0;
     pid_t pid;
-    int p[2], k = 0, st = 0, rc;
+    int p[2], k = 0, st = 0, rc, stopped = 0, flags;
+    double wall;
     json_t *doc;
 
     memset(out, 0, sizeof *out);
     validator_limits_fill(&l);
+    /* The child may read the file and nothing else: a read-only
+       descriptor, or none. */
+    if ((flags = fcntl(fd, F_GETFL)) < 0 || (flags & O_ACCMODE) != O_RDONLY) {
+        snprintf(out->error, sizeof out->error, "the validator is given only "
+                 "read-only descriptors");
+        return -1;
+    }
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(out->error, sizeof out->error, "a pipe: %s", strerror(errno));
         return -1;
@@ -432,6 +484,9 @@ int validator_run(const char *exe, int fd, const char *name, const char *user,
     posix_spawn_file_actions_adddup2(&fa, fd, 0);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    /* Whatever the server holds open without close-on-exec (an inherited
+       socket, a library's file) stays behind. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
@@ -447,19 +502,31 @@ int validator_run(const char *exe, int fd, const char *name, const char *user,
                  strerror(rc));
         return -1;
     }
+    /* CPU time is the child's limit; a child that waits on something (a
+       machine this busy) is bounded by the wall clock too. */
+    wall = 2.0 * l.cpu_seconds + 30;
     if ((buf = malloc(VERDICT_MAX + 1))) {
-        ssize_t n;
-
-        while (len < VERDICT_MAX &&
-               ((n = read(p[0], buf + len, VERDICT_MAX - len)) > 0 ||
-                (n < 0 && errno == EINTR)))
-            if (n > 0)
-                len += (size_t)n;
+        stopped = read_verdict(p[0], pid, buf, &len, now_s() + wall, cancel);
         buf[len] = '\0';
+    } else {
+        kill(pid, SIGKILL);
     }
     close(p[0]);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    if (stopped && cancel && atomic_load(cancel)) {
+        free(buf);
+        snprintf(out->error, sizeof out->error, "the validation was stopped (the "
+                 "server is shutting down)");
+        return -1;
+    }
+    if (stopped) {
+        free(buf);
+        verdict(out, 413, "upload_validator_cpu", "%s: the validator took more than "
+                "%.0f s of wall-clock time (upload_validator_cpu %u s, doubled, and "
+                "30 s)", name, wall, l.cpu_seconds);
+        return 0;
+    }
     doc = buf && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? json_loads(buf, 0, NULL) : NULL;
     free(buf);
     if (!doc) {

@@ -37,6 +37,10 @@ typedef struct ec_libsvm_opts {
     int redact;            /* 1: messages name the line, the column and the
                               rule, and quote no byte of the file (for
                               files whose reader may not see them) */
+    int count_only;        /* 1: check every line as always and count rows,
+                              nnz, d and labels, but keep no matrix: *out
+                              gets the counts and labels, its arrays stay
+                              NULL, and memory stays that of one line */
 } ec_libsvm_opts;
 
 #define EC_LIBSVM_DEFAULT_MAX_INDEX (1u << 24)
