@@ -666,7 +666,7 @@ START_TEST(test_validator_descriptors)
     CURLM *m = curl_multi_init();
     struct up u;
     pid_t pids[4];
-    int leak = open("/dev/null", O_RDONLY), n = 0, seen = 0;
+    int leak = open("/dev/null", O_RDONLY), n = 0, seen = 0, unreadable = 0;
 
     ck_assert_int_ge(leak, 3);          /* no O_CLOEXEC: ecopt serve inherits it */
     start(&s, 0, NULL);
@@ -683,8 +683,12 @@ START_TEST(test_validator_descriptors)
         if (validators(s.pid, pids, 4) < 1)
             continue;
         snprintf(path, sizeof path, "/proc/%d/fd", (int)pids[0]);
-        if (!(d = opendir(path)))
+        if (!(d = opendir(path))) {
+            /* Another uid's descriptors need CAP_SYS_PTRACE (not in a
+               container's default set). */
+            unreadable += errno == EACCES || errno == EPERM;
             continue;
+        }
         n = 0;
         while ((de = readdir(d)))
             if (de->d_name[0] != '.') {
@@ -708,7 +712,11 @@ START_TEST(test_validator_descriptors)
         ck_assert_msg((flags & O_ACCMODE) == O_RDONLY, "the validator's file is open "
                       "with flags 0%lo, not read-only", flags);
     }
-    ck_assert_msg(seen, "no validator was seen");
+    if (!seen && unreadable && !getenv("ECOPT_REQUIRE_PTRACE"))
+        printf("SKIP test_validator_descriptors: the validator's /proc/PID/fd is not "
+               "readable here (no CAP_SYS_PTRACE)\n");
+    else
+        ck_assert_msg(seen, "no validator was seen");
     for (int i = 0; i < 3000 && !u.done; i++)
         up_pump(m, 100);
     ck_assert_int_eq(u.status, 201);
