@@ -41,27 +41,6 @@ static const char http_endless_process_job[] =
 static const char http_small_job[] =
     "{\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20}";
 
-static int http_connect(const struct server *s, const char *from)
-{
-    struct sockaddr_in a = {0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    ck_assert_int_ge(fd, 0);
-    if (from) {
-        struct sockaddr_in b = {0};
-        b.sin_family = AF_INET;
-        ck_assert_int_eq(inet_pton(AF_INET, from, &b.sin_addr), 1);
-        ck_assert_msg(bind(fd, (struct sockaddr *)&b, sizeof b) == 0, "bind %s: %s", from,
-                      strerror(errno));
-    }
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)s->port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
-                  strerror(errno));
-    return fd;
-}
-
 static void http_send(int fd, const char *p, size_t len)
 {
     while (len > 0) {
@@ -190,7 +169,7 @@ START_TEST(test_http_framing)
     server_start(&s, 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *request = cases[i].request ? cases[i].request : big;
-        int fd = http_connect(&s, NULL), closed, status = 0;
+        int fd = raw_connect_from(&s, NULL), closed, status = 0;
 
         http_send(fd, request, strlen(request));
         closed = http_read_to_close(fd, out, 65536, 10);
@@ -362,7 +341,7 @@ static int http_open_stream(const struct server *s, const char *token, const cha
                             int *status)
 {
     char text[512];
-    int fd = http_connect(s, NULL);
+    int fd = raw_connect_from(s, NULL);
 
     snprintf(text, sizeof text,
              "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n", path, token);
@@ -437,7 +416,7 @@ START_TEST(test_http_streams_per_token)
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?wait=30", queued);
     for (int i = 0; i < 3; i++) {
         char text[256];
-        fds[n] = http_connect(&s, NULL);
+        fds[n] = raw_connect_from(&s, NULL);
         snprintf(text, sizeof text,
                  "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n", path, ROOT);
         http_send(fds[n++], text, strlen(text));
@@ -490,7 +469,7 @@ START_TEST(test_http_livez_beside_streams)
         const char *probe = k ? "/readyz" : "/livez";
         snprintf(text, sizeof text, "GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
                  probe);
-        fd = http_connect(&s, NULL);
+        fd = raw_connect_from(&s, NULL);
         http_send(fd, text, strlen(text));
         status = 0;
         http_read_to_close(fd, text, sizeof text, 10);
