@@ -12,7 +12,7 @@ enum {
 
 int cmd_run(int argc, char **argv);
 int cmd_serve(int argc, char **argv);   /* serve.c */
-int cmd_gen(int argc, char **argv);     /* gen.c */
+int cmd_gen(int argc, char **argv);     /* cmd_gen.c */
 /* The client commands (client.c): -1 when cmd is not one of them. */
 int cmd_client(const char *cmd, int argc, char **argv, const char *url,
                const char *token);

@@ -129,7 +129,7 @@ struct http__status {
 };
 extern const struct http__status http__status_table[NSTATUS];
 
-/* How many latency histogram bounds there are (metrics.c's bucket_le). */
+/* How many latency histogram bounds there are (counters.c's bucket_le). */
 #define NBUCKETS 13
 
 /* ------------------------------------------------------------------ */
@@ -343,7 +343,7 @@ void http__sink_check_peer(struct http_exchange *x, uint64_t now);
 void http__sink_abort(struct http_exchange *x);
 int http__body_append(struct http_exchange *x, const char *data, size_t n);
 
-/* metrics.c */
+/* counters.c */
 /* conns.c: which deadline a connection is under from now on. */
 enum { HTTP__DL_NONE, HTTP__DL_HEADERS, HTTP__DL_BODY, HTTP__DL_UPLOAD };
 void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,

@@ -230,7 +230,7 @@ int64_t store__now_ms(void);
 void store__new_id(struct store *st, char prefix, char id[STORE_ID_LEN + 1]);
 int store__is_sha256(const char *s);
 
-/* jobs.c */
+/* job_rows.c */
 int store__job_seq(struct store *st, const char *id, int64_t *seq,
                    struct store_err *err);
 

@@ -1,4 +1,4 @@
-/* The store's catalog: datasets and the P* cache. */
+/* The store's dataset rows and the P* cache. */
 #include "store_int.h"
 
 /* ---- The P* cache ---------------------------------------------------- */
