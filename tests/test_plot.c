@@ -148,13 +148,14 @@ static char *plot_ok(const plot_spec *sp, const plot_series *s, size_t ns)
     ck_assert_msg(bad == NULL, "not well-formed: %s\n%s", bad, svg);
     ck_assert_msg(strncmp(svg, "<?xml", 5) == 0, "no XML declaration");
     /* No non-finite number in any attribute (coordinates) or tick label;
-       names in text may say what they like. */
+       names in text may say what they like. Checked per byte, so Check
+       hears of it only on failure: an assertion per byte of a large
+       document is a write to its pipe each, minutes on a loaded machine. */
     int in_tag = 0;
     for (const char *p = svg; *p; p++) {
         in_tag = *p == '<' ? 1 : *p == '>' ? 0 : in_tag;
-        ck_assert_msg(!in_tag || (strncasecmp(p, "nan", 3) != 0 &&
-                                  strncasecmp(p, "inf", 3) != 0),
-                      "a non-finite number in the output at %td", p - svg);
+        if (in_tag && (strncasecmp(p, "nan", 3) == 0 || strncasecmp(p, "inf", 3) == 0))
+            ck_abort_msg("a non-finite number in the output at %td", p - svg);
     }
     for (int axis = 0; axis < 2; axis++) {
         char labels[2048];
