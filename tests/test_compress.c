@@ -605,25 +605,26 @@ static const struct {
     ec_comp_type type;
     uint32_t d, k, s;
     uint32_t log2_d, level_bits; /* ceil(log2 d), ceil(log2(s + 1)) */
+    uint32_t paper_level_bits;   /* ceil(log2 s): MARINA's level bits */
 } bit_cases[] = {
-    {EC_COMP_NONE, 1, 0, 0, 0, 0},
-    {EC_COMP_NONE, 123, 0, 0, 7, 0},
-    {EC_COMP_TOPK, 1, 1, 0, 0, 0},
-    {EC_COMP_TOPK, 2, 1, 0, 1, 0},
-    {EC_COMP_TOPK, 3, 2, 0, 2, 0},
-    {EC_COMP_TOPK, 123, 7, 0, 7, 0},
-    {EC_COMP_TOPK, 1024, 50, 0, 10, 0},
-    {EC_COMP_TOPK, 1025, 1, 0, 11, 0},
-    {EC_COMP_RANDK, 5, 2, 0, 3, 0},
-    {EC_COMP_RANDK_UNBIASED, 1000, 10, 0, 10, 0},
-    {EC_COMP_DITHER, 123, 0, 1, 7, 1},
-    {EC_COMP_DITHER, 123, 0, 3, 7, 2},
-    {EC_COMP_DITHER, 123, 0, 4, 7, 3},
-    {EC_COMP_DITHER, 123, 0, 7, 7, 3},
-    {EC_COMP_DITHER, 123, 0, 8, 7, 4},
-    {EC_COMP_DITHER, 123, 0, 65535, 7, 16},
-    {EC_COMP_DITHER_UNBIASED, 1, 0, 2, 0, 2},
-    {EC_COMP_DITHER_UNBIASED, 500, 0, 15, 9, 4},
+    {EC_COMP_NONE, 1, 0, 0, 0, 0, 0},
+    {EC_COMP_NONE, 123, 0, 0, 7, 0, 0},
+    {EC_COMP_TOPK, 1, 1, 0, 0, 0, 0},
+    {EC_COMP_TOPK, 2, 1, 0, 1, 0, 0},
+    {EC_COMP_TOPK, 3, 2, 0, 2, 0, 0},
+    {EC_COMP_TOPK, 123, 7, 0, 7, 0, 0},
+    {EC_COMP_TOPK, 1024, 50, 0, 10, 0, 0},
+    {EC_COMP_TOPK, 1025, 1, 0, 11, 0, 0},
+    {EC_COMP_RANDK, 5, 2, 0, 3, 0, 0},
+    {EC_COMP_RANDK_UNBIASED, 1000, 10, 0, 10, 0, 0},
+    {EC_COMP_DITHER, 123, 0, 1, 7, 1, 0},
+    {EC_COMP_DITHER, 123, 0, 3, 7, 2, 2},
+    {EC_COMP_DITHER, 123, 0, 4, 7, 3, 2},
+    {EC_COMP_DITHER, 123, 0, 7, 7, 3, 3},
+    {EC_COMP_DITHER, 123, 0, 8, 7, 4, 3},
+    {EC_COMP_DITHER, 123, 0, 65535, 7, 16, 16},
+    {EC_COMP_DITHER_UNBIASED, 1, 0, 2, 0, 2, 1},
+    {EC_COMP_DITHER_UNBIASED, 500, 0, 15, 9, 4, 4},
 };
 
 START_TEST(test_bit_counts)
@@ -659,7 +660,10 @@ START_TEST(test_bit_counts)
         break;
     default:
         want_value = 64 + (uint64_t)d * bit_cases[_i].level_bits + nnz;
-        want_index = 0, want_paper = 64 * (1 + nnz);
+        /* MARINA's reference code: the norm, then a sign and ceil(log2 s)
+         * level bits per entry sent. */
+        want_index = 0;
+        want_paper = 64 + nnz * (1 + bit_cases[_i].paper_level_bits);
         break;
     }
     ck_assert_uint_eq(m.value_bits, want_value);
@@ -705,6 +709,25 @@ START_TEST(test_count_bits_hand_built)
     ec_msg_count_bits(&m);
     ck_assert_uint_eq(m.value_bits, 64 + 123 * 3);
     ck_assert_uint_eq(m.paper_bits, 64);
+    /* Paper bits as MARINA's reference code counts them: 64 for the norm,
+     * and 1 + ceil(log2 s) per entry sent (no level bits when s = 1). */
+    m.nnz = 10;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.paper_bits, 64 + 10 * (1 + 2));
+    m.s = 1;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.paper_bits, 64 + 10);
+    m.s = 5;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.paper_bits, 64 + 10 * (1 + 3));
+    /* topk and randk: 64 per value, the indices and the seed free (the
+     * EF21 and MARINA reference codes); none: 64 per value. */
+    m.type = EC_COMP_TOPK;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.paper_bits, 64 * 10);
+    m.type = EC_COMP_RANDK;
+    ec_msg_count_bits(&m);
+    ck_assert_uint_eq(m.paper_bits, 64 * 10);
     ec_msg_clear(&m);
 }
 END_TEST

@@ -236,7 +236,10 @@ void ec_msg_count_bits(ec_msg *m)
         break;
     case EC_COMP_LAYOUT_LEVELS:
         m->value_bits = 64 + d * ceil_log2((uint64_t)m->s + 1) + nnz;
-        m->paper_bits = 64 * (1 + nnz);
+        /* MARINA's reference code: the norm, then a sign bit and
+         * ceil(log2 s) level bits per entry (docs/algorithms.md,
+         * "Counting bits"). */
+        m->paper_bits = 64 + nnz * (1 + ceil_log2(m->s));
         break;
     }
 }

@@ -121,8 +121,11 @@ double ec_comp_omega(const ec_comp_spec *spec, uint32_t d);
  *   randk(-unbiased): 64 k value bits, 64 index bits (the shared seed)
  *   dither(-unb.):   64 (the norm) + d * ceil(log2(s+1)) (levels) + nnz (signs)
  *                    value bits, 0 index bits
- * with k = nnz. paper_bits counts 64 per value sent, as the literature does:
- * 64 nnz for none, 64 k for topk and randk, 64 (1 + nnz) for dither.
+ * with k = nnz. paper_bits follows the reference code each compressor's
+ * experiments come from (docs/algorithms.md, "Counting bits"): 64 per
+ * value for none, topk and randk (64 nnz, indices and seeds free), and
+ * 64 + nnz (1 + ceil(log2 s)) for dither (the norm, a sign and the level
+ * bits of each entry sent).
  *
  * For randk, seed is the draw the indices came from. For dither, every
  * val[i] equals +-level * unit exactly, unit = ec_dither_unit(norm, s, scale),
