@@ -656,9 +656,8 @@ void ec_worker_clear(ec_worker *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Draws the minibatch: batch rows of the shard, uniformly with replacement. */
 /* Whether the workers sample a minibatch of rows (else the whole shard). */
-static int samples_rows(const ec_params *p)
+int ec_algo_samples_rows(const ec_params *p)
 {
     return !ec_algo_full_local(p->algo) && p->batch < p->m;
 }
@@ -671,6 +670,7 @@ static uint32_t draw_row(const ec_worker *w, ec_rng *r)
     return sh->begin + (uint32_t)ec_rng_below(r, sh->end - sh->begin);
 }
 
+/* Draws the minibatch: batch rows of the shard, uniformly with replacement. */
 static void draw_rows(ec_worker *w)
 {
     for (uint32_t r = 0; r < w->prm->batch; r++)
@@ -696,7 +696,7 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
 {
     const ec_problem *pb = w->pb;
 
-    if (!samples_rows(w->prm)) {
+    if (!ec_algo_samples_rows(w->prm)) {
         ec_shard_grad(pb, w->tau, x, g);
         if (ref) {
             double *t = w->buf2;
@@ -809,7 +809,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             g[j] += w->mu_local[j];
         error_feedback(w, g, p->gamma, &up->q);
         /* Each worker refreshes its own reference point with probability p. */
-        if (ec_rng_uniform(&w->rng) < p->p) {
+        w->refreshed = ec_rng_uniform(&w->rng) < p->p;
+        if (w->refreshed) {
             memcpy(w->w_local, m->x, d * sizeof *m->x);
             ec_shard_grad(pb, w->tau, w->w_local, w->mu_local);
         }
@@ -862,7 +863,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             w->ef_in = w->ef_out = 0.0;
         }
     }
-    if (samples_rows(p))
+    if (ec_algo_samples_rows(p))
         prefetch_next_rows(w);
 }
 

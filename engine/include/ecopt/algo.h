@@ -99,6 +99,10 @@ int ec_algo_compresses(ec_algo_id a);
 int ec_algo_full_local(ec_algo_id a);
 /* Whether the first exchange is an initialisation (dense gradients). */
 int ec_algo_has_init(ec_algo_id a);
+/* Whether the workers sample a minibatch of rows each round (a stochastic
+ * method with a batch below the smallest shard), else take the whole
+ * shard's gradient. */
+int ec_algo_samples_rows(const ec_params *p);
 
 /* The replicated state. x is the current iterate; the rest depends on
  * the algorithm (y, z, w, u for L-Katyusha; u = h for DIANA, = g for EF21). */
@@ -188,6 +192,7 @@ typedef struct ec_worker {
     int borrowed;             /* comp, shift_comp, buf, buf2 are another's */
     double ef_in, ef_out;     /* ECLK: sums since the last coin round */
     uint64_t restarts;        /* the model's restarts this worker has seen */
+    int refreshed;            /* ec-lsvrg: this round's coin refreshed w_tau */
 } ec_worker;
 
 int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,
