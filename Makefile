@@ -146,10 +146,12 @@ tests: $(TEST_BIN) $(BUILD)/ecopt $(MPI_BIN)
 deps:
 	@sh docker/install-deps.sh
 
-# Each suite is its own program; all run even if one fails, then the totals.
+# Each suite is its own program; all run even if one fails, then the totals;
+# then the independent reference of every algorithm (mk/reference.mk).
 check: deps
 	@$(MAKE) --no-print-directory tests engine-linkcheck layercheck citecheck
 	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
+	@$(MAKE) --no-print-directory reference-check
 
 asan-check: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g" MPICC= \

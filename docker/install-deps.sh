@@ -6,13 +6,14 @@
 # Given package names, it does the same for those instead (fuzz/ uses it).
 # iproute2 (ip netns) serves test_mpi_hosts and bench_link.sh.
 # python3-jsonschema, python3-yaml and prometheus (for promtool) serve
-# test_contract, which checks the server against api/openapi.yaml.
+# test_contract, which checks the server against api/openapi.yaml;
+# python3-numpy the independent reference of `make reference-check`.
 set -eu
 
 PKGS="build-essential pkg-config zlib1g-dev libjansson-dev check libsubunit-dev
       libopenmpi-dev openmpi-bin libmicrohttpd-dev libsqlite3-dev
       libcurl4-openssl-dev nettle-dev iproute2
-      python3-jsonschema python3-yaml prometheus curl"
+      python3-jsonschema python3-yaml python3-numpy prometheus curl"
 [ $# -gt 0 ] && PKGS="$*"
 
 missing=""

@@ -1,0 +1,493 @@
+#!/usr/bin/python3
+"""An independent implementation of every ecopt algorithm, for the tests.
+
+Written from docs/algorithms.md ("The problem", "Compressors", "Algorithms,
+round by round", "Defaults"), in the papers' notation, not from the engine's
+C. It reads a trace the engine wrote (ecopt/trace.h; the format is in
+docs/testing.md, "The reference trace"), takes from it only what is random
+(the rows each worker sampled, the coins, the coordinates rand-k chose, the
+levels dithering rounded to; for top-k the engine's choice only among exact
+near-ties) and ECLK's online contraction estimate, computes everything else
+itself (gradients, compressors, error memories, shifts, steps, prox), and
+compares every replicated vector with the engine's after every round.
+
+    reference.py TRACE [--tol 1e-10]
+
+Prints one line: the case, the rounds checked, the largest deviation seen;
+exits 0 when every deviation is within tol, 1 (saying where) otherwise.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+
+class Mismatch(Exception):
+    pass
+
+
+# ---- the trace ---------------------------------------------------------
+
+
+def read_trace(path):
+    """The header as dicts and the rounds as a list of records."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    if not lines[0].startswith("ecopt-trace 1"):
+        raise Mismatch("%s: not an ecopt trace of version 1" % path)
+    head, shards, i = {}, [], 1
+    while i < len(lines) and lines[i] and lines[i].split()[0] not in ("init", "round"):
+        tok = lines[i].split()
+        if tok[0] == "shard":
+            shards.append((int(tok[2]), int(tok[3])))
+        elif tok[0] == "dataset":
+            head["dataset"] = lines[i][len("dataset "):]
+        elif tok[0] in ("compressor", "shift"):
+            head[tok[0]] = dict(zip(tok[2::2], tok[3::2]), _name=tok[1])
+        else:
+            head[tok[0]] = dict(zip(tok[1::2], tok[2::2]))
+        i += 1
+    records, rec = [], None
+    for line in lines[i:]:
+        if not line:
+            continue
+        tok = line.split()
+        tag = tok[0]
+        if tag in ("init", "round"):
+            rec = {"init": tag == "init", "round": int(tok[1]) if tag == "round" else 0,
+                   "rows": {}, "q": {}, "shift": {}, "refresh": {}, "state": {}}
+            records.append(rec)
+        elif tag == "coin":
+            rec["coin"] = int(tok[1])
+            rec["constants"] = [float(v) for v in tok[3:7]]
+            kv = dict(zip(tok[7::2], tok[8::2]))
+            rec["delta_eff"] = float(kv["delta_eff"])
+            rec["inflation"] = float(kv["inflation"])
+            rec["restarts"] = int(kv["restarts"])
+        elif tag == "rows":
+            rec["rows"][int(tok[1])] = np.array([int(v) for v in tok[2:]])
+        elif tag == "refresh":
+            rec["refresh"][int(tok[1])] = int(tok[2])
+        elif tag in ("q", "shift"):
+            nnz = int(tok[2])
+            idx = np.array([int(v) for v in tok[3:3 + nnz]], dtype=np.int64)
+            levels = None
+            if len(tok) > 3 + nnz and tok[3 + nnz] == "levels":
+                levels = np.array([int(v) for v in tok[4 + nnz:]], dtype=np.int64)
+            rec[tag][int(tok[1])] = (idx, levels)
+        else:
+            rec["state"][tag] = np.array([float(v) for v in tok[1:]])
+    return head, shards, records
+
+
+def read_libsvm(path, d):
+    """Dense rows and labels mapped to +1 (the larger label) and -1."""
+    rows, labels = [], []
+    with open(path) as f:
+        for line in f:
+            tok = line.split()
+            if not tok:
+                continue
+            labels.append(float(tok[0]))
+            row = np.zeros(d)
+            for t in tok[1:]:
+                j, v = t.split(":")
+                row[int(j) - 1] = float(v)
+            rows.append(row)
+    y = np.array(labels)
+    hi = y.max()
+    return np.array(rows), np.where(y == hi, 1.0, -1.0)
+
+
+# ---- the problem (docs/algorithms.md, "The problem") --------------------
+
+
+class Problem:
+    def __init__(self, A, b, loss, lam1, lam2, shards):
+        self.A, self.b, self.loss = A, b, loss
+        self.lam1, self.lam2 = lam1, lam2
+        self.shards = shards
+        self.c = 0.25 if loss == "logistic" else 1.0
+
+    def grad_rows(self, tau, x, rows):
+        """grad of worker tau's f^(tau) on the rows S (repeated as drawn):
+        w_tau (1/|S|) sum over S of loss'(b_i <a_i, x>) b_i a_i + lambda2 x,
+        w_tau = n m_tau / N its shard's share of the rows."""
+        A, b = self.A[rows], self.b[rows]
+        lo, hi = self.shards[tau]
+        weight = len(self.shards) * (hi - lo) / self.A.shape[0]
+        t = b * (A @ x)
+        if self.loss == "logistic":
+            dl = -np.exp(-np.logaddexp(0.0, t))     # -1/(1 + e^t)
+        else:
+            dl = t - 1.0
+        return weight * (A.T @ (dl * b)) / len(rows) + self.lam2 * x
+
+    def grad_shard(self, tau, x):
+        lo, hi = self.shards[tau]
+        return self.grad_rows(tau, x, np.arange(lo, hi))
+
+    def prox(self, v, t):
+        """The prox of t ||.||_1: soft thresholding."""
+        if self.lam1 == 0.0:
+            return v
+        return np.sign(v) * np.maximum(np.abs(v) - t, 0.0)
+
+
+# ---- compressors (docs/algorithms.md, "Compressors") -------------------
+
+
+def dither_omega(d, s):
+    return min(d / (s * s), math.sqrt(d) / s)
+
+
+class Compressors:
+    """Q of a type, given the trace's record of its random choice."""
+
+    def __init__(self, d):
+        self.d = d
+        self.near_ties = 0
+
+    def apply(self, kind, k, s, t, choice):
+        d = self.d
+        if kind == "none":
+            return t.copy()
+        idx, levels = choice
+        q = np.zeros(d)
+        if kind == "topk":
+            return self.topk(t, k, idx)
+        if kind in ("randk", "randk-unbiased"):
+            if len(idx) != k or len(set(idx.tolist())) != k or idx.min() < 0 or idx.max() >= d:
+                raise Mismatch("rand-k sent %d indices, not %d distinct ones in 0..%d"
+                               % (len(idx), k, d - 1))
+            factor = d / k if kind == "randk-unbiased" else 1.0
+            q[idx] = factor * t[idx]
+            return q
+        if kind in ("dither", "dither-unbiased"):
+            scale = 1.0 / (1.0 + dither_omega(d, s)) if kind == "dither" else 1.0
+            return self.dither(t, s, scale, idx, levels)
+        raise Mismatch("unknown compressor %s" % kind)
+
+    def topk(self, t, k, theirs):
+        """The k largest |t_j|, ties to the smaller index. Where the
+        engine's set differs only by coordinates within 1e-9 of the k-th
+        magnitude (rounding decides such ties), its set is taken."""
+        mag = np.abs(t)
+        mine = np.argsort(-mag, kind="stable")[:k]
+        chosen = mine
+        if set(mine.tolist()) != set(theirs.tolist()):
+            kth = np.sort(mag)[::-1][k - 1]
+            diff = set(mine.tolist()) ^ set(theirs.tolist())
+            if len(theirs) != k or any(abs(mag[j] - kth) > 1e-9 * max(kth, 1e-300) for j in diff):
+                raise Mismatch("top-%d: the engine sent %s, the k largest are %s"
+                               % (k, sorted(theirs.tolist()), sorted(mine.tolist())))
+            self.near_ties += 1
+            chosen = theirs
+        q = np.zeros(self.d)
+        q[chosen] = t[chosen]
+        return q
+
+    def dither(self, t, s, scale, idx, levels):
+        """r_j = s |t_j| / ||t||, rounded up with probability r_j -
+        floor(r_j): the trace says which way; it must be one of the two."""
+        q = np.zeros(self.d)
+        norm = np.linalg.norm(t)
+        if norm == 0.0:
+            if len(idx):
+                raise Mismatch("dither of a zero vector sent levels")
+            return q
+        r = s * np.abs(t) / norm
+        lev = np.zeros(self.d, dtype=np.int64)
+        lev[idx] = levels
+        lo = np.floor(r - 1e-9)
+        hi = np.minimum(np.ceil(r + 1e-9), s)
+        bad = np.nonzero((lev < lo) | (lev > hi))[0]
+        if len(bad):
+            j = bad[0]
+            raise Mismatch("dither: level %d at %d where r = %.17g" % (lev[j], j, r[j]))
+        return np.sign(t) * lev * (norm * scale / s)
+
+
+# ---- the algorithms (docs/algorithms.md, "Algorithms, round by round") --
+
+
+def default_step(algo, h, pb, n, m, batch, delta):
+    """The default step of "The baselines' steps" and "ECLK's constants"."""
+    L_f, L = float(h["problem"]["L_f"]), float(h["problem"]["L"])
+    L_eff = L_f if batch >= m else L_f + L / (n * batch)
+    if algo in ("gd", "ec-gd", "ec-gd-diana"):
+        return 1.0 / L_f, L_eff
+    if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana"):
+        return 1.0 / L_eff, L_eff
+    if algo == "ef21":
+        if delta >= 1.0:
+            return 1.0 / L_f, L_eff
+        r = math.sqrt(1.0 - delta)
+        theta, beta = 1.0 - r, (1.0 - delta) / (1.0 - r)
+        Lt = float(h["problem"]["L_tilde"])
+        return 64.0 / (L_f + Lt * math.sqrt(beta / theta)), L_eff
+    return None, L_eff
+
+
+def katyusha_constants(L_eff, mu, p, inflation):
+    """L-Katyusha's theory values from L_delta = inflation L_eff."""
+    L_delta = inflation * L_eff
+    sigma = mu / L_delta
+    theta2 = 0.5
+    theta1 = min(math.sqrt(2.0 * sigma / (3.0 * p)), 0.5)
+    eta = theta2 / ((1.0 + theta2) * theta1)
+    return eta / L_delta, theta1, eta, sigma
+
+
+def close(a, b, tol=1e-12):
+    return abs(a - b) <= tol * max(abs(a), abs(b), 1e-300)
+
+
+class Reference:
+    def __init__(self, head, shards, pb):
+        job = head["job"]
+        self.algo = job["algorithm"]
+        self.n, self.d = int(job["n"]), int(job["d"])
+        self.batch = int(job["batch"])
+        self.pb = pb
+        comp, shift = head["compressor"], head["shift"]
+        self.comp = (comp["_name"], int(comp["k"]), int(comp["s"]))
+        self.shift = (shift["_name"], int(shift["k"]), int(shift["s"]))
+        self.Q = Compressors(self.d)
+        sizes = [hi - lo for lo, hi in shards]
+        self.m = min(sizes)
+        if self.m != int(job["m"]):
+            raise Mismatch("smallest shard: %d rows, the engine says %s" % (self.m, job["m"]))
+        kind, k, s = self.comp
+        d = self.d
+        self.delta = {"none": 1.0, "topk": k / d, "randk": k / d}.get(kind)
+        if kind == "dither":
+            self.delta = 1.0 / (1.0 + dither_omega(d, s))
+        skind, sk, ss = self.shift
+        omega = {"none": 0.0, "randk-unbiased": d / sk - 1.0 if sk else 0.0}.get(skind)
+        if skind == "dither-unbiased":
+            omega = dither_omega(d, ss)
+        self.alpha = 1.0 / (1.0 + omega)
+        prm = head["params"]
+        self.gamma, self.L_eff = default_step(self.algo, head, pb, self.n, self.m,
+                                              self.batch, self.delta)
+        if self.gamma is not None:
+            self.gamma *= float(prm["step_multiplier"])
+            if int(prm["step_given"]):
+                self.gamma = float(prm["gamma"])
+            if not close(self.gamma, float(prm["gamma"])):
+                raise Mismatch("step: %.17g by docs/algorithms.md, the engine uses %s"
+                               % (self.gamma, prm["gamma"]))
+        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg"):
+            if self.algo == "eclk":
+                self.p = max(self.batch / self.m, self.delta)
+            elif self.algo == "lkatyusha":
+                self.p = 1.0
+            else:
+                self.p = self.batch / self.m
+            if not close(self.p, float(prm["p"])):
+                raise Mismatch("p: %.17g by docs/algorithms.md, the engine uses %s"
+                               % (self.p, prm["p"]))
+        if self.algo in ("ec-sgd-diana", "ec-gd-diana") and not close(self.alpha, float(prm["alpha"])):
+            raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
+        self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
+                                        "ec-sgd-diana", "sgd") and self.batch < self.m
+        z = np.zeros(d)
+        self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+        self.e = [z.copy() for _ in range(self.n)]
+        self.h = [z.copy() for _ in range(self.n)]
+        self.w_loc = [z.copy() for _ in range(self.n)]
+        self.mu_loc = [pb.grad_shard(t, z) for t in range(self.n)] \
+            if self.algo == "ec-lsvrg" else None
+
+    # The gradient estimate of worker tau at x (minus at ref), on the rows
+    # the trace says it drew, or on its whole shard.
+    def local_grad(self, rec, tau, x, ref=None):
+        pb = self.pb
+        if self.stochastic:
+            rows = rec["rows"].get(tau)
+            if rows is None or len(rows) != self.batch:
+                raise Mismatch("round %d: worker %d has no rows of %d" % (rec["round"], tau, self.batch))
+            lo, hi = pb.shards[tau]
+            if rows.min() < lo or rows.max() >= hi:
+                raise Mismatch("worker %d drew a row outside its shard" % tau)
+            g = pb.grad_rows(tau, x, rows)
+            return g - pb.grad_rows(tau, ref, rows) if ref is not None else g
+        g = pb.grad_shard(tau, x)
+        return g - pb.grad_shard(tau, ref) if ref is not None else g
+
+    def compress(self, rec, tau, t, which="q"):
+        kind, k, s = self.comp if which == "q" else self.shift
+        choice = rec[which].get(tau)
+        if kind != "none" and choice is None:
+            raise Mismatch("round %d: worker %d's %s has no record" % (rec["round"], tau, which))
+        return self.Q.apply(kind, k, s, t, choice)
+
+    def ef(self, rec, tau, g, gamma):
+        """Error feedback: t = e + gamma g; q = Q(t); e = t - q."""
+        t = self.e[tau] + gamma * g
+        q = self.compress(rec, tau, t)
+        self.e[tau] = t - q
+        return q
+
+    def init(self):
+        pb, n = self.pb, self.n
+        if self.algo in ("eclk", "lkatyusha"):
+            self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
+        elif self.algo == "ef21":
+            self.h = [pb.grad_shard(t, self.x) for t in range(n)]
+            self.u = sum(self.h) / n
+
+    def round(self, rec):
+        a = self.algo
+        if a in ("eclk", "lkatyusha"):
+            return self.katyusha(rec)
+        if a == "ef21":
+            return self.ef21(rec)
+        n, pb, gamma = self.n, self.pb, self.gamma
+        qs = []
+        shifts = []
+        for tau in range(n):
+            if a == "ec-lsvrg":
+                g = self.local_grad(rec, tau, self.x, self.w_loc[tau]) + self.mu_loc[tau]
+                qs.append(self.ef(rec, tau, g, gamma))
+                # Each worker refreshes w_tau = x with its own coin.
+                if rec["refresh"].get(tau):
+                    self.w_loc[tau] = self.x.copy()
+                    self.mu_loc[tau] = pb.grad_shard(tau, self.x)
+            elif a in ("ec-sgd-diana", "ec-gd-diana"):
+                g_hat = self.local_grad(rec, tau, self.x)
+                g = g_hat - self.h[tau] + self.u
+                qs.append(self.ef(rec, tau, g, gamma))
+                msg = self.compress(rec, tau, g_hat - self.h[tau], "shift")
+                self.h[tau] = self.h[tau] + self.alpha * msg
+                shifts.append(msg)
+            else:       # ec-sgd, ec-gd, gd, sgd
+                qs.append(self.ef(rec, tau, self.local_grad(rec, tau, self.x), gamma))
+        self.x = pb.prox(self.x - sum(qs) / n, gamma * pb.lam1)
+        if shifts:
+            self.u = self.u + self.alpha * (sum(shifts) / n)
+
+    def ef21(self, rec):
+        n, pb, gamma = self.n, self.pb, self.gamma
+        x_new = pb.prox(self.x - gamma * self.u, gamma * pb.lam1)
+        cs = []
+        for tau in range(n):
+            c = self.compress(rec, tau, pb.grad_shard(tau, x_new) - self.h[tau])
+            self.h[tau] = self.h[tau] + c
+            cs.append(c)
+        self.x = x_new
+        self.u = self.u + sum(cs) / n
+
+    def katyusha(self, rec):
+        n, pb = self.n, self.pb
+        if rec["restarts"]:
+            raise Mismatch("round %d: a guard restart, which this reference does not model"
+                           % rec["round"])
+        # The constants from the contraction in use (ECLK's online estimate
+        # is taken from the trace, like a coin).
+        gamma, theta1, eta, sigma = katyusha_constants(self.L_eff, self.pb.lam2, self.p,
+                                                       rec["inflation"])
+        for mine, theirs, name in zip((gamma, theta1, eta, sigma), rec["constants"],
+                                      ("gamma", "theta1", "eta", "sigma")):
+            if not close(mine, theirs):
+                raise Mismatch("round %d: %s %.17g by docs/algorithms.md, the engine %.17g"
+                               % (rec["round"], name, mine, theirs))
+        theta2 = 0.5
+        x = theta1 * self.zv + theta2 * self.w + (1.0 - theta1 - theta2) * self.y
+        self.x_now = x
+        qs = []
+        for tau in range(n):
+            D = self.local_grad(rec, tau, x, self.w)
+            if self.algo == "lkatyusha":
+                qs.append(gamma * D)
+            else:
+                qs.append(self.ef(rec, tau, D, gamma))
+        v = sum(qs) / n
+        es = eta * sigma
+        z_new = pb.prox((es * x + self.zv - v - gamma * self.u) / (1.0 + es),
+                        gamma * pb.lam1 / (1.0 + es))
+        if rec["coin"]:
+            self.w = self.y.copy()
+            self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
+        self.y = x + theta1 * (z_new - self.zv)
+        self.zv = z_new
+
+    def state(self):
+        s = {"x": self.x, "u": self.u}
+        if self.algo in ("eclk", "lkatyusha"):
+            s = {"y": self.y, "z": self.zv, "w": self.w, "u": self.u}
+        return s
+
+
+def deviation(mine, theirs):
+    return float(np.max(np.abs(mine - theirs)) / max(1.0, float(np.max(np.abs(theirs)))))
+
+
+def check_constants(head, pb, shards):
+    """L and L_f as docs/algorithms.md defines them, from the data."""
+    A, c, lam2 = pb.A, pb.c, pb.lam2
+    N = A.shape[0]
+    n = len(shards)
+    L = max((n * (hi - lo) / N) * c * float(np.max(np.sum(A[lo:hi] ** 2, axis=1))) + lam2
+            for lo, hi in shards)
+    if not close(L, float(head["problem"]["L"]), 1e-12):
+        raise Mismatch("L: %.17g from the data, the engine says %s" % (L, head["problem"]["L"]))
+    L_f = c * float(np.linalg.eigvalsh(A.T @ A)[-1]) / N + lam2
+    # The engine's L_f comes from a power iteration: close, not exact.
+    if not close(L_f, float(head["problem"]["L_f"]), 1e-6):
+        raise Mismatch("L_f: %.17g from the data, the engine says %s" % (L_f, head["problem"]["L_f"]))
+
+
+def main(argv):
+    path, tol = argv[1], 1e-10
+    if len(argv) > 3 and argv[2] == "--tol":
+        tol = float(argv[3])
+    head, shards, records = read_trace(path)
+    job, prob = head["job"], head["problem"]
+    data_dir = os.environ.get("ECOPT_DATA_DIR", ".")
+    ds = head["dataset"] if "/" in head["dataset"] else os.path.join(data_dir, head["dataset"])
+    A, b = read_libsvm(ds, int(job["d"]))
+    pb = Problem(A, b, job["loss"], float(prob["lambda1"]), float(prob["lambda2"]), shards)
+    case = "%s %s" % (job["algorithm"], head["compressor"]["_name"])
+    worst, where, rounds = 0.0, "none: equal bits throughout", 0
+    try:
+        check_constants(head, pb, shards)
+        ref = Reference(head, shards, pb)
+        prev_x = None
+        for rec in records:
+            if rec["init"]:
+                ref.init()
+            else:
+                ref.round(rec)
+                rounds = rec["round"]
+            mine = ref.state()
+            theirs = rec["state"]
+            # L-Katyusha's x is made at the start of a round from the
+            # constants of that round: the engine's x after round r is
+            # checked against the reference's x of round r + 1.
+            if job["algorithm"] in ("eclk", "lkatyusha") and not rec["init"] and prev_x is not None:
+                mine = dict(mine, x=ref.x_now)
+                theirs = dict(theirs, x=prev_x)
+            prev_x = rec["state"].get("x")
+            for name, v in mine.items():
+                if name not in theirs:
+                    continue
+                dev = deviation(v, theirs[name])
+                if not dev <= worst:
+                    worst, where = dev, "%s at round %d" % (name, rec["round"])
+                if not dev <= tol:
+                    raise Mismatch("round %d: %s deviates by %.3g (over %g)"
+                                   % (rec["round"], name, dev, tol))
+    except Mismatch as err:
+        print("FAIL %-26s %s" % (case, err))
+        return 1
+    print("ok   %-26s %4d rounds, max deviation %.2e (%s), near ties %d"
+          % (case, rounds, worst, where, ref.Q.near_ties))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

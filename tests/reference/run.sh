@@ -1,0 +1,76 @@
+#!/bin/sh
+# The reference check (docs/testing.md, "The reference check"): every
+# algorithm with every compressor it takes, on a1a with 4 workers for 300
+# rounds, plus a minibatch, an l1 term, the squared loss and 7 uneven
+# shards. For each case the engine writes its trace (TRACE_RUN) and
+# tests/reference/reference.py, fed its random choices, must reproduce
+# every iterate to TOL. Prints a line per case and the largest deviation.
+#
+#   TRACE_RUN=build/reference/trace_run sh tests/reference/run.sh [FILTER]
+#
+# FILTER, a word of the case (say ec-lsvrg), runs only the matching cases.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+TRACE_RUN=${TRACE_RUN:-build/reference/trace_run}
+PYTHON=${PYTHON:-/usr/bin/python3}
+ROUNDS=${ROUNDS:-300}
+TOL=${TOL:-1e-10}
+FILTER=${1:-}
+if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
+    echo "reference-check: $PYTHON has no numpy (apt-get install python3-numpy)" >&2
+    exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# algorithm, then the job's other arguments
+cases() {
+    for comp in "compressor=topk k=5" "compressor=randk k=5" "compressor=dither s=2"; do
+        for algo in eclk ec-sgd ec-gd ec-lsvrg ec-sgd-diana ec-gd-diana ef21; do
+            echo "$algo $comp"
+        done
+    done
+    echo "eclk compressor=none"
+    echo "lkatyusha compressor=none"
+    echo "gd compressor=none"
+    echo "sgd compressor=none"
+    echo "sgd compressor=none batch=8"
+    echo "eclk compressor=topk k=5 batch=8"
+    echo "ec-lsvrg compressor=randk k=5 batch=8"
+    echo "ec-sgd-diana compressor=dither s=4 batch=8"
+    echo "eclk compressor=topk k=5 lambda1=1e-3"
+    echo "ec-gd compressor=topk k=5 lambda1=1e-3"
+    echo "ef21 compressor=topk k=5 lambda1=1e-3"
+    echo "ec-gd-diana compressor=randk k=5 lambda1=1e-3"
+    echo "eclk compressor=topk k=5 loss=squared"
+    echo "ec-sgd-diana compressor=topk k=5 loss=squared"
+    echo "ef21 compressor=dither s=2 loss=squared"
+    echo "ec-sgd compressor=topk k=5 workers=7"
+    echo "lkatyusha compressor=none workers=7 batch=8"
+}
+
+start=$(date +%s)
+n=0
+failed=0
+cases | while read -r algo rest; do
+    case " $algo $rest " in *" $FILTER"*) ;; *) continue ;; esac
+    n=$((n + 1))
+    trace="$tmp/case$n.trace"
+    # shellcheck disable=SC2086
+    if ! "$TRACE_RUN" dataset=a1a algorithm="$algo" $rest rounds="$ROUNDS" \
+            out="$trace"; then
+        echo "FAIL $algo $rest: trace_run failed"
+        echo fail >>"$tmp/failed"
+        continue
+    fi
+    if ! "$PYTHON" "$here/reference.py" "$trace" --tol "$TOL" |
+            sed "s/\$/  [$rest]/"; then
+        :
+    fi
+    rm -f "$trace"
+done | tee "$tmp/out"
+cases_run=$(grep -c '^ok\|^FAIL' "$tmp/out" || true)
+fails=$(grep -c '^FAIL' "$tmp/out" || true)
+worst=$(sed -n 's/.*max deviation \([0-9.e+-]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
+echo "reference-check: $cases_run cases, $fails failed, largest deviation ${worst:-none} (tolerance $TOL), $(( $(date +%s) - start )) s"
+[ "$fails" = 0 ] && [ "$cases_run" -gt 0 ]
