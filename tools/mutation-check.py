@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""Shows that the reference check catches real bugs (docs/testing.md,
+"Mutations the reference check catches").
+
+Each mutation below is a deliberate bug in the engine, at least one per
+algorithm. For each, a temporary copy of engine/ and tests/reference/ gets
+the bug, trace_run is rebuilt there, and tests/reference/run.sh runs the
+cases of the algorithm the bug is aimed at: the check must fail. The tree
+itself is never touched. Prints a table (mutation, cases run, the first
+failure) and exits 1 if any mutation went unnoticed.
+
+    tools/mutation-check.py [WORD]     only the mutations whose name has WORD
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CC = os.environ.get("CC", "cc")
+CFLAGS = ["-std=c11", "-O2", "-D_DEFAULT_SOURCE", "-D_POSIX_C_SOURCE=200809L",
+          "-Iengine/include"]
+
+# (name, file, text, replacement, the cases to run: a run.sh filter)
+MUTATIONS = [
+    ("eclk: the error memory keeps half of what was sent",
+     "engine/src/algo.c",
+     "        w->e[q->idx[i]] -= q->val[i];\n    for (uint32_t j = 0; j < d; j++)\n        out +=",
+     "        w->e[q->idx[i]] -= 0.5 * q->val[i];\n    for (uint32_t j = 0; j < d; j++)\n        out +=",
+     "eclk compressor=topk"),
+    ("eclk, lkatyusha: x mixes y and w with each other's weights",
+     "engine/src/algo.c",
+     "p->theta2 * m->w[j] + t3 * m->y[j]",
+     "p->theta2 * m->y[j] + t3 * m->w[j]",
+     "eclk compressor=randk"),
+    ("lkatyusha: z' without the eta sigma x term",
+     "engine/src/algo.c",
+     "m->tmp[j] = (es * m->x[j] + m->z[j] -",
+     "m->tmp[j] = (m->z[j] -",
+     "lkatyusha compressor=none"),
+    ("lkatyusha: the coin keeps the old full gradient u",
+     "engine/src/algo.c",
+     "            memcpy(m->u, down->a, d * sizeof *m->u);\n        }\n        for (uint32_t j = 0; j < d; j++) {",
+     "        }\n        for (uint32_t j = 0; j < d; j++) {",
+     "lkatyusha compressor=none"),
+    ("ec-sgd: a minibatch gradient without lambda2 x",
+     "engine/src/problem.c",
+     "    } else {\n        for (uint32_t j = 0; j < pb->d; j++)\n            g[j] = pb->lambda2 * x[j];\n    }",
+     "    } else {\n        for (uint32_t j = 0; j < pb->d; j++)\n            g[j] = 0.0;\n    }",
+     "ec-sgd compressor=topk"),
+    ("ec-gd: no error feedback (the memory is dropped after each send)",
+     "engine/src/algo.c",
+     "    ec_compress(w->comp, w->e, &w->rng, q);\n    for (uint32_t i = 0; i < q->nnz; i++)\n        w->e[q->idx[i]] -= q->val[i];\n}",
+     "    ec_compress(w->comp, w->e, &w->rng, q);\n    for (uint32_t i = 0; i < q->nnz; i++)\n        w->e[q->idx[i]] -= q->val[i];\n    memset(w->e, 0, w->pb->d * sizeof *w->e);\n}",
+     "ec-gd compressor=topk"),
+    ("ec-lsvrg: the reference point is never refreshed",
+     "engine/src/algo.c",
+     "        if (w->refreshed) {",
+     "        if (0 && w->refreshed) {",
+     "ec-lsvrg compressor=topk"),
+    ("ec-lsvrg: the refresh takes w_tau but keeps the old full gradient",
+     "engine/src/algo.c",
+     "            ec_shard_grad(pb, w->tau, w->w_local, w->mu_local);\n        }\n        break;",
+     "        }\n        break;",
+     "ec-lsvrg compressor=randk"),
+    ("ec-sgd-diana: the mean shift h moves by the full message, not alpha times it",
+     "engine/src/algo.c",
+     "                m->u[j] += p->alpha * down->a[j];",
+     "                m->u[j] += down->a[j];",
+     "ec-sgd-diana compressor=topk"),
+    ("ec-gd-diana: a worker's shift h_tau moves by the full message",
+     "engine/src/algo.c",
+     "        ec_msg_axpy(&up->extra, p->alpha, w->h);",
+     "        ec_msg_axpy(&up->extra, 1.0, w->h);",
+     "ec-gd-diana compressor=randk"),
+    ("ec-gd-diana: DIANA's randk shift unscaled (biased)",
+     "engine/src/compress.c",
+     "                          ? (double)d / (double)spec->k\n",
+     "                          ? 1.0\n",
+     "ec-gd-diana compressor=topk"),
+    ("ef21: a worker's g_tau never takes its message",
+     "engine/src/algo.c",
+     "        ec_compress(w->comp, g, &w->rng, &up->q);\n        ec_msg_axpy(&up->q, 1.0, w->h);",
+     "        ec_compress(w->comp, g, &w->rng, &up->q);",
+     "ef21 compressor=topk"),
+    ("ef21: the step factor 64 becomes 32",
+     "engine/src/algo.c",
+     "#define EF21_STEP_FACTOR 64.0",
+     "#define EF21_STEP_FACTOR 32.0",
+     "ef21 compressor=randk"),
+    ("gd: the step 1/(L_f + lambda2) instead of 1/L_f",
+     "engine/src/algo.c",
+     "        p->theory_step = 1.0 / pb->L_f;",
+     "        p->theory_step = 1.0 / (pb->L_f + pb->lambda2);",
+     "gd compressor=none"),
+    ("sgd: a minibatch gradient without its shard's weight",
+     "engine/src/problem.c",
+     "    double scale = pb->shards[tau].weight / nrows;",
+     "    double scale = 1.0 / nrows;",
+     "sgd compressor=none"),
+    ("dither: the contraction without its 1/(1 + omega) scaling",
+     "engine/src/compress.c",
+     "    c->dither_scale = spec->type == EC_COMP_DITHER\n                          ? 1.0 / (1.0 + ec_comp_omega(spec, d))",
+     "    c->dither_scale = spec->type == EC_COMP_DITHER\n                          ? 1.0",
+     "ec-sgd compressor=dither"),
+    ("prox: the l1 threshold halved",
+     "engine/src/problem.c",
+     "void ec_prox_l1(double *x, uint32_t d, double t)\n{",
+     "void ec_prox_l1(double *x, uint32_t d, double t)\n{\n    t *= 0.5;",
+     "ec-gd compressor=topk k=5 lambda1"),
+]
+
+
+def run(cmd, cwd, env=None):
+    return subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+def build_objects(work):
+    objs = []
+    for name in sorted(os.listdir(os.path.join(work, "engine/src"))):
+        if name.endswith(".c"):
+            obj = os.path.join(work, "obj", name[:-2] + ".o")
+            compile_one(work, "engine/src/" + name, obj)
+            objs.append(obj)
+    return objs
+
+
+def compile_one(work, src, obj):
+    r = run([CC] + CFLAGS + ["-c", src, "-o", obj], work)
+    if r.returncode:
+        raise SystemExit("mutation-check: %s does not compile:\n%s" % (src, r.stdout))
+
+
+def link(work, objs):
+    r = run([CC] + CFLAGS + ["-o", "trace_run", "tests/reference/trace_run.c"] + objs
+            + ["-lz", "-lm"], work)
+    return r.returncode == 0, r.stdout
+
+
+def main(argv):
+    word = argv[1] if len(argv) > 1 else ""
+    env = dict(os.environ)
+    env.setdefault("ECOPT_DATA_DIR", os.path.abspath(os.path.join(ROOT, "../shared/datasets")))
+    work = tempfile.mkdtemp(prefix="ecopt-mutation-")
+    unnoticed = 0
+    try:
+        shutil.copytree(os.path.join(ROOT, "engine"), os.path.join(work, "engine"))
+        shutil.copytree(os.path.join(ROOT, "tests/reference"),
+                        os.path.join(work, "tests/reference"))
+        os.mkdir(os.path.join(work, "obj"))
+        objs = build_objects(work)
+        env["TRACE_RUN"] = os.path.join(work, "trace_run")
+        print("| mutation | cases | the reference check says |")
+        print("|---|---|---|")
+        for name, path, old, new, cases in MUTATIONS:
+            if word not in name:
+                continue
+            src = os.path.join(work, path)
+            with open(src) as f:
+                text = f.read()
+            if text.count(old) != 1:
+                print("| %s | - | NOT APPLIED: its text is not in %s once |" % (name, path))
+                unnoticed += 1
+                continue
+            obj = os.path.join(work, "obj", os.path.basename(path)[:-2] + ".o")
+            try:
+                with open(src, "w") as f:
+                    f.write(text.replace(old, new))
+                compile_one(work, path, obj)
+                ok, out = link(work, objs)
+                t0 = time.time()
+                r = run(["sh", "tests/reference/run.sh", cases], work, env)
+                secs = time.time() - t0
+            finally:
+                with open(src, "w") as f:
+                    f.write(text)
+                compile_one(work, path, obj)
+            fails = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
+            if r.returncode and fails:
+                first = fails[0][5:].strip()
+                print("| %s | `%s` | fails (%.0f s): %s |" % (name, cases, secs,
+                                                             " ".join(first.split())))
+            else:
+                unnoticed += 1
+                print("| %s | `%s` | NOT CAUGHT |" % (name, cases))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("mutation-check: %d mutations, %d not caught" %
+          (sum(1 for m in MUTATIONS if word in m[0]), unnoticed))
+    return 1 if unnoticed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
