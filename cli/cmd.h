@@ -2,12 +2,14 @@
 #ifndef ECOPT_CMD_H
 #define ECOPT_CMD_H
 
-/* Exit codes every subcommand shares. */
+#include "coord.h"
+
+/* Exit codes every subcommand shares: the coordinator's (coord.h). */
 enum {
-    EXIT_OK = 0,          /* the job reached its target or its round budget */
-    EXIT_INTERNAL = 1,    /* an internal failure (out of memory, I/O) */
-    EXIT_USAGE = 2,       /* bad arguments, a bad job spec or bad data */
-    EXIT_JOB_FAILED = 3   /* the job ran but diverged or timed out */
+    EXIT_OK = COORD_OK,
+    EXIT_INTERNAL = COORD_INTERNAL,
+    EXIT_USAGE = COORD_USAGE,
+    EXIT_JOB_FAILED = COORD_JOB_FAILED
 };
 
 int cmd_run(int argc, char **argv);

@@ -25,9 +25,9 @@ static const char *const top_keys[] = {
 static const char *const compressor_keys[] = {"type", "k", "k_frac", "s"};
 
 static const char *const backend_names[JOBSPEC_BACKEND_COUNT] = {
-    [JOBSPEC_BACKEND_INPROC] = "inproc",
-    [JOBSPEC_BACKEND_PROCESS] = "process",
-    [JOBSPEC_BACKEND_MPI] = "mpi",
+#define BACKEND_NAME(e, name, launcher) [e] = name,
+    JOBSPEC_BACKENDS(BACKEND_NAME)
+#undef BACKEND_NAME
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

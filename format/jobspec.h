@@ -24,11 +24,22 @@
 #define JOBSPEC_DEFAULT_LAMBDA2_REL 1e-4
 #define JOBSPEC_DEFAULT_DITHER_LEVELS 1
 
-/* Where the job's workers run. */
+/*
+ * Where the job's workers run, one row each: X(enum, name, launcher):
+ * inproc in the coordinator process, process (the default) in forked
+ * worker processes over sockets, mpi as the ranks of an mpirun. The
+ * launcher is the `const struct launcher` of coord/launch_NAME.c that
+ * starts them (coord/launch.h); this floor only names it.
+ */
+#define JOBSPEC_BACKENDS(X)                                                   \
+    X(JOBSPEC_BACKEND_INPROC, "inproc", launch_inproc)                        \
+    X(JOBSPEC_BACKEND_PROCESS, "process", launch_process)                     \
+    X(JOBSPEC_BACKEND_MPI, "mpi", launch_mpi)
+
 enum jobspec_backend {
-    JOBSPEC_BACKEND_INPROC = 0, /* workers inside the coordinator process */
-    JOBSPEC_BACKEND_PROCESS,    /* forked workers over sockets (the default) */
-    JOBSPEC_BACKEND_MPI,        /* mpirun ranks */
+#define JOBSPEC_BACKEND_ENUM(e, name, launcher) e,
+    JOBSPEC_BACKENDS(JOBSPEC_BACKEND_ENUM)
+#undef JOBSPEC_BACKEND_ENUM
     JOBSPEC_BACKEND_COUNT
 };
 

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the catalog's names (service/core/catalog.c,
- * catalog_name_check): the input is a dataset name as a client sends it
+ * datadir_name_check): the input is a dataset name as a client sends it
  * (in a job spec, a query or a path). An accepted name is 1..128 bytes of
  * [A-Za-z0-9._-] not starting with '.', checked against an independent
  * spelling of the rule, so it can never be "." or "..", a hidden or
@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
+#include "datadir.h"
 
 static int rule(const char *s, size_t n)
 {
-    if (n < 1 || n > CATALOG_NAME_MAX || s[0] == '.')
+    if (n < 1 || n > DATADIR_NAME_MAX || s[0] == '.')
         return 0;
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                      "0123456789._-") == n;
@@ -33,9 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(name, data, size);
     name[size] = '\0';
     n = strlen(name);
-    why = catalog_name_check(name);
+    why = datadir_name_check(name);
     if ((why == NULL) != rule(name, n)) {
-        fprintf(stderr, "catalog_name_check(\"%s\") %s, the rule says %s\n", name,
+        fprintf(stderr, "datadir_name_check(\"%s\") %s, the rule says %s\n", name,
                 why ? "refuses" : "accepts", rule(name, n) ? "yes" : "no");
         abort();
     }
@@ -43,9 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();                /* a refusal is a sentence */
     if (!why && (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
                  strncmp(name, CATALOG_TEMP_PREFIX, sizeof CATALOG_TEMP_PREFIX - 1) == 0 ||
-                 strcmp(name, CATALOG_VERSIONS_DIR) == 0))
+                 strcmp(name, DATADIR_VERSIONS) == 0))
         abort();
-    if (catalog_name_check(NULL) == NULL)
+    if (datadir_name_check(NULL) == NULL)
         abort();
     free(name);
     return 0;

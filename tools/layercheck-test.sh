@@ -11,6 +11,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/layercheck-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 cases=0
+# The tree has no runner: the process rule (d) is tried in case 8 alone.
+LAYERCHECK_SPAWNS=
+export LAYERCHECK_SPAWNS
 
 # A tree whose floors call and include only downward:
 #   cli/main.c -> service/api/route.c -> service/core/job.c
@@ -84,10 +87,10 @@ EOF
 build_tree() {
     (
         cd "$1"
-        for c in $(find format service cli -name '*.c'); do
+        for c in $(find format service cli $(ls -d coord 2>/dev/null) -name '*.c'); do
             o=build/${c%.c}.o
             mkdir -p "$(dirname "$o")"
-            $cc -c -Iengine/include -Iformat -Iservice/lib -Iservice/core \
+            $cc -c -Iengine/include -Iformat -Icoord -Iservice/lib -Iservice/core \
                 -Iservice/api -Icli -Ibuild/gen/web "$c" -o "$o"
         done
     )
@@ -172,6 +175,29 @@ if grep -q 'eng.c' "$tmp/out"; then
     echo "layercheck-test: the line limit was applied to the engine" >&2
     failures=$((failures + 1))
 fi
+
+# 8. Processes: service/core/job starts cli/tool as a process. The tool
+#    calls the coordinator's floor (below core): fine. Calling the route
+#    (service/api) or core's own job back is a circle between processes,
+#    though every call of the objects looks down.
+make_tree "$tmp/t"
+mkdir -p "$tmp/t/coord"
+echo 'int spec_parse(int x); int co_run(int x) { return spec_parse(x); }' > "$tmp/t/coord/co.c"
+echo 'int co_run(int x); int tool_main(int x) { return co_run(x); }' > "$tmp/t/cli/tool.c"
+build_tree "$tmp/t"
+LAYERCHECK_SPAWNS=service/core/job=cli/tool
+expect "a started program that calls down" ok "layercheck: 15 files, 7 modules, ok"
+echo 'int job_submit(int x); int tool_back(int x) { return job_submit(x); }' >> "$tmp/t/cli/tool.c"
+build_tree "$tmp/t"
+expect "a started program that calls its starter back" fail \
+    'service/core/job starts cli/tool as a process, which calls service/core/job (floor service/core, not below service/core): job_submit'
+echo 'int kv_get(int x); int co_back(int x) { return kv_get(x); }' >> "$tmp/t/coord/co.c"
+build_tree "$tmp/t"
+expect "the coordinator's floor calls the service" fail \
+    'coord/co (floor coord) calls service/lib/kv/ (floor service/lib): kv_get'
+LAYERCHECK_SPAWNS=service/core/nothing=cli/tool
+expect "a starter that is no module" fail 'LAYERCHECK_SPAWNS: service/core/nothing is not among the objects'
+LAYERCHECK_SPAWNS=
 
 if [ "$failures" -gt 0 ]; then
     echo "layercheck-test: $failures of $cases cases failed" >&2

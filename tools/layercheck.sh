@@ -1,8 +1,8 @@
 #!/bin/sh
 # The layer check (docs/architecture.md, "The layer check"): the floors
 # of the code, lowest first,
-#   engine (engine/include, engine/src, engine/mpi) < format < service/lib
-#   < service/core < service/api < cli
+#   engine (engine/include, engine/src, engine/mpi) < format < coord
+#   < service/lib < service/core < service/api < cli
 # only look down. Run from the top of the tree:
 #   tools/layercheck.sh BUILD OBJECT...
 # BUILD is the build directory; the objects are those of format/, service/
@@ -11,7 +11,8 @@
 # naming what breaks which rule, when
 #   (a) a .c or .h of engine/, format/, service/ or cli/ includes "X" and X,
 #       resolved as the compiler does (the file's own folder first, then
-#       -I engine/include format service/lib service/core service/api cli),
+#       -I engine/include format coord service/lib service/core service/api
+#       cli),
 #       is of a higher floor; a header generated under BUILD counts as of
 #       the including file's floor; an include found nowhere is an error;
 #   (b) from nm of the objects: each object is a module, except that the
@@ -19,7 +20,14 @@
 #       B when A has an undefined symbol that B defines; any cycle of calls
 #       among modules fails (naming a cycle), and so does any call from a
 #       lower floor to a higher one (naming both);
-#   (c) a .c or .h of service/ or cli/ is over 1500 lines.
+#   (c) a .c or .h of format/, coord/, service/ or cli/ is over 1500 lines;
+#   (d) processes: a module that starts a program as a process (the
+#       service's runner starts `ecopt run`, whose code is cli/run) must
+#       not be called back by it: every module the started one calls,
+#       directly or not, is on a floor below the starter's. The pairs are
+#       LAYERCHECK_SPAWNS, "STARTER=STARTED ..." (module names as in (b));
+#       by default service/lib/runner=cli/run. Both must be among the
+#       objects.
 # On success it prints "layercheck: N files, M modules, ok";
 # LAYERCHECK_VERBOSE=1 also lists every call between modules on stderr.
 # POSIX sh, awk and nm only; tools/layercheck-test.sh checks this checker.
@@ -31,6 +39,7 @@ export LC_ALL
 build=${1%/}
 shift
 max_lines=${LAYERCHECK_MAX_LINES:-1500}
+spawns=${LAYERCHECK_SPAWNS-service/lib/runner=cli/run}
 for d in engine format service cli; do
     [ -d "$d" ] || { echo "layercheck: no $d/ here: run it from the top of the tree" >&2; exit 2; }
 done
@@ -42,15 +51,18 @@ trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/floors" <<'EOF'
 engine/ engine
 format/ format
+coord/ coord
 service/lib/ service/lib
 service/core/ service/core
 service/api/ service/api
 cli/ cli
 EOF
 # The -I folders, in the compiler's order (the Makefile's LAYER_DIRS).
-incdirs="engine/include format service/lib service/core service/api cli"
+incdirs="engine/include format coord service/lib service/core service/api cli"
 
-find engine format service cli -type f | sort > "$tmp/tree"
+top="engine format service cli"
+[ -d coord ] && top="$top coord"
+find $top -type f | sort > "$tmp/tree"
 grep -E '\.[ch]$' "$tmp/tree" > "$tmp/sources" || :
 if [ -d "$build" ]; then
     find "$build" -type f \( -name '*.h' -o -name '*.inc' \) | sort > "$tmp/generated"
@@ -139,7 +151,7 @@ function is_generated(x,    i, tail) {
     file = $0
     ff = floor_of(file)
     if (ff < 0) {
-        printf "%s: not in any floor (engine/, format/, service/lib/, service/core/, service/api/, cli/)\n", file
+        printf "%s: not in any floor (engine/, format/, coord/, service/lib/, service/core/, service/api/, cli/)\n", file
         next
     }
     nfiles++
@@ -162,7 +174,7 @@ function is_generated(x,    i, tail) {
             printf "%s:%d: includes \"%s\" (%s, floor %s) from the lower floor %s\n", file, lineno, x, to, floor_name[tf], floor_name[ff]
     }
     close(file)
-    if ((file ~ /^service\// || file ~ /^cli\//) && lineno > max_lines)
+    if (file ~ /^(format|coord|service|cli)\// && lineno > max_lines)
         printf "%s: %d lines, over the limit of %d\n", file, lineno, max_lines
 }
 END { print nfiles + 0 > count }
@@ -200,7 +212,7 @@ function module_of(obj,    rel, f, rest) {
 {
     m = module_of($1)
     if (m == "") {
-        printf "%s: an object outside format/, service/ and cli/\n", $1
+        printf "%s: an object outside format/, coord/, service/ and cli/\n", $1
         next
     }
     if (!(m in floor_mod)) {
@@ -251,6 +263,11 @@ END {
             if (floor_mod[mods[i]] < floor_mod[mods[j]])
                 printf "%s (floor %s) calls %s (floor %s): %s\n", mods[i], floor_name[floor_mod[mods[i]]], mods[j], floor_name[floor_mod[mods[j]]], edge[mods[i], mods[j]]
         }
+    # (d) Processes: what a started program's module reaches must stand
+    # below the module that starts it.
+    nsp = split(spawns, sp, " ")
+    for (p = 1; p <= nsp; p++)
+        check_spawn(sp[p])
     # Cycles: the strongly connected components of two or more (Tarjan).
     index_next = 0
     nstack = 0
@@ -258,6 +275,40 @@ END {
         if (!(i in idx))
             strong(i)
     print nmods > count
+}
+function module_index(name,    i) {
+    for (i = 0; i < nmods; i++)
+        if (mods[i] == name)
+            return i
+    return -1
+}
+# STARTER=STARTED: every module STARTED reaches is below STARTER's floor.
+function check_spawn(pair,    parts, a, b, head, tail, queue, seen, i, k, w) {
+    if (split(pair, parts, "=") != 2) {
+        printf "LAYERCHECK_SPAWNS: \"%s\" is not STARTER=STARTED\n", pair
+        return
+    }
+    a = module_index(parts[1])
+    b = module_index(parts[2])
+    if (a < 0 || b < 0) {
+        printf "LAYERCHECK_SPAWNS: %s is not among the objects\n", a < 0 ? parts[1] : parts[2]
+        return
+    }
+    head = tail = 0
+    queue[tail++] = b
+    seen[b] = 1
+    while (head < tail) {
+        i = queue[head++]
+        for (k = 0; k < nsucc[i]; k++) {
+            w = succ[i, k]
+            if (w in seen)
+                continue
+            seen[w] = 1
+            queue[tail++] = w
+            if (floor_mod[mods[w]] >= floor_mod[mods[a]])
+                printf "%s starts %s as a process, which calls %s (floor %s, not below %s): %s\n", mods[a], mods[b], mods[w], floor_name[floor_mod[mods[w]]], floor_name[floor_mod[mods[a]]], edge[mods[i], mods[w]]
+        }
+    }
 }
 function strong(v,    k, w, members, n, c) {
     idx[v] = low[v] = index_next++
@@ -334,6 +385,7 @@ EOF
 verbose=
 [ -n "${LAYERCHECK_VERBOSE:-}" ] && verbose=/dev/stderr
 awk -v floors="$tmp/floors" -v build="$build" -v count="$tmp/nmods" -v verbose="$verbose" \
+    -v spawns="$spawns" \
     -f "$tmp/common.awk" -f "$tmp/calls.awk" "$tmp/symbols" >> "$tmp/violations"
 
 if [ -s "$tmp/violations" ]; then

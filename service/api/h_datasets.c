@@ -97,7 +97,7 @@ int h_dataset_get(struct http_req *rq, struct http_resp *rs, const struct token 
     int store_failed, rc;
 
     (void)who;
-    if ((why = catalog_name_check(name))) {
+    if ((why = datadir_name_check(name))) {
         snprintf(detail, sizeof detail, "no dataset '%.60s': %s", name, why);
         return http_reply_problem(rs, 404, NULL, detail, NULL);
     }
@@ -177,7 +177,7 @@ static int reply_failure(struct http_resp *rs, const char *name,
 /* The body's sink: the catalog's upload, and its name for the reply. */
 struct upload_sink {
     struct catalog_upload *up;
-    char name[CATALOG_NAME_MAX + 1];
+    char name[DATADIR_NAME_MAX + 1];
 };
 
 static int upload_write(void *ctx, const char *data, size_t len)
@@ -202,7 +202,7 @@ static void upload_abort(void *ctx)
  */
 struct upload_done {
     struct http_deferred *d;
-    char name[CATALOG_NAME_MAX + 1];
+    char name[DATADIR_NAME_MAX + 1];
     int rc, replaced;
     json_t *item;               /* rc 0 */
     struct catalog_failure f;   /* rc -1 */
@@ -297,7 +297,7 @@ int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct tok
     if (!name)
         return reject_name(rs, "", "the query parameter is required "
                                    "(POST /v1/datasets?name=NAME)");
-    if ((why = catalog_name_check(name)))
+    if ((why = datadir_name_check(name)))
         return reject_name(rs, name, why);
     if (replace && strcmp(replace, "true") != 0 && strcmp(replace, "false") != 0)
         return api_reply_invalid(rs, NULL, "replace must be true or false", NULL,

@@ -25,9 +25,7 @@
 #include "app.h"
 #include "validation.h"
 #include "validator.h"
-#include "sha256.h"
 
-#define HASH_CHUNK ((size_t)1 << 18)    /* bytes read at a time to hash */
 #define WRITE_BUF ((size_t)1 << 18)     /* an upload is written in these */
 #define TEMP_LETTERS 12
 #define TEMP_ATTEMPTS 16
@@ -43,27 +41,6 @@ size_t catalog_upload_limit(const struct app *a)
 {
     return a->cfg.max_upload ? a->cfg.max_upload
                              : CATALOG_MAX_UPLOAD_DEFAULT;
-}
-
-const char *catalog_name_check(const char *name)
-{
-    size_t n = name ? strlen(name) : 0;
-
-    if (n == 0 || n > CATALOG_NAME_MAX)
-        return "a dataset name is 1..128 bytes of [A-Za-z0-9._-], not "
-               "starting with '.'";
-    if (name[0] == '.')
-        return "a dataset name must not start with '.' (so never \".\", "
-               "\"..\" or a hidden file)";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)name[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-            return "a dataset name may hold only letters, digits, '.', '_' "
-                   "and '-' (no '/', no spaces, nothing percent-encoded)";
-    }
-    return NULL;
 }
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -106,30 +83,6 @@ static int open_dataset(int dirfd, const char *name, struct stat *st)
 }
 
 /*
- * The versions folder, created when missing: -1 with errno where the data
- * directory cannot hold it (then jobs read the name and check its hash,
- * see ecopt run --dataset-sha256). A directory whose mode has no write
- * bit is read-only by intent, even to a service running as root: nothing
- * is created in it (EROFS).
- */
-static int open_versions(int dirfd)
-{
-    int fd = openat(dirfd, CATALOG_VERSIONS_DIR,
-                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-
-    if (fd < 0 && errno == ENOENT && fstat(dirfd, &st) == 0 && !(st.st_mode & 0222)) {
-        errno = EROFS;
-        return -1;
-    }
-    if (fd < 0 && errno == ENOENT &&
-        (mkdirat(dirfd, CATALOG_VERSIONS_DIR, 0777) == 0 || errno == EEXIST))
-        fd = openat(dirfd, CATALOG_VERSIONS_DIR,
-                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    return fd;
-}
-
-/*
  * Keeps the open file fd, whose SHA-256 is sha, as that version: a hard
  * link .versions/SHA to the very inode that was hashed (through
  * /proc/self/fd, so a name replaced meanwhile does not matter). A version
@@ -139,7 +92,7 @@ static int open_versions(int dirfd)
 static void keep_version(int dirfd, int fd, const char *sha)
 {
     char proc[64];
-    int vfd = open_versions(dirfd);
+    int vfd = datadir_versions_open(dirfd, 1);
 
     if (vfd < 0)
         return;
@@ -150,33 +103,6 @@ static void keep_version(int dirfd, int fd, const char *sha)
         fprintf(stderr, "datasets: version %.12s cannot be kept: %s\n", sha,
                 strerror(errno));
     close(vfd);
-}
-
-int catalog_hash_fd(int fd, char hex[SHA256_HEX_SIZE])
-{
-    struct sha256 h;
-    char *buf = malloc(HASH_CHUNK);
-    off_t off = 0;
-    ssize_t n;
-
-    if (!buf) {
-        errno = ENOMEM;
-        return -1;
-    }
-    sha256_init(&h);
-    while ((n = pread(fd, buf, HASH_CHUNK, off)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            free(buf);
-            return -1;
-        }
-        sha256_update(&h, buf, (size_t)n);
-        off += n;
-    }
-    free(buf);
-    sha256_final_hex(&h, hex);
-    return 0;
 }
 
 /* The validator's limits, as the configuration sets them. */
@@ -255,7 +181,7 @@ static int stats_of(const struct validator_result *v, struct store_dataset *ds)
  * restarts, checked against the file's SHA-256.
  */
 struct memo_entry {
-    char name[CATALOG_NAME_MAX + 1];
+    char name[DATADIR_NAME_MAX + 1];
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -506,7 +432,7 @@ static int file_stats(struct app *a, int dirfd, const char *name,
     if (st_out)
         *st_out = st;
     if (memo_get(a->catalog, name, &st, gen, out) < 0) {
-        if (!(out->ds.name = strdup(name)) || catalog_hash_fd(fd, out->ds.sha256) < 0)
+        if (!(out->ds.name = strdup(name)) || datadir_hash_fd(fd, out->ds.sha256) < 0)
             goto fail;
         out->ds.bytes = st.st_size;
         if (row_matches(row, &out->ds)) {
@@ -591,7 +517,7 @@ static int list_names(int dirfd, char ***out, size_t *n)
         return -1;
     }
     while ((errno = 0, de = readdir(dir))) {
-        if (catalog_name_check(de->d_name) ||
+        if (datadir_name_check(de->d_name) ||
             (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
             continue;
         if (count == cap) {
@@ -714,7 +640,7 @@ int catalog_get(struct app *a, const char *name, struct catalog_item *it,
 
     *store_failed = 0;
     memset(it, 0, sizeof *it);
-    if (catalog_name_check(name)) {
+    if (datadir_name_check(name)) {
         errno = ENOENT;
         return -1;
     }
@@ -786,7 +712,7 @@ struct catalog_upload {
     struct app *app;
     int dirfd, fd;
     char tmp[sizeof CATALOG_TEMP_PREFIX + TEMP_LETTERS];  /* "" once renamed */
-    char name[CATALOG_NAME_MAX + 1];
+    char name[DATADIR_NAME_MAX + 1];
     char owner[64];             /* the uploader; "" with auth off */
     int replace, admin;
     int admitted;               /* counted by the validation pool */
@@ -1074,7 +1000,7 @@ static int move_into_place(struct catalog_upload *up, struct catalog_item *it,
        before the name moves. */
     if (fstat(up->fd, &st) == 0)
         fchmod(up->fd, st.st_mode & 0444);
-    vfd = open_versions(up->dirfd);
+    vfd = datadir_versions_open(up->dirfd, 1);
     if (vfd < 0 || (linkat(up->dirfd, up->tmp, vfd, it->ds.sha256, 0) < 0 &&
                     errno != EEXIST)) {
         rc = fail(f, CATALOG_EIO, errno, "the version could not be kept");

@@ -4,10 +4,11 @@
  * to a temporary file there, validated in a child process (validator.h,
  * on the threads of the validation pool, validation.h) and renamed into
  * place atomically. The service never parses a dataset itself: a file
- * found in the directory is validated by the same child. Every file is reached through a descriptor of the
- * directory (openat, O_NOFOLLOW) and a name checked by catalog_name_check,
- * so nothing it does reaches outside the data directory. It knows nothing
- * of HTTP: the datasets routes (service/api) encode what it returns.
+ * found in the directory is validated by the same child. Every file is
+ * reached through a descriptor of the directory (openat, O_NOFOLLOW) and a
+ * name checked by datadir_name_check (format/datadir.h, which also has the
+ * versions folder), so nothing it does reaches outside the data directory.
+ * It knows nothing of HTTP: the datasets routes (service/api) encode what it returns.
  */
 #ifndef ECOPT_CATALOG_H
 #define ECOPT_CATALOG_H
@@ -16,28 +17,15 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "datadir.h"
 #include "store.h"
 
 struct app;
 
-#define CATALOG_NAME_MAX 128
 /* The upload limit when the configuration gives none (max_upload). */
 #define CATALOG_MAX_UPLOAD_DEFAULT ((size_t)256 << 20)
 /* Uploads in progress are ".upload-" and 12 letters; never a valid name. */
 #define CATALOG_TEMP_PREFIX ".upload-"
-/*
- * The versions folder of the data directory: every version a name has
- * pointed at since a job or an upload used it, as a file named by its
- * SHA-256 (64 hex digits) that is never written again. A name in the
- * directory is a hard link to its current version; a job is given the
- * version (ecopt run --dataset-sha256), which cannot change under it.
- */
-#define CATALOG_VERSIONS_DIR ".versions"
-
-/* The SHA-256 of everything fd holds, read with pread from offset 0.
-   0, or -1 with errno. */
-int catalog_hash_fd(int fd, char hex[65]);
-
 /*
  * What each file was while it stays the same file, so that a listing does
  * not hash the whole directory every time. Each server (struct app) has
@@ -51,13 +39,6 @@ struct catalog *catalog_new(unsigned validators, unsigned queue, unsigned per_to
    answered (503, not kept). Before the HTTP server stops. */
 void catalog_stop(struct catalog *c);
 void catalog_free(struct catalog *c);       /* NULL is a no-op */
-
-/*
- * NULL when name may name a dataset: 1..128 bytes of [A-Za-z0-9._-], not
- * starting with '.' (so never "." or "..", never a temporary file, never a
- * path). Otherwise the rule it breaks, as a sentence.
- */
-const char *catalog_name_check(const char *name);
 
 /*
  * Removes the temporary files of uploads that were cut short by the
@@ -139,7 +120,7 @@ struct catalog_failure {
     int err_no;
     const char *what;           /* static: what could not be done */
     unsigned value;             /* CATALOG_ETHROTTLED: the limit's value */
-    char detail[sizeof ((struct store_err *)0)->msg + CATALOG_NAME_MAX];
+    char detail[sizeof ((struct store_err *)0)->msg + DATADIR_NAME_MAX];
 };
 
 struct catalog_upload;

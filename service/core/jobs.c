@@ -83,7 +83,7 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
     if ((field = ec_algo_comp_check(job->algorithm, job->compressor.type, why,
                                     sizeof why)))
         return spec_problem_set(sp, field, NULL, 0, "%s", why);
-    if ((rule = catalog_name_check(job->dataset)))
+    if ((rule = datadir_name_check(job->dataset)))
         return spec_problem_set(sp, "dataset", NULL, 0, "%s", rule);
     if (catalog_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");

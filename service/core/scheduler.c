@@ -820,18 +820,18 @@ static void start_jobs(struct sched *s)
         o.spec_path = spec_path;
         o.data_dir = a->cfg.data_dir;
         o.log_path = log_path;
-        o.worker_user = a->cfg.worker_user;
-        o.worker_uid = uid;
-        o.worker_cpu_limit = a->cfg.worker_cpu_limit;
-        o.worker_mem_limit = a->cfg.worker_mem_limit;
+        o.coord.worker_user = a->cfg.worker_user;
+        o.coord.worker_uid = uid;
+        o.coord.worker_cpu_limit = a->cfg.worker_cpu_limit;
+        o.coord.worker_mem_limit = a->cfg.worker_mem_limit;
         /* A job without procs counts min(workers, CPUs), the most ecopt
          * run takes for it, and lets ecopt run choose from the data's
          * shape (one CPU fewer for a light round). */
-        o.procs = asked;
-        o.mem_limits = 1;       /* from the job's estimate (--worker-mem-limit
+        o.coord.procs = asked;
+        o.coord.mem_limits = 1; /* from the job's estimate (--worker-mem-limit
                                    fixes the workers' own) */
         if (q[0].backend && strcmp(q[0].backend, "mpi") == 0 && a->cfg.mpi_hostfile[0])
-            o.hostfile = a->cfg.mpi_hostfile;
+            o.coord.hostfile = a->cfg.mpi_hostfile;
         snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
         if (r) {
             r->uid = uid;
@@ -847,9 +847,9 @@ static void start_jobs(struct sched *s)
         } else if (job_version(a, r, &q[0], err, sizeof err) < 0) {
             no_data = 1;        /* err says why: the job fails */
         } else {
-            o.dataset_sha256 = r->sha256;
+            o.coord.dataset_sha256 = r->sha256;
             if (write_pstar_hint(a, r, hint_path) > 0)
-                o.pstar_hint = hint_path;
+                o.coord.pstar_hint = hint_path;
         }
         if (err[0])
             ;

@@ -106,8 +106,8 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
-    char *argv_buf[32], **env = NULL, *env_owned = NULL;
-    char cpu_arg[24], mem_arg[24], uid_arg[24], procs_arg[24];
+    char *argv_buf[8 + 2 * 32], **env = NULL, *env_owned = NULL;
+    char arg_text[COORD_ARGV_BUF];
     char *const *argv = o->argv;
     int p[2] = {-1, -1}, rc;
 
@@ -128,56 +128,21 @@ int runner_spawn(const struct runner_opts *o, struct runner_job **out,
         rc = fcntl(p[0], F_GETPIPE_SZ);
     j->pipe_size = rc > 0 ? (size_t)rc : 4096;
     if (!argv) {
+        struct coord_opts co = o->coord;
         int a = 0;
+
         argv_buf[a++] = (char *)o->exe;
         argv_buf[a++] = "run";
         argv_buf[a++] = (char *)o->spec_path;
-        argv_buf[a++] = "--report-fd";
-        argv_buf[a++] = "3";
         argv_buf[a++] = "--quiet";
-        if (o->backend) {
-            argv_buf[a++] = "--backend";
-            argv_buf[a++] = (char *)o->backend;
-        }
-        if (o->hostfile) {
-            argv_buf[a++] = "--hostfile";
-            argv_buf[a++] = (char *)o->hostfile;
-        }
-        if (o->dataset_sha256) {
-            argv_buf[a++] = "--dataset-sha256";
-            argv_buf[a++] = (char *)o->dataset_sha256;
-        }
-        if (o->pstar_hint) {
-            argv_buf[a++] = "--pstar-hint";
-            argv_buf[a++] = (char *)o->pstar_hint;
-        }
-        if (o->worker_user && *o->worker_user) {
-            argv_buf[a++] = "--worker-user";
-            argv_buf[a++] = (char *)o->worker_user;
-        }
-        if (o->worker_uid) {
-            snprintf(uid_arg, sizeof uid_arg, "%u", (unsigned)o->worker_uid);
-            argv_buf[a++] = "--worker-uid";
-            argv_buf[a++] = uid_arg;
-        }
-        if (o->worker_cpu_limit) {
-            snprintf(cpu_arg, sizeof cpu_arg, "%u", o->worker_cpu_limit);
-            argv_buf[a++] = "--worker-cpu-limit";
-            argv_buf[a++] = cpu_arg;
-        }
-        if (o->worker_mem_limit) {
-            snprintf(mem_arg, sizeof mem_arg, "%u", o->worker_mem_limit);
-            argv_buf[a++] = "--worker-mem-limit";
-            argv_buf[a++] = mem_arg;
-        }
-        if (o->mem_limits) {
-            argv_buf[a++] = "--mem-limits";
-            argv_buf[a++] = "auto";
-        }
-        if (o->procs) {
-            snprintf(procs_arg, sizeof procs_arg, "%u", o->procs);
-            argv_buf[a++] = "--procs";
-            argv_buf[a++] = procs_arg;
+        co.report_fd = 3;
+        if (a + 2 * coord_option_count() + 1 > sizeof argv_buf / sizeof argv_buf[0] ||
+            coord_opts_argv(&co, argv_buf, &a, arg_text, sizeof arg_text) < 0) {
+            snprintf(err, errlen, "the coordinator's arguments are too long");
+            close(p[0]);
+            close(p[1]);
+            free(j);
+            return -1;
         }
         argv_buf[a] = NULL;
         argv = argv_buf;

@@ -1,6 +1,7 @@
 /*
  * Running one job's coordinator from the (multi-threaded) service: a
- * posix_spawn of `ecopt run SPEC --report-fd 3` in its own process group,
+ * posix_spawn of `ecopt run SPEC --report-fd 3` (the coordinator of
+ * coord/coord.h, with the options of its table) in its own process group,
  * the report pipe read as JSON-line records, cancel by signalling the
  * group, and reaping. No fork() in the threaded server: posix_spawn only.
  */
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "coord.h"
+
 #define RUNNER_MAX_LINE (1u << 20)   /* a longer record is a broken channel */
 
 struct runner_opts {
@@ -19,17 +22,9 @@ struct runner_opts {
     const char *spec_path;    /* the job spec file */
     const char *data_dir;     /* ECOPT_DATA_DIR for the coordinator, or NULL */
     const char *log_path;     /* the coordinator's stdout+stderr, or NULL */
-    const char *backend;      /* "process", "inproc", ... or NULL: the spec's */
-    const char *hostfile;     /* mpirun's hostfile (backend mpi), or NULL */
-    const char *pstar_hint;   /* cached P* values (ecopt run --pstar-hint) */
-    const char *dataset_sha256;  /* the dataset's version: ecopt run
-                                    --dataset-sha256 (the catalog only) */
-    const char *worker_user;  /* the job runs as this user, or NULL */
-    uint32_t worker_uid;      /* or as this uid of its own; 0 none */
-    unsigned worker_cpu_limit;   /* CPU seconds per worker; 0 none */
-    unsigned worker_mem_limit;   /* MB of address space per worker; 0 none */
-    unsigned procs;              /* ecopt run --procs; 0: its default */
-    int mem_limits;              /* ecopt run --mem-limits auto */
+    /* The coordinator's options (coord.h, COORD_OPTIONS), given to it as
+       arguments built from the same table; its report_fd is always 3. */
+    struct coord_opts coord;
     /* Tests may replace the whole command; argv[0] is the program. */
     char *const *argv;
 };

@@ -1,0 +1,197 @@
+/*
+ * The report channel of report.h: the writer's batching and the records
+ * of api/report-format.md.
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "describe.h"
+#include "ecopt/clock.h"
+
+void report_writer_init(struct report_writer *w, int fd)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = fd;
+}
+
+int report_broken(const struct report_writer *w)
+{
+    return w->broken;
+}
+
+/* Writes what is held, whole; a reader that went away breaks the channel,
+ * since nobody would see the job's results. */
+static void flush(struct report_writer *w)
+{
+    size_t off = 0;
+
+    while (off < w->len && !w->broken) {
+        ssize_t n = write(w->fd, w->buf + off, w->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            w->broken = 1;
+        else
+            off += (size_t)n;
+    }
+    w->len = 0;
+    w->flushed = ec_clock();
+}
+
+void report_writer_close(struct report_writer *w)
+{
+    if (w->len && w->fd >= 0)
+        flush(w);               /* rows held when no final record came */
+    free(w->buf);
+    w->buf = NULL;
+    w->len = w->cap = 0;
+}
+
+/* One record and a newline; soon: a metric record, which may wait. */
+static void put_line(struct report_writer *w, const char *text, size_t len, int soon)
+{
+    if (w->fd < 0 || w->broken)
+        return;
+    if (w->len + len + 1 > w->cap) {
+        size_t cap = w->len + len + 1 + REPORT_BATCH_BYTES;
+        char *nb = realloc(w->buf, cap);
+        if (!nb) {
+            w->broken = 1;
+            return;
+        }
+        w->buf = nb;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->len, text, len);
+    w->len += len;
+    w->buf[w->len++] = '\n';
+    if (!soon || w->len >= REPORT_BATCH_BYTES ||
+        ec_clock() - w->flushed >= REPORT_BATCH_SECONDS)
+        flush(w);
+}
+
+/* A record other than a metric: with "v", keys sorted, written at once.
+   Takes rec. */
+static void put_record(struct report_writer *w, json_t *rec)
+{
+    char *text;
+
+    if (w->fd < 0 || w->broken || !rec) {
+        json_decref(rec);
+        return;
+    }
+    json_object_set_new(rec, "v", json_integer(REPORT_VERSION));
+    text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(rec);
+    if (!text) {
+        w->broken = 1;
+        return;
+    }
+    put_line(w, text, strlen(text), 0);
+    free(text);
+}
+
+void report_metric(struct report_writer *w, const ec_metric *row)
+{
+    /* Every evaluation point: written directly, not through Jansson. */
+    char rec[DESCRIBE_RECORD_MAX];
+    int n;
+
+    if (w->fd < 0 || w->broken)
+        return;
+    n = describe_metric_record(row, rec, sizeof rec);
+    put_line(w, rec, (size_t)n, 1);
+}
+
+const char *report_status_of(ec_stop stop)
+{
+    switch (stop) {
+    case EC_STOP_TARGET:
+    case EC_STOP_MAX_ROUNDS:
+        return "succeeded";
+    case EC_STOP_CANCELLED:
+        return "cancelled";
+    default:
+        return "failed";
+    }
+}
+
+json_t *report_params_json(const ec_params *prm)
+{
+    json_t *o = describe_params(prm);
+
+    if (o && prm->algo == EC_ALGO_EF21)
+        json_object_set_new(o, "step_factor", describe_real(prm->step_factor));
+    if (o && prm->algo == EC_ALGO_ECLK) {
+        json_object_set_new(o, "delta_rule",
+                            json_string(ec_eclk_rule_name(prm->eclk_rule)));
+        json_object_set_new(o, "delta_eff", describe_real(prm->delta_eff));
+        json_object_set_new(o, "inflation", describe_real(prm->inflation));
+        json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
+        json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
+    }
+    return o;
+}
+
+json_t *report_eclk_json(const ec_eclk_report *r)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:I, s:I}", "delta_eff", r->delta_eff,
+                     "inflation", r->inflation, "delta_min", r->delta_min,
+                     "delta_max", r->delta_max, "updates", (json_int_t)r->updates,
+                     "restarts", (json_int_t)r->restarts);
+}
+
+void report_start(struct report_writer *w, const char *backend, const ec_dataset *ds,
+                  const char *version, const ec_problem *pb, const ec_params *prm)
+{
+    json_t *dataset;
+
+    if (w->fd < 0 || w->broken)
+        return;
+    dataset = describe_dataset(ds);
+    if (dataset && version)
+        json_object_set_new(dataset, "sha256", json_string(version));
+    put_record(w, json_pack("{s:s, s:i, s:s, s:o, s:o, s:o}", "type", "start", "pid",
+                            (int)getpid(), "backend", backend, "dataset", dataset,
+                            "problem", describe_problem(pb), "params",
+                            report_params_json(prm)));
+}
+
+void report_final(struct report_writer *w, const ec_summary *sum, const ec_params *prm,
+                  double cpu_seconds, double rss_sum_bytes)
+{
+    json_t *fin;
+
+    if (w->fd < 0 || w->broken)
+        return;
+    fin = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final", "status",
+                    report_status_of(sum->stop), "stop", ec_stop_name(sum->stop),
+                    "reason", sum->reason, "rounds", (json_int_t)sum->rounds, "last",
+                    describe_metric(&sum->last));
+    if (fin && prm->algo == EC_ALGO_ECLK)
+        json_object_set_new(fin, "eclk", report_eclk_json(&sum->eclk));
+    if (fin)
+        json_object_set_new(fin, "usage",
+                            json_pack("{s:f, s:I}", "cpu_seconds", cpu_seconds,
+                                      "rss_sum_bytes", (json_int_t)rss_sum_bytes));
+    put_record(w, fin);
+}
+
+void report_stopped(struct report_writer *w, const char *status, ec_stop stop,
+                    const char *reason)
+{
+    put_record(w, json_pack("{s:s, s:s, s:s, s:s, s:i}", "type", "final", "status",
+                            status, "stop", ec_stop_name(stop), "reason", reason,
+                            "rounds", 0));
+}
+
+void report_failure(struct report_writer *w, const char *reason)
+{
+    put_record(w, json_pack("{s:s, s:s, s:s, s:s}", "type", "final", "status",
+                            "failed", "stop", "start_failed", "reason", reason));
+}
+

@@ -1,0 +1,159 @@
+/*
+ * The coordinator's option table (coord/coord.h): every option the
+ * service's argument builder writes reads back through the command line's
+ * checks to the same value, every check refuses hostile text naming the
+ * flag and its range, and the launchers are the spec's backends.
+ */
+#include "coord.h"
+#include "launch.h"
+#include "testutil.h"
+
+/* The row of a flag. */
+static size_t row_of(const char *flag)
+{
+    for (size_t i = 0; i < coord_option_count(); i++)
+        if (strcmp(coord_option_flag(i), flag) == 0)
+            return i;
+    ck_abort_msg("no option --%s", flag);
+    return 0;
+}
+
+/* Options as the builder gives them, read back as the parser reads them. */
+static void read_back(const struct coord_opts *in, struct coord_opts *out)
+{
+    char *argv[64], buf[COORD_ARGV_BUF], err[256];
+    int argc = 0;
+
+    ck_assert_int_eq(coord_opts_argv(in, argv, &argc, buf, sizeof buf), 0);
+    memset(out, 0, sizeof *out);
+    out->report_fd = -1;
+    for (int a = 0; a < argc; a++) {
+        ck_assert_msg(strncmp(argv[a], "--", 2) == 0, "argument %d: %s", a, argv[a]);
+        size_t i = row_of(argv[a] + 2);
+        const char *text = coord_option_metavar(i) ? argv[++a] : NULL;
+        ck_assert_msg(coord_option_set(out, i, text, err, sizeof err) == 0, "%s", err);
+    }
+}
+
+START_TEST(every_option_round_trips)
+{
+    struct coord_opts in, out;
+
+    memset(&in, 0, sizeof in);
+    in.data_dir = "/srv/data";
+    in.backend = "mpi";
+    in.procs = 7;
+    in.report_fd = 3;
+    in.round_timeout = 12.5;
+    in.worker_mem_limit = 1536;
+    in.mem_limits = 1;
+    in.worker_cpu_limit = 3600;
+    in.worker_user = "nobody";
+    in.worker_uid = 3999005;
+    in.dataset_sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    in.pstar_hint = "/state/j.pstar.json";
+    in.hostfile = "/etc/hosts.mpi";
+    in.mpi_rank = 1;
+    read_back(&in, &out);
+    /* Field by field, from the table, so that a new row is checked too. */
+#define SAME_STRING(f) ck_assert_str_eq(out.f, in.f)
+#define SAME_NUMBER(f) ck_assert_msg(out.f == in.f, "--%s", #f)
+#define SAME(field, flag, sh, kind, meta, lo, hi, help) SAME_##kind(field);
+#define SAME_USER SAME_STRING
+#define SAME_SHA SAME_STRING
+#define SAME_BACKEND SAME_STRING
+#define SAME_FD SAME_NUMBER
+#define SAME_COUNT SAME_NUMBER
+#define SAME_REAL SAME_NUMBER
+#define SAME_SWITCH SAME_NUMBER
+#define SAME_FLAG SAME_NUMBER
+    COORD_OPTIONS(SAME)
+}
+END_TEST
+
+START_TEST(unset_options_are_left_out)
+{
+    struct coord_opts o;
+    char *argv[64], buf[COORD_ARGV_BUF];
+    int argc = 0;
+
+    memset(&o, 0, sizeof o);
+    o.report_fd = -1;
+    o.worker_user = "";          /* the service's "no user" */
+    ck_assert_int_eq(coord_opts_argv(&o, argv, &argc, buf, sizeof buf), 0);
+    ck_assert_int_eq(argc, 0);
+}
+END_TEST
+
+/* Hostile values: refused, with the flag and what it must be. */
+START_TEST(bad_values_are_refused)
+{
+    static const struct {
+        const char *flag, *text, *says;
+    } cases[] = {
+        {"procs", "0", "--procs must be in 1..4096 (got '0')"},
+        {"procs", "4097", "--procs must be in 1..4096"},
+        {"procs", "2x", "--procs must be in 1..4096"},
+        {"procs", "", "--procs must be in 1..4096"},
+        {"procs", "99999999999999999999", "--procs must be in 1..4096"},
+        {"worker-uid", "0", "--worker-uid must be in 1..2147483646"},
+        {"worker-uid", "-5", "--worker-uid must be in 1.."},
+        {"report-fd", "-1", "--report-fd must be a descriptor number"},
+        {"report-fd", "3 ", "--report-fd must be a descriptor number"},
+        {"round-timeout", "0", "--round-timeout must be in (0, 86400] seconds"},
+        {"round-timeout", "nan", "--round-timeout must be in (0, 86400]"},
+        {"round-timeout", "86401", "--round-timeout must be in (0, 86400]"},
+        {"worker-cpu-limit", "0.5", "--worker-cpu-limit must be in [1, "},
+        {"worker-cpu-limit", "inf", "--worker-cpu-limit must be in [1, "},
+        {"worker-mem-limit", "15", "--worker-mem-limit must be in [16, "},
+        {"mem-limits", "on", "--mem-limits must be auto or off (got 'on')"},
+        {"backend", "threads", "--backend must be inproc, process or mpi (got 'threads')"},
+        {"backend", "", "--backend must be inproc, process or mpi"},
+        {"worker-user", "", "--worker-user must name a user"},
+        {"dataset-sha256", "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
+         "--dataset-sha256 must be 64 lowercase hex digits"},
+        {"dataset-sha256", "abc", "--dataset-sha256 must be 64 lowercase hex digits"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct coord_opts o;
+        char err[256] = "";
+
+        coord_opts_init(&o);
+        ck_assert_msg(coord_option_set(&o, row_of(cases[c].flag), cases[c].text, err,
+                                       sizeof err) < 0,
+                      "--%s '%s' taken", cases[c].flag, cases[c].text);
+        ck_assert_msg(strstr(err, cases[c].says), "--%s '%s': %s", cases[c].flag,
+                      cases[c].text, err);
+    }
+}
+END_TEST
+
+/* The launchers are the spec's backends, in its order, and the usage of
+   --backend names each. */
+START_TEST(launchers_are_the_backends)
+{
+    const char *help = coord_option_help(row_of("backend"));
+
+    ck_assert_uint_eq(launch_count(), JOBSPEC_BACKEND_COUNT);
+    for (size_t i = 0; i < launch_count(); i++) {
+        ck_assert_str_eq(launch_at(i)->name, jobspec_backend_name((enum jobspec_backend)i));
+        ck_assert_ptr_eq(launch_find(launch_at(i)->name), launch_at(i));
+        ck_assert_ptr_nonnull(launch_at(i)->run);
+        ck_assert_msg(strstr(help, launch_at(i)->help), "%s", help);
+    }
+    ck_assert_ptr_null(launch_find("srun"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("coord");
+    TCase *tc = tcase_create("options");
+
+    tcase_add_test(tc, every_option_round_trips);
+    tcase_add_test(tc, unset_options_are_left_out);
+    tcase_add_test(tc, bad_values_are_refused);
+    tcase_add_test(tc, launchers_are_the_backends);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
