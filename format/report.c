@@ -195,3 +195,85 @@ void report_failure(struct report_writer *w, const char *reason)
                             "failed", "stop", "start_failed", "reason", reason));
 }
 
+void report_parse(json_t *rec, struct report_record *out)
+{
+    const char *type = json_string_value(json_object_get(rec, "type"));
+    const char *status;
+    json_t *rss;
+
+    memset(out, 0, sizeof *out);
+    out->type = REPORT_OTHER;
+    out->reason = "";
+    out->rss_sum_bytes = -1;
+    if (!type)
+        return;
+    if (strcmp(type, "start") == 0) {
+        out->type = REPORT_START;
+        out->dataset = json_object_get(rec, "dataset");
+        out->problem = json_object_get(rec, "problem");
+        out->params = json_object_get(rec, "params");
+    } else if (strcmp(type, "metric") == 0) {
+        out->type = REPORT_METRIC;
+        out->row_ok = describe_metric_from_json(rec, &out->row) == 0;
+    } else if (strcmp(type, "final") == 0) {
+        out->type = REPORT_FINAL;
+        status = json_string_value(json_object_get(rec, "status"));
+        out->status = status && strcmp(status, "succeeded") == 0   ? REPORT_SUCCEEDED
+                      : status && strcmp(status, "cancelled") == 0 ? REPORT_CANCELLED
+                                                                   : REPORT_FAILED;
+        out->stop = json_string_value(json_object_get(rec, "stop"));
+        if (json_is_string(json_object_get(rec, "reason")))
+            out->reason = json_string_value(json_object_get(rec, "reason"));
+        rss = json_object_get(json_object_get(rec, "usage"), "rss_sum_bytes");
+        if (json_is_integer(rss) && json_integer_value(rss) >= 0)
+            out->rss_sum_bytes = (long long)json_integer_value(rss);
+    }
+}
+
+/* Removes the member `pat` (a whole "key":value) and one comma beside it. */
+static int cut_member(char *s, size_t *len, const char *pat)
+{
+    size_t pl = strlen(pat);
+    char *p = strstr(s, pat), *from, *to;
+
+    if (!p || (p[pl] != ',' && p[pl] != '}') || strstr(p + pl, pat))
+        return -1;
+    if (p > s && p[-1] == ',') {
+        from = p - 1;
+        to = p + pl;
+    } else if (p[pl] == ',') {
+        from = p;
+        to = p + pl + 1;
+    } else {
+        return -1;
+    }
+    memmove(from, to, (size_t)(s + *len + 1 - to));
+    *len -= (size_t)(to - from);
+    return 0;
+}
+
+char *report_metric_doc(json_t *rec, const char *line, size_t len)
+{
+    static const char *const keys[] = {DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_NAME)};
+    char *doc;
+
+    if (!line || json_object_size(rec) != DESCRIBE_METRIC_NFIELDS + 2 ||
+        json_integer_value(json_object_get(rec, "v")) != REPORT_VERSION ||
+        !json_is_integer(json_object_get(rec, "v")))
+        return NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(rec, keys[i]);
+        if (!json_is_number(v) && !json_is_null(v))
+            return NULL;
+    }
+    if (memchr(line, '\0', len) || !(doc = malloc(len + 1)))
+        return NULL;
+    memcpy(doc, line, len);
+    doc[len] = '\0';
+    if (cut_member(doc, &len, "\"type\":\"metric\"") < 0 ||
+        cut_member(doc, &len, "\"v\":1") < 0) {
+        free(doc);
+        return NULL;
+    }
+    return doc;
+}

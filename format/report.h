@@ -1,7 +1,8 @@
 /*
  * The report channel (api/report-format.md): the JSON lines a coordinator
  * writes on `--report-fd N` and the service reads. Both ends live here: the
- * writer (report_writer, used by coord/coord.c) with the records it writes. Errors: a
+ * writer (report_writer, used by coord/coord.c) with the records it writes,
+ * and the reader's side, which turns a line into a record. Errors: a
  * writer whose reader went away is broken (report_broken) and drops what
  * follows; the job then stops.
  */
@@ -71,5 +72,40 @@ json_t *report_eclk_json(const ec_eclk_report *r);
 
 /* "succeeded", "cancelled" or "failed", the final status of a stop. */
 const char *report_status_of(ec_stop stop);
+
+/* ---- the reading end ------------------------------------------------------ */
+
+enum report_type { REPORT_OTHER, REPORT_START, REPORT_METRIC, REPORT_FINAL };
+enum report_status { REPORT_FAILED, REPORT_SUCCEEDED, REPORT_CANCELLED };
+
+/*
+ * One record as a reader needs it. Pointers are borrowed from the JSON
+ * object parsed and live as long as it does.
+ */
+struct report_record {
+    enum report_type type;      /* REPORT_OTHER: a type this reader does
+                                   not know (readers ignore it) */
+    /* start */
+    json_t *dataset, *problem, *params;
+    /* metric: the row, and whether it read (a bad one is dropped) */
+    ec_metric row;
+    int row_ok;
+    /* final */
+    enum report_status status;  /* anything unknown is REPORT_FAILED */
+    const char *stop;           /* ec_stop_name or "start_failed"; NULL */
+    const char *reason;         /* "" when absent */
+    long long rss_sum_bytes;    /* usage.rss_sum_bytes; -1 when absent */
+};
+
+/* The record of a parsed line (a JSON object). */
+void report_parse(json_t *rec, struct report_record *out);
+
+/*
+ * A metric record's row as the API serves it: the record's own line (its
+ * numbers exactly as the coordinator formatted them) without "type" and
+ * "v", malloc'd. NULL when the record is not the plain shape that makes
+ * this safe; the row is then formatted from its numbers.
+ */
+char *report_metric_doc(json_t *rec, const char *line, size_t len);
 
 #endif

@@ -2,10 +2,16 @@
  * The coordinator's option table (coord/coord.h): every option the
  * service's argument builder writes reads back through the command line's
  * checks to the same value, every check refuses hostile text naming the
- * flag and its range, and the launchers are the spec's backends.
+ * flag and its range, the launchers are the spec's backends, and the
+ * report channel's reader reads what its writer writes.
  */
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "coord.h"
+#include "describe.h"
 #include "launch.h"
+#include "report.h"
 #include "testutil.h"
 
 /* The row of a flag. */
@@ -145,6 +151,102 @@ START_TEST(launchers_are_the_backends)
 }
 END_TEST
 
+/* What the writer writes, the reader reads: start, metric and final. */
+START_TEST(report_reader_reads_the_writer)
+{
+    struct report_writer w;
+    struct report_record rr;
+    ec_metric row = {.round = 7, .rel_gap = 0.25, .seconds = 1.5};
+    ec_summary sum = {.stop = EC_STOP_CANCELLED, .rounds = 7};
+    ec_params prm = {.algo = EC_ALGO_ECLK};
+    char buf[8192];
+    int p[2];
+    ssize_t n;
+
+    ck_assert_int_eq(pipe(p), 0);
+    report_writer_init(&w, p[1]);
+    report_metric(&w, &row);
+    snprintf(sum.reason, sizeof sum.reason, "a signal");
+    report_final(&w, &sum, &prm, 1.25, 4096);
+    report_writer_close(&w);
+    close(p[1]);
+    n = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+
+    char *second = strchr(buf, '\n');
+    ck_assert_ptr_nonnull(second);
+    json_t *rec = json_loadb(buf, (size_t)(second - buf), 0, NULL);
+    report_parse(rec, &rr);
+    ck_assert_int_eq(rr.type, REPORT_METRIC);
+    ck_assert(rr.row_ok);
+    ck_assert_uint_eq(rr.row.round, 7);
+    char *doc = report_metric_doc(rec, buf, (size_t)(second - buf));
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_ptr_null(strstr(doc, "\"type\""));
+    ck_assert_ptr_null(strstr(doc, "\"v\""));
+    free(doc);
+    json_decref(rec);
+
+    rec = json_loads(second + 1, JSON_DISABLE_EOF_CHECK, NULL);
+    report_parse(rec, &rr);
+    ck_assert_int_eq(rr.type, REPORT_FINAL);
+    ck_assert_int_eq(rr.status, REPORT_CANCELLED);
+    ck_assert_str_eq(rr.stop, "cancelled");
+    ck_assert_str_eq(rr.reason, "a signal");
+    ck_assert_int_eq(rr.rss_sum_bytes, 4096);
+    json_decref(rec);
+}
+END_TEST
+
+/* Records a reader does not know, and finals of odd shapes. */
+START_TEST(report_reader_is_strict_about_little)
+{
+    static const struct {
+        const char *line;
+        enum report_type type;
+        enum report_status status;
+        long long rss;
+    } cases[] = {
+        {"{\"v\":1}", REPORT_OTHER, REPORT_FAILED, -1},
+        {"{\"type\":7,\"v\":1}", REPORT_OTHER, REPORT_FAILED, -1},
+        {"{\"type\":\"gossip\",\"v\":1}", REPORT_OTHER, REPORT_FAILED, -1},
+        {"{\"type\":\"final\",\"status\":\"succeeded\",\"v\":1}", REPORT_FINAL,
+         REPORT_SUCCEEDED, -1},
+        {"{\"type\":\"final\",\"status\":\"weird\",\"usage\":{\"rss_sum_bytes\":-4}}",
+         REPORT_FINAL, REPORT_FAILED, -1},
+        {"{\"type\":\"final\",\"status\":3,\"usage\":{\"rss_sum_bytes\":\"9\"}}",
+         REPORT_FINAL, REPORT_FAILED, -1},
+        {"{\"type\":\"final\",\"usage\":{\"rss_sum_bytes\":9}}", REPORT_FINAL,
+         REPORT_FAILED, 9},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct report_record rr;
+        json_t *rec = json_loads(cases[c].line, 0, NULL);
+
+        ck_assert_ptr_nonnull(rec);
+        report_parse(rec, &rr);
+        ck_assert_msg(rr.type == cases[c].type, "%s", cases[c].line);
+        ck_assert_msg(rr.status == cases[c].status, "%s", cases[c].line);
+        ck_assert_msg(rr.rss_sum_bytes == cases[c].rss, "%s", cases[c].line);
+        ck_assert_ptr_nonnull(rr.reason);
+        json_decref(rec);
+    }
+    {
+        /* A metric record with a row that does not read is dropped. */
+        struct report_record rr;
+        json_t *rec = json_loads("{\"type\":\"metric\",\"round\":\"x\",\"v\":1}", 0, NULL);
+
+        report_parse(rec, &rr);
+        ck_assert_int_eq(rr.type, REPORT_METRIC);
+        ck_assert(!rr.row_ok);
+        ck_assert_ptr_null(report_metric_doc(rec, "{}", 2));
+        json_decref(rec);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("coord");
@@ -154,6 +256,10 @@ int main(void)
     tcase_add_test(tc, unset_options_are_left_out);
     tcase_add_test(tc, bad_values_are_refused);
     tcase_add_test(tc, launchers_are_the_backends);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("report");
+    tcase_add_test(tc, report_reader_reads_the_writer);
+    tcase_add_test(tc, report_reader_is_strict_about_little);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -26,6 +26,7 @@
 #include "ecopt/clock.h"
 #include "ecopt/proc.h"
 #include "jobspec.h"
+#include "report.h"
 #include "runner.h"
 
 #define MAX_BATCH 2048
@@ -219,62 +220,6 @@ static ec_metric *batch_slot(struct running *r)
     return &r->batch[r->nbatch];
 }
 
-/* Removes the member `pat` (a whole "key":value) and one comma beside it. */
-static int cut_member(char *s, size_t *len, const char *pat)
-{
-    size_t pl = strlen(pat);
-    char *p = strstr(s, pat), *from, *to;
-
-    if (!p || (p[pl] != ',' && p[pl] != '}') || strstr(p + pl, pat))
-        return -1;
-    if (p > s && p[-1] == ',') {
-        from = p - 1;
-        to = p + pl;
-    } else if (p[pl] == ',') {
-        from = p;
-        to = p + pl + 1;
-    } else {
-        return -1;
-    }
-    memmove(from, to, (size_t)(s + *len + 1 - to));
-    *len -= (size_t)(to - from);
-    return 0;
-}
-
-/*
- * The metric row's document as the API serves it: the record's own text
- * (numbers exactly as the coordinator formatted them) without its "type"
- * and "v". NULL when the record is not the plain shape that makes this
- * safe; the row is then formatted from its numbers when read.
- */
-static char *metric_doc(const struct running *r, json_t *rec)
-{
-    static const char *const keys[] = {DESCRIBE_METRIC_FIELDS(DESCRIBE_METRIC_NAME)};
-    size_t len;
-    const char *line = runner_line(r->rj, &len);
-    char *doc;
-
-    if (!line || json_object_size(rec) != DESCRIBE_METRIC_NFIELDS + 2 ||
-        json_integer_value(json_object_get(rec, "v")) != 1 ||
-        !json_is_integer(json_object_get(rec, "v")))
-        return NULL;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(rec, keys[i]);
-        if (!json_is_number(v) && !json_is_null(v))
-            return NULL;
-    }
-    if (memchr(line, '\0', len) || !(doc = malloc(len + 1)))
-        return NULL;
-    memcpy(doc, line, len);
-    doc[len] = '\0';
-    if (cut_member(doc, &len, "\"type\":\"metric\"") < 0 ||
-        cut_member(doc, &len, "\"v\":1") < 0) {
-        free(doc);
-        return NULL;
-    }
-    return doc;
-}
-
 /*
  * The P* cache's entries for the job's dataset and loss, written where
  * the coordinator reads them (ecopt run --pstar-hint) with the identity
@@ -432,27 +377,28 @@ static const char *stop_reason_of(const char *stop)
     return store_stop_name(store_stop_of_final(stop));
 }
 
-/* One report record of a running job. */
+/* One report record of a running job (format/report.h parsed it). */
 static void on_record(void *ctx, json_t *rec)
 {
     struct running *r = ctx;
-    const char *type = json_string_value(json_object_get(rec, "type"));
+    struct report_record rr;
     struct store_err e = {0};
+    const char *line;
+    size_t len;
 
-    if (!type)
-        return;
-    if (strcmp(type, "start") == 0) {
-        char *problem = json_dumps(json_object_get(rec, "problem"), JSON_COMPACT);
-        char *params = json_dumps(json_object_get(rec, "params"), JSON_COMPACT);
+    report_parse(rec, &rr);
+    if (rr.type == REPORT_START) {
+        char *problem = json_dumps(rr.problem, JSON_COMPACT);
+        char *params = json_dumps(rr.params, JSON_COMPACT);
         wlock(r->app);
         if (store_job_set_running(r->app->writer, r->id, runner_pid(r->rj), problem,
                                   params, &e) < 0)
             fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
-        cache_pstar(r, json_object_get(rec, "dataset"), json_object_get(rec, "problem"));
+        cache_pstar(r, rr.dataset, rr.problem);
         wunlock(r->app);
         free(problem);
         free(params);
-    } else if (strcmp(type, "metric") == 0) {
+    } else if (rr.type == REPORT_METRIC) {
         ec_metric *m = batch_slot(r);
 
         if (!m) {
@@ -460,24 +406,20 @@ static void on_record(void *ctx, json_t *rec)
                     r->id);
             return;
         }
-        if (describe_metric_from_json(rec, m) < 0)
+        if (!rr.row_ok)
             return;
-        batch_commit(r, metric_doc(r, rec));
-    } else if (strcmp(type, "final") == 0) {
-        const char *status = json_string_value(json_object_get(rec, "status"));
-        const char *reason = json_string_value(json_object_get(rec, "reason"));
-        const char *stop = json_string_value(json_object_get(rec, "stop"));
-
-        json_t *sum = json_object_get(json_object_get(rec, "usage"), "rss_sum_bytes");
-
+        *m = rr.row;
+        line = runner_line(r->rj, &len);
+        batch_commit(r, report_metric_doc(rec, line, len));
+    } else if (rr.type == REPORT_FINAL) {
         r->have_final = 1;
-        r->final_stop = stop_reason_of(stop);
-        if (json_is_integer(sum) && json_integer_value(sum) >= 0)
-            r->usage.rss_sum_bytes = (int64_t)json_integer_value(sum);
-        r->final_state = status && strcmp(status, "succeeded") == 0 ? STORE_JOB_SUCCEEDED
-                         : status && strcmp(status, "cancelled") == 0 ? STORE_JOB_CANCELLED
-                                                                      : STORE_JOB_FAILED;
-        snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+        r->final_stop = stop_reason_of(rr.stop);
+        if (rr.rss_sum_bytes >= 0)
+            r->usage.rss_sum_bytes = (int64_t)rr.rss_sum_bytes;
+        r->final_state = rr.status == REPORT_SUCCEEDED   ? STORE_JOB_SUCCEEDED
+                         : rr.status == REPORT_CANCELLED ? STORE_JOB_CANCELLED
+                                                         : STORE_JOB_FAILED;
+        snprintf(r->reason, sizeof r->reason, "%s", rr.reason);
     }
 }
 
