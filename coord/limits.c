@@ -26,6 +26,7 @@ void coord_job_estimate(const ec_dataset *ds, const ec_job *job, uint32_t procs,
     ec_estimate_memory(&mj, est);
 }
 
+#ifndef __SANITIZE_ADDRESS__
 /* The line saying what the workers' limits are. */
 static void print_worker_limits(FILE *info, const struct launcher *ln, struct launch *l,
                                 const ec_mem_estimate *est)
@@ -49,6 +50,7 @@ static void print_worker_limits(FILE *info, const struct launcher *ln, struct la
                 popts->worker_mem_above / 1048576.0);
     }
 }
+#endif
 
 int coord_set_memory_limits(const ec_dataset *ds, const struct launcher *ln,
                             struct launch *l, FILE *info)
