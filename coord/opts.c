@@ -84,7 +84,7 @@ const char *coord_option_help(size_t i)
 }
 
 #define FIELD(o, opt, type) ((type *)(void *)((char *)(o) + (opt)->offset))
-#define CFIELD(o, opt, type) ((const type *)(const void *)((const char *)(o) + (opt)->offset))
+#define CFIELD(o, opt, type) ((type const *)(const void *)((const char *)(o) + (opt)->offset))
 
 /* The backends' names as "a, b or c", from the launcher table. */
 static void backend_list(char *out, size_t len)
