@@ -439,15 +439,24 @@ static int cmd_list(const struct client *c, int argc, char **argv)
         json_decref(all);
         return EXIT_OK;
     }
-    printf("%-20s %-11s %-15s %-13s %-8s %-12s %10s %12s  %s\n", "ID", "STATE", "STOP",
-           "ALGORITHM", "COMPR", "DATASET", "ROUND", "REL GAP", "NAME");
+    printf("%-20s %-11s %-15s %-13s %-8s %-12s %10s %12s  %s\n", "ID", "STATE",
+           "STOP/WAIT", "ALGORITHM", "COMPR", "DATASET", "ROUND", "REL GAP", "NAME");
     for (size_t i = 0; i < json_array_size(all); i++) {
         json_t *j = json_array_get(all, i), *p = json_object_get(j, "progress");
         json_t *round = json_object_get(p, "round"), *gap = json_object_get(p, "rel_gap");
+        json_t *pos = json_object_get(j, "position");
         const char *name = json_string_value(json_object_get(j, "name"));
+        char why[64];
 
+        /* An ended job: why it ended; a queued one: its place and why
+           it waits (docs/api.md, "Why a job waits"). */
+        if (json_is_integer(pos))
+            snprintf(why, sizeof why, "#%lld %s", (long long)json_integer_value(pos),
+                     str(j, "reason"));
+        else
+            snprintf(why, sizeof why, "%s", str(j, "stop_reason"));
         printf("%-20s %-11s %-15s %-13s %-8s %-12s %10lld %12.3e  %s\n", str(j, "id"),
-               str(j, "state"), str(j, "stop_reason"), str(j, "algorithm"),
+               str(j, "state"), why, str(j, "algorithm"),
                str(j, "compressor"), str(j, "dataset"),
                json_is_integer(round) ? (long long)json_integer_value(round) : -1LL,
                json_is_number(gap) ? json_number_value(gap) : NAN,

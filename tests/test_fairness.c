@@ -158,6 +158,112 @@ START_TEST(test_fair_slot_left_at_defaults)
 }
 END_TEST
 
+/* A queued job's position and reason from GET /v1/jobs/{id}, checked
+ * against the list's, which must agree. */
+static void check_place(const struct server *s, const char *token, const char *id,
+                        long long position, const char *reason)
+{
+    json_t *doc = job_get(s, token, id), *list, *jobs;
+    struct reply r;
+    size_t i;
+
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "state")), "queued");
+    ck_assert_msg(json_integer_value(json_object_get(doc, "position")) == position,
+                  "job %s: position %lld, expected %lld", id,
+                  (long long)json_integer_value(json_object_get(doc, "position")), position);
+    ck_assert_msg(json_is_string(json_object_get(doc, "reason")) &&
+                  strcmp(json_string_value(json_object_get(doc, "reason")), reason) == 0,
+                  "job %s at %lld: reason %s, expected %s", id, position,
+                  json_string_value(json_object_get(doc, "reason")), reason);
+    json_decref(doc);
+    r = req(s, "GET", "/v1/jobs?state=queued", token, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    list = json_of(&r);
+    jobs = json_object_get(list, "jobs");
+    for (i = 0; i < json_array_size(jobs); i++) {
+        json_t *j = json_array_get(jobs, i);
+
+        if (strcmp(json_string_value(json_object_get(j, "id")), id) != 0)
+            continue;
+        ck_assert_int_eq(json_integer_value(json_object_get(j, "position")), position);
+        ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), reason);
+        break;
+    }
+    ck_assert_msg(i < json_array_size(jobs), "job %s not in the queued list", id);
+    json_decref(list);
+    free(r.body);
+}
+
+/*
+ * Why a job waits (docs/api.md, "Why a job waits"): two slots, held by
+ * alice and carol, and two tokens waiting. While alice's job runs, bob's later job is next
+ * (resources) and alice's two queued ones come after it (fair_share);
+ * once bob's runs, alice's come first (resources, then priority), and a
+ * second of bob's goes between them (fair_share for alice's last). A
+ * running job has no position.
+ */
+START_TEST(test_fair_queue_reason)
+{
+    static const char *const opts[] = {"--max-running", "2", "--max-running-per-token", "2",
+                                       NULL};
+    struct server s;
+    char a1[32], a2[32], a3[32], b1[32], b2[32], c1[32];
+    json_t *doc;
+
+    fair_start(&s, opts);
+    job_create(&s, ALICE, endless_job, a1);
+    json_decref(job_wait(&s, ALICE, a1, "running", 60));
+    job_create(&s, CAROL, endless_job, c1);
+    json_decref(job_wait(&s, CAROL, c1, "running", 60));
+    job_create(&s, ALICE, endless_job, a2);
+    job_create(&s, ALICE, endless_job, a3);
+    job_create(&s, BOB, endless_job, b1);
+    check_place(&s, BOB, b1, 1, "resources");
+    check_place(&s, ALICE, a2, 2, "fair_share");
+    check_place(&s, ALICE, a3, 3, "fair_share");
+    doc = job_get(&s, ALICE, a1);
+    ck_assert(json_is_null(json_object_get(doc, "position")));
+    ck_assert(json_is_null(json_object_get(doc, "reason")));
+    json_decref(doc);
+
+    job_cancel(&s, ALICE, a1, 30);
+    json_decref(job_wait(&s, BOB, b1, "running", 60));
+    check_place(&s, ALICE, a2, 1, "resources");
+    check_place(&s, ALICE, a3, 2, "priority");
+    job_create(&s, BOB, endless_job, b2);
+    check_place(&s, ALICE, a2, 1, "resources");
+    check_place(&s, BOB, b2, 2, "priority");
+    check_place(&s, ALICE, a3, 3, "fair_share");
+    check_place(&s, ROOT, a3, 3, "fair_share");
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/*
+ * A token at its running cap waits for one of its own jobs
+ * (token_limit), even first in line; another token's job goes before it.
+ */
+START_TEST(test_fair_queue_token_limit)
+{
+    static const char *const opts[] = {"--max-running", "2", "--max-running-per-token", "1",
+                                       NULL};
+    struct server s;
+    char a1[32], a2[32], c1[32], b1[32];
+
+    fair_start(&s, opts);
+    job_create(&s, ALICE, endless_job, a1);
+    json_decref(job_wait(&s, ALICE, a1, "running", 60));
+    job_create(&s, ALICE, endless_job, a2);
+    check_place(&s, ALICE, a2, 1, "token_limit");
+    job_create(&s, CAROL, endless_job, c1);
+    json_decref(job_wait(&s, CAROL, c1, "running", 60));
+    job_create(&s, BOB, endless_job, b1);
+    check_place(&s, BOB, b1, 1, "resources");
+    check_place(&s, ALICE, a2, 2, "token_limit");
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 static Suite *fairness_suite(void)
 {
     Suite *s = suite_create("fairness");
@@ -167,6 +273,8 @@ static Suite *fairness_suite(void)
     tcase_add_test(tc, test_fair_long_queues_hide_nothing);
     tcase_add_test(tc, test_fair_round_robin);
     tcase_add_test(tc, test_fair_slot_left_at_defaults);
+    tcase_add_test(tc, test_fair_queue_reason);
+    tcase_add_test(tc, test_fair_queue_token_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -75,6 +75,42 @@ static json_t *job_json_base(const struct store_job *j)
     return o;
 }
 
+/*
+ * A queued job's place in the queue: reason (why it waits) and position
+ * (docs/api.md, "Why a job waits"); position is null for the others and
+ * when the plan could not be made.
+ */
+static void put_place(json_t *o, const struct store_job *j, const struct queue_place *plan,
+                      size_t n)
+{
+    const struct queue_place *p =
+        j->state == STORE_JOB_QUEUED ? queue_find(plan, n, j->id) : NULL;
+
+    if (p)
+        json_object_set_new(o, "reason", json_string(queue_reason_name(p->reason)));
+    json_object_set_new(o, "position", p ? json_integer(p->position) : json_null());
+}
+
+/* The queue's plan, when one of the jobs is queued: NULL otherwise or
+ * when it cannot be made (then no job shows a position). */
+static struct queue_place *plan_for(struct app *a, const struct store_job *jobs, size_t n,
+                                    size_t *nplan)
+{
+    struct queue_place *plan = NULL;
+    struct store_err e = {0};
+    size_t i = 0;
+
+    *nplan = 0;
+    while (i < n && jobs[i].state != STORE_JOB_QUEUED)
+        i++;
+    if (i == n || jobs_queue(a, &plan, nplan, &e) < 0)
+        return NULL;
+    return plan;
+}
+
+/* A job with its place in the queue, for a reply of one job. */
+static json_t *job_json_placed(struct app *a, const struct store_job *j);
+
 static json_t *job_json(const struct store_job *j)
 {
     json_t *o = job_json_base(j);
@@ -96,11 +132,13 @@ static const char *stored_doc(const char *text)
  * (spec, problem, params and the latest row) joined in as they are, so
  * that their numbers are not parsed and formatted again on every poll.
  */
-static int reply_job(struct http_resp *rs, struct pagecache *pages,
-                     const struct store_job *j, const char *latest, uint64_t gen)
+static int reply_job(struct http_resp *rs, struct app *a, const struct store_job *j,
+                     const char *latest, uint64_t gen)
 {
+    size_t nplan;
+    struct queue_place *plan = plan_for(a, j, 1, &nplan);
     json_t *o = job_json_base(j);
-    char *head = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *head;
     const char *part[] = {",\"spec\":", stored_doc(j->spec), ",\"problem\":",
                           stored_doc(j->problem), ",\"params\":", stored_doc(j->params),
                           ",\"latest\":", latest ? latest : "null", "}"};
@@ -108,6 +146,9 @@ static int reply_job(struct http_resp *rs, struct pagecache *pages,
     char *text;
     int rc;
 
+    put_place(o, j, plan, nplan);
+    free(plan);
+    head = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!head || (len = strlen(head)) < 2)
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
@@ -124,7 +165,10 @@ static int reply_job(struct http_resp *rs, struct pagecache *pages,
         memcpy(text + len, part[i], l);
         len += l;
     }
-    jobcache_put(pages, j->id, gen, j->owner, text, len);
+    /* A queued job's place moves with the scheduler's state, which no
+     * generation counts: it is never cached. */
+    if (j->state != STORE_JOB_QUEUED)
+        jobcache_put(a->pages, j->id, gen, j->owner, text, len);
     rc = http_reply_text(rs, 200, "application/json", text, len);
     free(text);
     return rc;
@@ -133,6 +177,17 @@ static int reply_job(struct http_resp *rs, struct pagecache *pages,
 json_t *api_job_json(const struct store_job *j)
 {
     return job_json(j);
+}
+
+static json_t *job_json_placed(struct app *a, const struct store_job *j)
+{
+    size_t n;
+    struct queue_place *plan = plan_for(a, j, 1, &n);
+    json_t *o = job_json(j);
+
+    put_place(o, j, plan, n);
+    free(plan);
+    return o;
 }
 
 /* What a submission (or a retry) gets; clears *job. */
@@ -175,7 +230,7 @@ static int reply_submitted(struct http_resp *rs, struct app *a, enum jobs_outcom
     }
     snprintf(location, sizeof location, "/v1/jobs/%s", job->id);
     http_reply_header(rs, "Location", location);
-    rc = http_reply_json(rs, outcome == JOBS_CREATED ? 201 : 200, job_json(job));
+    rc = http_reply_json(rs, outcome == JOBS_CREATED ? 201 : 200, job_json_placed(a, job));
     store_job_clear(job);
     return rc;
 }
@@ -307,9 +362,16 @@ int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t
                                   json_pack("{s:s}", "parameter", "cursor"));
     if (rc < 0)
         return api_reply_store(rs, &e, "no jobs");
+    size_t nplan;
+    struct queue_place *plan = plan_for(a, jobs, n, &nplan);
     json_t *list = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(list, job_json(&jobs[i]));
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = job_json(&jobs[i]);
+
+        put_place(o, &jobs[i], plan, nplan);
+        json_array_append_new(list, o);
+    }
+    free(plan);
     store_jobs_free(jobs, n);
     return http_reply_json(rs, 200, json_pack("{s:o, s:o}", "jobs", list, "next_cursor",
                                               next[0] ? json_string(next) : json_null()));
@@ -342,7 +404,7 @@ int h_job_get(struct http_req *rq, struct http_resp *rs, const struct token *t)
         latest = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
     }
-    rc = reply_job(rs, a->pages, &job, latest, gen);
+    rc = reply_job(rs, a, &job, latest, gen);
     free(latest);
     store_job_clear(&job);
     return rc;

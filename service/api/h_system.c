@@ -48,6 +48,7 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
 {
     struct app *a = rq->app;
     json_t *backends = json_array(), *stops = json_array(), *states = json_array();
+    json_t *waits = json_array();
 
     (void)who;
     for (int b = 0; backends && b < JOBSPEC_BACKEND_COUNT; b++)
@@ -58,17 +59,22 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
         json_array_append_new(stops, json_pack("{s:s, s:s}", "name",
                                                store_stop_name((enum store_stop)s), "meaning",
                                                store_stop_meaning((enum store_stop)s)));
+    for (int r = 0; waits && r < QUEUE_REASON_COUNT; r++)
+        json_array_append_new(waits, json_pack("{s:s, s:s}", "name",
+                                               queue_reason_name((enum queue_reason)r),
+                                               "meaning",
+                                               queue_reason_meaning((enum queue_reason)r)));
     for (int s = 0; states && s < STORE_JOB_STATE_COUNT; s++)
         json_array_append_new(states, json_pack("{s:s, s:b}", "name",
                                                 store_job_state_name((enum store_job_state)s),
                                                 "final",
                                                 store_job_state_is_final((enum store_job_state)s)));
     return http_reply_json(rs, 200,
-                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}", "algorithms",
-                                     describe_algorithms(), "compressors",
+                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
+                                     "algorithms", describe_algorithms(), "compressors",
                                      describe_compressors(), "losses", describe_losses(),
-                                     "backends", backends, "stop_reasons", stops, "states",
-                                     states));
+                                     "backends", backends, "stop_reasons", stops,
+                                     "queue_reasons", waits, "states", states));
 }
 
 int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who)

@@ -303,6 +303,15 @@ int jobs_log(struct app *a, const char *id, const char *owner, size_t max, char 
     return 0;
 }
 
+int jobs_queue(struct app *a, struct queue_place **plan, size_t *n, struct store_err *e)
+{
+    struct store *st = app_reader(a);
+    int rc = sched_queue(a->sched, st, plan, n, e);
+
+    app_reader_done(a, st);
+    return rc;
+}
+
 enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
                              struct store_job *job, struct spec_problem *sp,
                              long long *queued, struct store_err *e)

@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "jobspec.h"
+#include "queue.h"
 #include "store.h"
 
 /*
@@ -95,6 +96,13 @@ int jobs_delete(struct app *a, const char *id, const char *owner, struct store_e
  */
 int jobs_log(struct app *a, const char *id, const char *owner, size_t max, char **text,
              size_t *len, int *truncated, struct store_err *e);
+
+/*
+ * Where every queued job stands and why it waits (queue.h; docs/api.md,
+ * "Why a job waits"): *plan sorted by id for queue_find, *n of them
+ * (free() it). 0, or < 0 with e filled (then *plan NULL).
+ */
+int jobs_queue(struct app *a, struct queue_place **plan, size_t *n, struct store_err *e);
 
 /*
  * Submits an ended job (failed, cancelled or interrupted) again: a new

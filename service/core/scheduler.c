@@ -26,6 +26,7 @@
 #include "ecopt/clock.h"
 #include "ecopt/proc.h"
 #include "jobspec.h"
+#include "queue.h"
 #include "report.h"
 #include "runner.h"
 
@@ -110,7 +111,7 @@ struct served {
 struct sched {
     struct app *app;
     pthread_t thread;
-    pthread_mutex_t lock;          /* guards run[] and stopping */
+    pthread_mutex_t lock;          /* guards run[], stopping, served[] */
     struct running **run;
     size_t nrun, caprun;
     int wake[2];
@@ -598,15 +599,13 @@ static int write_close(FILE *f, const char *text)
     return put && closed;
 }
 
-/* How many of owner's jobs run now. */
+/* How many of owner's jobs run now; the caller holds s->lock. */
 static unsigned owner_running(struct sched *s, const char *owner)
 {
     unsigned k = 0;
 
-    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->nrun; i++)
         k += !s->run[i]->reaped && owner && strcmp(s->run[i]->owner, owner) == 0;
-    pthread_mutex_unlock(&s->lock);
     return k;
 }
 
@@ -631,7 +630,8 @@ static uint32_t free_uid(const struct sched *s)
     return 0;
 }
 
-/* The served entry of owner, added if new; NULL when memory runs out. */
+/* The served entry of owner, added if new; NULL when memory runs out.
+ * The caller holds s->lock. */
 static struct served *served_of(struct sched *s, const char *owner)
 {
     for (size_t i = 0; i < s->nserved; i++)
@@ -655,19 +655,21 @@ static struct served *served_of(struct sched *s, const char *owner)
 /* Owner's job leaves the queue now: its turn is taken. */
 static void mark_served(struct sched *s, const char *owner)
 {
+    pthread_mutex_lock(&s->lock);
     struct served *v = served_of(s, owner ? owner : "");
 
     if (v)
         v->at = ++s->serves;
+    pthread_mutex_unlock(&s->lock);
 }
 
 /*
  * Which of the owners' oldest queued jobs (q, one per owner) starts next,
  * n when none may: fair share between tokens. Among the owners under
- * max_running_per_token, the one with the fewest jobs running; between
- * equals, the one whose last start is the longest ago (never, first);
- * then the oldest job. An owner's turn is taken when its job leaves the
- * queue (mark_served).
+ * max_running_per_token, the one queue_before puts first (the fewest jobs
+ * running, then the one whose last start is the longest ago); then the
+ * oldest job. An owner's turn is taken when its job leaves the queue
+ * (mark_served).
  */
 static size_t pick_job(struct sched *s, const struct store_job *q, size_t n)
 {
@@ -675,6 +677,7 @@ static size_t pick_job(struct sched *s, const struct store_job *q, size_t n)
     unsigned best_running = 0;
     uint64_t best_at = 0;
 
+    pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < n; i++) {
         const char *owner = q[i].owner ? q[i].owner : "";
         unsigned running = owner_running(s, owner);
@@ -685,14 +688,80 @@ static size_t pick_job(struct sched *s, const struct store_job *q, size_t n)
             continue;
         v = served_of(s, owner);
         at = v ? v->at : 0;
-        if (best == n || running < best_running ||
-            (running == best_running && at < best_at)) {
+        if (best == n || queue_before(running, at, best_running, best_at)) {
             best = i;
             best_running = running;
             best_at = at;
         }
     }
+    pthread_mutex_unlock(&s->lock);
     return best;
+}
+
+/* The tokens the queue's plan needs to know: those running or served. */
+static int owners_of(struct sched *s, struct queue_owner **out, size_t *n)
+{
+    struct queue_owner *o;
+    size_t k = 0;
+
+    pthread_mutex_lock(&s->lock);
+    o = calloc(s->nserved + s->nrun + 1, sizeof *o);
+    if (o) {
+        for (size_t i = 0; i < s->nserved; i++, k++) {
+            snprintf(o[k].owner, sizeof o[k].owner, "%s", s->served[i].owner);
+            o[k].served_at = s->served[i].at;
+            o[k].running = owner_running(s, s->served[i].owner);
+        }
+        /* A job started before this service (none: recovered jobs end)
+           or served entries lost to memory: its owner counts anyway. */
+        for (size_t i = 0; i < s->nrun; i++) {
+            size_t j = 0;
+
+            while (j < k && strcmp(o[j].owner, s->run[i]->owner) != 0)
+                j++;
+            if (j == k) {
+                snprintf(o[k].owner, sizeof o[k].owner, "%s", s->run[i]->owner);
+                o[k++].running = owner_running(s, s->run[i]->owner);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    *out = o;
+    *n = k;
+    return o ? 0 : -1;
+}
+
+int sched_queue(struct sched *s, struct store *st, struct queue_place **out, size_t *n,
+                struct store_err *e)
+{
+    struct store_queued *q = NULL;
+    struct queue_owner *owners = NULL;
+    struct queue_place *plan = NULL;
+    size_t nq = 0, nowners = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if (!s)
+        return 0;
+    if ((rc = store_jobs_queue(st, &q, &nq, e)) < 0)
+        return rc;
+    rc = owners_of(s, &owners, &nowners);
+    if (rc == 0 && nq && !(plan = calloc(nq, sizeof *plan)))
+        rc = -1;
+    if (rc == 0)
+        rc = queue_plan(q, nq, owners, nowners, s->app->cfg.max_running_per_token, plan);
+    free(q);
+    free(owners);
+    if (rc < 0) {
+        free(plan);
+        e->code = STORE_ENOMEM;
+        snprintf(e->msg, sizeof e->msg, "the queue's order: out of memory");
+        return STORE_ENOMEM;
+    }
+    *out = plan;
+    *n = nq;
+    return 0;
 }
 
 /* Starts queued jobs, fairly between owners (pick_job), while the limits

@@ -11,6 +11,9 @@
 
 struct app;
 struct sched;
+struct store;
+struct store_err;
+struct queue_place;
 
 /* Starts the thread and sets app->sched. 0, or -1 with a sentence. */
 int sched_start(struct app *app, char *err, size_t errlen);
@@ -23,5 +26,12 @@ int sched_cancel(struct sched *s, const char *id);
  * NULL is a no-op. */
 void sched_stop(struct sched *s);
 unsigned sched_running(struct sched *s);
+/*
+ * Where each queued job stands (queue.h), read through st (a reader):
+ * *out sorted by id for queue_find, *n of them (free() it). s NULL: none.
+ * 0, or < 0 with e filled.
+ */
+int sched_queue(struct sched *s, struct store *st, struct queue_place **out, size_t *n,
+                struct store_err *e);
 
 #endif

@@ -352,6 +352,19 @@ int store_job_delete(struct store *st, const char *id, const char *owner,
 int store_jobs_queued_heads(struct store *st, struct store_job **out, size_t *n,
                             struct store_err *err);
 
+/*
+ * Every queued job, oldest first, as id and owner (what the queue's order
+ * needs): *out an array of *n (free() it). Bounded by the limits on
+ * queued jobs per token.
+ */
+struct store_queued {
+    char id[STORE_ID_LEN + 1];
+    char owner[64];
+};
+
+int store_jobs_queue(struct store *st, struct store_queued **out, size_t *n,
+                     struct store_err *err);
+
 /* What the limits count. The per-owner fields are 0 when owner is NULL. */
 struct store_counts {
     int64_t running;          /* jobs running, all owners */

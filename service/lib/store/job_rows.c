@@ -632,6 +632,46 @@ int store_jobs_queued_heads(struct store *st, struct store_job **out, size_t *n,
     return read_jobs(st, &u, SIZE_MAX, out, n, &more, NULL, "queued jobs", err);
 }
 
+int store_jobs_queue(struct store *st, struct store_queued **out, size_t *n,
+                     struct store_err *err)
+{
+    struct use u = use(st, SQL_JOBS_QUEUE);
+    struct store_queued *q = NULL;
+    size_t cap = 0, k = 0;
+    int rc;
+
+    while ((rc = step(&u)) == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(u.s, 0);
+        const unsigned char *owner = sqlite3_column_text(u.s, 1);
+
+        if (k == cap) {
+            size_t ncap = cap ? 2 * cap : 64;
+            struct store_queued *nq = realloc(q, ncap * sizeof *nq);
+
+            if (!nq) {
+                done(&u);
+                free(q);
+                return store__set_err(err, STORE_ENOMEM, 0, "queued jobs: out of memory");
+            }
+            q = nq;
+            cap = ncap;
+        }
+        snprintf(q[k].id, sizeof q[k].id, "%s", id ? (const char *)id : "");
+        snprintf(q[k].owner, sizeof q[k].owner, "%s", owner ? (const char *)owner : "");
+        k++;
+    }
+    if (rc != SQLITE_DONE) {
+        rc = store__sql_fail(st->db, err, rc, "queued jobs");
+        done(&u);
+        free(q);
+        return rc;
+    }
+    done(&u);
+    *out = q;
+    *n = k;
+    return 0;
+}
+
 int store_counts(struct store *st, const char *owner,
                  struct store_counts *out, struct store_err *err)
 {

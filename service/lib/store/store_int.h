@@ -130,6 +130,8 @@ enum job_column {
                        " WHERE j.seq IN (SELECT min(seq) FROM jobs"        \
                        " WHERE state = 'queued' GROUP BY owner)"           \
                        " ORDER BY j.seq")                                  \
+    X(SQL_JOBS_QUEUE, "SELECT id, owner FROM jobs WHERE state = 'queued'"  \
+                      " ORDER BY seq")                                     \
     X(SQL_COUNTS,                                                          \
       "SELECT"                                                             \
       " coalesce(sum(state = 'running'), 0),"                              \
