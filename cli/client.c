@@ -358,16 +358,47 @@ static int cmd_submit(const struct client *c, int argc, char **argv)
 
 static const char list_usage[] =
     "usage: ecopt list [--state S] [--algorithm A] [--dataset D] [--label K[=V]]\n"
-    "                  [--stop-reason R] [--limit N] [--json]\n"
+    "                  [--stop-reason R] [--filter F]... [--limit N] [--json]\n"
+    "  --filter F  a filter on parameters or results, FIELD[_ne|_lt|_le|_gt|_ge]=VALUE:\n"
+    "              k=5, step_multiplier_ge=2, reached=true, rel_gap_lt=1e-6\n"
+    "              (GET /v1/vocabulary lists the job_fields); all must hold\n"
     "  --limit N   at most N jobs, newest first (1..100000, default 100)\n"
     "  --json      the jobs as a JSON array, every field, instead of a table\n";
 
 #define LIST_PAGE_MAX 500
 #define LIST_LIMIT_MAX 100000
 
+/* Appends "&FIELD=VALUE" of a --filter FIELD=VALUE, both escaped; the
+ * server judges the field and the value. -1 with a message when it is
+ * not NAME=VALUE or does not fit. */
+static int list_filter(const char *f, char *filters, size_t cap)
+{
+    const char *eq = strchr(f, '=');
+    char *key, *k = NULL, *v = NULL;
+    size_t l = strlen(filters);
+    int rc = -1;
+
+    if (!eq || eq == f) {
+        fprintf(stderr, "ecopt list: --filter takes FIELD=VALUE (got '%s')\n", f);
+        return -1;
+    }
+    key = strndup(f, (size_t)(eq - f));
+    if (key && (k = curl_easy_escape(NULL, key, 0)) && (v = curl_easy_escape(NULL, eq + 1, 0)) &&
+        (size_t)snprintf(filters + l, cap - l, "&%s=%s", k, v) < cap - l)
+        rc = 0;
+    else
+        fprintf(stderr, "ecopt list: the filters are too long\n");
+    if (rc < 0)
+        filters[l] = '\0';
+    curl_free(k);
+    curl_free(v);
+    free(key);
+    return rc;
+}
+
 static int cmd_list(const struct client *c, int argc, char **argv)
 {
-    char filters[400] = "", path[640], cursor[64] = "";
+    char filters[2048] = "", path[2304], cursor[64] = "";
     json_t *all = json_array(), *doc = NULL;
     long long limit = 100;
     int as_json = 0, rc = EXIT_OK;
@@ -386,7 +417,8 @@ static int cmd_list(const struct client *c, int argc, char **argv)
         }
         if (!val || (strcmp(opt, "--state") && strcmp(opt, "--algorithm") &&
                      strcmp(opt, "--dataset") && strcmp(opt, "--label") &&
-                     strcmp(opt, "--stop-reason") && strcmp(opt, "--limit"))) {
+                     strcmp(opt, "--stop-reason") && strcmp(opt, "--limit") &&
+                     strcmp(opt, "--filter"))) {
             fputs(list_usage, stderr);
             json_decref(all);
             return EXIT_USAGE;
@@ -403,6 +435,12 @@ static int cmd_list(const struct client *c, int argc, char **argv)
             }
             continue;
         }
+        if (strcmp(opt, "--filter") == 0 && list_filter(val, filters, sizeof filters) < 0) {
+            json_decref(all);
+            return EXIT_USAGE;
+        }
+        if (strcmp(opt, "--filter") == 0)
+            continue;
         char *esc = curl_easy_escape(NULL, val, 0);
         size_t l = strlen(filters);
         snprintf(filters + l, sizeof filters - l, "&%s=%s",
@@ -422,8 +460,9 @@ static int cmd_list(const struct client *c, int argc, char **argv)
             break;
         jobs = json_object_get(doc, "jobs");
         json_array_extend(all, jobs);
+        /* A filtered page may hold no job and still have a cursor. */
         next = json_object_get(doc, "next_cursor");
-        if (!json_is_string(next) || json_array_size(jobs) == 0) {
+        if (!json_is_string(next)) {
             json_decref(doc);
             break;
         }

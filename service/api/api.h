@@ -35,7 +35,9 @@ struct api_route {
     unsigned flags;             /* HTTP_JSON_BODY, HTTP_STREAM_BODY */
     int auth;                   /* API_TOKEN, API_PUBLIC or API_METRICS */
     const char *query;          /* the query parameters it takes, comma-
-                                   separated; NULL: none. Others are 400 */
+                                   separated; NULL: none. Others are 400,
+                                   but after a last "*" the handler's to
+                                   judge (the job list's filters) */
 };
 
 /* The route table: the service's whole surface (api/openapi.yaml). */

@@ -305,8 +305,59 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     return reply_submitted(rs, a, outcome, &job, queued, &e, &sp);
 }
 
+/* The list's own parameters; every other one is a condition of
+ * STORE_JOB_FIELDS (docs/api.md, "Filters"). */
+static const char *const list_params[] = {"state", "stop_reason", "algorithm", "dataset",
+                                          "label", "cursor", "limit"};
+
+#define LIST_CONDS_MAX 32
+
+/* The conditions of the query, into conds; -1 when it replied 400 naming
+ * the parameter that is not one or whose value is wrong. */
+static int list_conds(struct http_req *rq, struct http_resp *rs,
+                      struct store_job_cond conds[LIST_CONDS_MAX], size_t *n)
+{
+    size_t nlist = sizeof list_params / sizeof list_params[0];
+
+    *n = 0;
+    for (size_t i = 0; i < rq->nquery; i++) {
+        const char *key = rq->query[i].key, *value = rq->query[i].value;
+        char why[300];
+        size_t k = 0;
+        int rc;
+
+        while (k < nlist && strcmp(key, list_params[k]) != 0)
+            k++;
+        if (k < nlist)
+            continue;
+        if (*n == LIST_CONDS_MAX) {
+            snprintf(why, sizeof why, "at most %d filters", LIST_CONDS_MAX);
+            return http_reply_problem(rs, 400, NULL, why,
+                                      json_pack("{s:s}", "parameter", key)), -1;
+        }
+        rc = store_job_cond_parse(key, value, &conds[*n], why, sizeof why);
+        if (rc == 1)
+            snprintf(why, sizeof why,
+                     "unknown query parameter '%.60s': GET /v1/jobs takes state, "
+                     "algorithm, dataset, label, stop_reason, cursor, limit and the "
+                     "filters NAME[_ne|_lt|_le|_gt|_ge] of GET /v1/vocabulary's job_fields",
+                     key);
+        for (size_t j = 0; rc == 0 && j < *n; j++)
+            if (conds[j].field == conds[*n].field && conds[j].op == conds[*n].op) {
+                snprintf(why, sizeof why, "%.60s is given twice", key);
+                rc = -1;
+            }
+        if (rc != 0)
+            return http_reply_problem(rs, 400, NULL, why,
+                                      json_pack("{s:s}", "parameter", key)), -1;
+        (*n)++;
+    }
+    return 0;
+}
+
 int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t)
 {
+    struct store_job_cond conds[LIST_CONDS_MAX];
     struct app *a = rq->app;
     struct store_job_filter f = {0};
     struct store_job *jobs = NULL;
@@ -321,6 +372,9 @@ int h_jobs_list(struct http_req *rq, struct http_resp *rs, const struct token *t
 
     if (api_query_uint(rq, rs, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit) < 0)
         return 0;
+    if (list_conds(rq, rs, conds, &f.nconds) < 0)
+        return 0;
+    f.conds = conds;
     f.owner = api_owner_of(t);
     f.state = -1;
     if (state) {

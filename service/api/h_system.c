@@ -48,7 +48,7 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
 {
     struct app *a = rq->app;
     json_t *backends = json_array(), *stops = json_array(), *states = json_array();
-    json_t *waits = json_array();
+    json_t *waits = json_array(), *fields = json_array();
 
     (void)who;
     for (int b = 0; backends && b < JOBSPEC_BACKEND_COUNT; b++)
@@ -64,17 +64,36 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
                                                queue_reason_name((enum queue_reason)r),
                                                "meaning",
                                                queue_reason_meaning((enum queue_reason)r)));
+    for (int f = 0; fields && f < STORE_F_COUNT; f++) {
+        enum store_field_kind kind = store_job_field_kind((enum store_job_field)f);
+        json_t *ops = json_array();
+
+        for (int o = 0; ops && o < STORE_OP_COUNT; o++)
+            if (o == STORE_OP_EQ || (o == STORE_OP_NE && kind == STORE_FIELD_TEXT) ||
+                kind == STORE_FIELD_NUMBER)
+                json_array_append_new(ops, json_string(store_filter_op_suffix(
+                                               (enum store_filter_op)o)));
+        json_array_append_new(
+            fields, json_pack("{s:s, s:s, s:o*, s:s}", "name",
+                              store_job_field_name((enum store_job_field)f), "kind",
+                              kind == STORE_FIELD_NUMBER ? "number"
+                              : kind == STORE_FIELD_BOOL ? "boolean"
+                                                         : "text",
+                              "suffixes", ops, "meaning",
+                              store_job_field_meaning((enum store_job_field)f)));
+    }
     for (int s = 0; states && s < STORE_JOB_STATE_COUNT; s++)
         json_array_append_new(states, json_pack("{s:s, s:b}", "name",
                                                 store_job_state_name((enum store_job_state)s),
                                                 "final",
                                                 store_job_state_is_final((enum store_job_state)s)));
     return http_reply_json(rs, 200,
-                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
+                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
                                      "algorithms", describe_algorithms(), "compressors",
                                      describe_compressors(), "losses", describe_losses(),
                                      "backends", backends, "stop_reasons", stops,
-                                     "queue_reasons", waits, "states", states));
+                                     "queue_reasons", waits, "job_fields", fields, "states",
+                                     states));
 }
 
 int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who)

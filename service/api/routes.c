@@ -21,7 +21,7 @@ const struct api_route api_routes[] = {
     {"GET", "/ui/{file}", h_ui_file, 0, API_PUBLIC, NULL},
     {"POST", "/v1/jobs", h_jobs_create, HTTP_JSON_BODY, API_TOKEN, NULL},
     {"GET", "/v1/jobs", h_jobs_list, 0, API_TOKEN,
-      "state,algorithm,dataset,label,stop_reason,cursor,limit"},
+      "state,algorithm,dataset,label,stop_reason,cursor,limit,*"},
     {"GET", "/v1/jobs/{id}", h_job_get, 0, API_TOKEN, NULL},
     {"DELETE", "/v1/jobs/{id}", h_job_delete, 0, API_TOKEN, NULL},
     {"PATCH", "/v1/jobs/{id}", h_job_patch, HTTP_JSON_BODY, API_TOKEN, NULL},
@@ -91,7 +91,8 @@ static const struct api_route *route_of(const struct http_req *rq)
     return NULL;
 }
 
-/* 1 when name is one of the comma-separated list (NULL: none). */
+/* 1 when name is one of the comma-separated list (NULL: none), or the
+ * list ends in "*" (the handler judges the others). */
 static int query_allowed(const char *list, const char *name)
 {
     size_t n = strlen(name);
@@ -100,7 +101,7 @@ static int query_allowed(const char *list, const char *name)
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
 
-        if (len == n && strncmp(p, name, n) == 0)
+        if ((len == n && strncmp(p, name, n) == 0) || (len == 1 && *p == '*'))
             return 1;
         p = end ? end + 1 : NULL;
     }

@@ -277,6 +277,126 @@ int store_job_create(struct store *st, const struct store_job_new *in,
 int store_job_get(struct store *st, const char *id, const char *owner,
                   struct store_job *out, struct store_err *err);
 
+/*
+ * The fields a job list can be filtered on beyond the plain filters below,
+ * parameters as submitted and results so far (docs/api.md, "Filters"): the
+ * query parameter NAME (equal), NAME_ne, NAME_lt, NAME_le, NAME_gt,
+ * NAME_ge (numbers only, and ne for text too). A job without the field
+ * (a k on a compressor that takes none, a gap before the first row) never
+ * matches.
+ * X(ID, NAME, KIND, SQL, MEANING)
+ *   KIND  NUMBER, TEXT or BOOL (true/false)
+ *   SQL   its value in the row j of jobs
+ */
+#define STORE_JOB_FIELDS(X)                                                   \
+    X(STORE_F_K, "k", NUMBER, "json_extract(j.spec, '$.compressor.k')",       \
+      "the compressor's k, as submitted")                                     \
+    X(STORE_F_K_FRAC, "k_frac", NUMBER,                                        \
+      "json_extract(j.spec, '$.compressor.k_frac')", "the compressor's k_frac") \
+    X(STORE_F_S, "s", NUMBER, "json_extract(j.spec, '$.compressor.s')",       \
+      "the compressor's s")                                                   \
+    X(STORE_F_STEP_MULTIPLIER, "step_multiplier", NUMBER,                     \
+      "json_extract(j.spec, '$.step_multiplier')",                            \
+      "the multiplier of the theory step")                                    \
+    X(STORE_F_STEP_SIZE, "step_size", NUMBER,                                 \
+      "json_extract(j.spec, '$.step_size')", "an explicit step size")         \
+    X(STORE_F_WORKERS, "workers", NUMBER, "j.workers", "the workers n")       \
+    X(STORE_F_PROCS, "procs", NUMBER, "json_extract(j.spec, '$.procs')",      \
+      "the worker processes asked for")                                       \
+    X(STORE_F_BATCH, "batch", NUMBER, "json_extract(j.spec, '$.batch')",      \
+      "the minibatch")                                                        \
+    X(STORE_F_LAMBDA1, "lambda1", NUMBER, "json_extract(j.spec, '$.lambda1')", \
+      "the L1 weight")                                                        \
+    X(STORE_F_LAMBDA2, "lambda2", NUMBER, "json_extract(j.spec, '$.lambda2')", \
+      "the L2 weight, when given as such")                                    \
+    X(STORE_F_LAMBDA2_REL, "lambda2_rel", NUMBER,                             \
+      "json_extract(j.spec, '$.lambda2_rel')", "the L2 weight relative to L") \
+    X(STORE_F_P, "p", NUMBER, "json_extract(j.spec, '$.p')",                  \
+      "the refresh probability, when given")                                  \
+    X(STORE_F_TARGET, "target", NUMBER, "json_extract(j.spec, '$.target')",   \
+      "the target relative gap")                                              \
+    X(STORE_F_MAX_ROUNDS, "max_rounds", NUMBER,                               \
+      "json_extract(j.spec, '$.max_rounds')", "the round budget")             \
+    X(STORE_F_SEED, "seed", NUMBER, "json_extract(j.spec, '$.seed')",         \
+      "the random seed")                                                      \
+    X(STORE_F_COMPRESSOR, "compressor", TEXT, "j.compressor",                 \
+      "the compressor's type")                                                \
+    X(STORE_F_LOSS, "loss", TEXT, "json_extract(j.spec, '$.loss')",           \
+      "the loss")                                                             \
+    X(STORE_F_BACKEND, "backend", TEXT, "j.backend", "the backend")           \
+    X(STORE_F_NAME, "name", TEXT, "j.name", "the job's name")                 \
+    X(STORE_F_EXPERIMENT, "experiment", TEXT, "j.experiment_id",              \
+      "the experiment's id")                                                  \
+    X(STORE_F_REACHED, "reached", BOOL,                                       \
+      "coalesce(j.stop_reason = 'target_reached', 0)",                        \
+      "whether it ended at its target")                                       \
+    X(STORE_F_REL_GAP, "rel_gap", NUMBER, "j.rel_gap",                        \
+      "the relative gap of its latest row")                                   \
+    X(STORE_F_ROUNDS, "rounds", NUMBER, "j.round",                            \
+      "the round of its latest row")                                          \
+    X(STORE_F_BITS_UP, "bits_up", NUMBER, "j.bits_up",                        \
+      "the bits up per worker of its latest row")                             \
+    X(STORE_F_CPU_SECONDS, "cpu_seconds", NUMBER, "j.cpu_seconds",            \
+      "the CPU seconds it used, once ended")                                  \
+    X(STORE_F_MAX_RSS_BYTES, "max_rss_bytes", NUMBER, "j.max_rss_bytes",      \
+      "the largest peak resident set of its processes, once ended")           \
+    X(STORE_F_CREATED_AT, "created_at", NUMBER, "j.created_at",               \
+      "when it was submitted, unix milliseconds")
+
+enum store_job_field {
+#define STORE_FIELD_ENUM(id, name, kind, sql, meaning) id,
+    STORE_JOB_FIELDS(STORE_FIELD_ENUM)
+#undef STORE_FIELD_ENUM
+    STORE_F_COUNT
+};
+
+enum store_field_kind { STORE_FIELD_NUMBER, STORE_FIELD_TEXT, STORE_FIELD_BOOL };
+
+/* The comparisons, by the suffix of the query parameter's name. */
+#define STORE_FILTER_OPS(X)                                                   \
+    X(STORE_OP_EQ, "", "=")                                                   \
+    X(STORE_OP_NE, "_ne", "<>")                                               \
+    X(STORE_OP_LT, "_lt", "<")                                                \
+    X(STORE_OP_LE, "_le", "<=")                                               \
+    X(STORE_OP_GT, "_gt", ">")                                                \
+    X(STORE_OP_GE, "_ge", ">=")
+
+enum store_filter_op {
+#define STORE_OP_ENUM(id, suffix, sql) id,
+    STORE_FILTER_OPS(STORE_OP_ENUM)
+#undef STORE_OP_ENUM
+    STORE_OP_COUNT
+};
+
+/* One condition: field op value. text is borrowed (TEXT fields). */
+struct store_job_cond {
+    enum store_job_field field;
+    enum store_filter_op op;
+    double number;              /* NUMBER; BOOL: 0 or 1 */
+    const char *text;
+};
+
+const char *store_job_field_name(enum store_job_field f);   /* NULL out of range */
+const char *store_job_field_meaning(enum store_job_field f);
+enum store_field_kind store_job_field_kind(enum store_job_field f);
+const char *store_filter_op_suffix(enum store_filter_op op);
+
+/* Longest value a condition takes, in bytes. */
+#define STORE_COND_VALUE_MAX 256
+
+/*
+ * Reads one query parameter key=value as a condition: 0 and *out (its
+ * text borrows value); 1 when key names no field (nor field and suffix),
+ * *out untouched; -1 with a sentence in why naming key when the value or
+ * the comparison does not suit the field (a number that is not one, a
+ * comparison of text or of a boolean, an empty or overlong value).
+ */
+int store_job_cond_parse(const char *key, const char *value, struct store_job_cond *out,
+                         char *why, size_t whylen);
+
+/* At most how many jobs a filtered page looks at (see store_job_list). */
+#define STORE_JOB_SCAN 10000
+
 /* Filters of store_job_list; NULL (or -1 for state) matches everything. */
 struct store_job_filter {
     const char *owner;       /* NULL: every owner (admin) */
@@ -286,6 +406,8 @@ struct store_job_filter {
     const char *label_key;   /* jobs with this label ... */
     const char *label_value; /* ... with this value; NULL: any value */
     const char *stop_reason; /* ended for this reason; NULL: any */
+    const struct store_job_cond *conds; /* all of them hold, each field */
+    size_t nconds;                      /* and op at most once */
 };
 
 #define STORE_CURSOR_SIZE 24
@@ -295,7 +417,10 @@ struct store_job_filter {
  * then the next_cursor of the previous page: it is opaque text and a
  * position in the list, not an offset, so jobs created between pages never
  * shift it and every job that existed at the first page is seen once.
- * next_cursor is "" after the last page. Returns 0 with *out an array of
+ * next_cursor is "" after the last page. With conds, a page looks at no
+ * more than STORE_JOB_SCAN jobs (the cost of a page is bounded however
+ * few jobs match): it may hold fewer than limit jobs, even none, with a
+ * next_cursor to go on from. Returns 0 with *out an array of
  * *n <= limit jobs (store_jobs_free), STORE_EINVAL for a cursor the store
  * did not issue or limit 0. The caller caps limit.
  */

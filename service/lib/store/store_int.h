@@ -64,8 +64,8 @@ enum job_column {
 #define METRIC_COLUMNS_ DESCRIBE_METRIC_FIELDS(METRIC_COLUMN_)
 #define METRIC_PARAMS_ DESCRIBE_METRIC_FIELDS(METRIC_PARAM_)
 
-/* The filters of the job list, shared by its two access paths. */
-#define JOB_LIST_FILTERS                                                    \
+/* The filters of the job list, shared by its access paths. */
+#define JOB_LIST_WHERE                                                      \
     " AND j.seq < ?1"                                                      \
     " AND (?3 IS NULL OR j.state = ?3)"                                    \
     " AND (?4 IS NULL OR j.algorithm = ?4)"                                \
@@ -73,8 +73,25 @@ enum job_column {
     " AND (?6 IS NULL OR EXISTS (SELECT 1 FROM job_labels l"               \
     "      WHERE l.job_seq = j.seq AND l.key = ?6"                         \
     "        AND (?7 IS NULL OR l.value = ?7)))"                           \
-    " AND (?9 IS NULL OR j.stop_reason = ?9)"                              \
-    " ORDER BY j.seq DESC LIMIT ?8"
+    " AND (?9 IS NULL OR j.stop_reason = ?9)"
+#define JOB_LIST_FILTERS JOB_LIST_WHERE " ORDER BY j.seq DESC LIMIT ?8"
+
+/*
+ * The conditions of STORE_JOB_FIELDS, one per field and comparison, each
+ * a named parameter (":k_lt") that is NULL when not asked for.
+ */
+#define JOB_COND_OP_(name, expr, suffix, op)                                \
+    " AND (:" name suffix " IS NULL OR (" expr ") " op " :" name suffix ")"
+#define JOB_COND_FIELD_(id, name, kind, expr, meaning)                      \
+    JOB_COND_OP_(name, expr, "", "=") JOB_COND_OP_(name, expr, "_ne", "<>") \
+    JOB_COND_OP_(name, expr, "_lt", "<") JOB_COND_OP_(name, expr, "_le", "<=") \
+    JOB_COND_OP_(name, expr, "_gt", ">") JOB_COND_OP_(name, expr, "_ge", ">=")
+#define JOB_CONDS STORE_JOB_FIELDS(JOB_COND_FIELD_)
+/* A filtered list looks at the ?10 jobs below the cursor, no more. */
+#define JOB_SEARCH_FROM(who)                                                \
+    " FROM (SELECT * FROM jobs WHERE " who " AND seq < ?1"                 \
+    " ORDER BY seq DESC LIMIT ?10) j WHERE 1"
+#define JOB_SEARCH_TAIL JOB_LIST_WHERE JOB_CONDS " ORDER BY j.seq DESC LIMIT ?8"
 
 /*
  * Every statement the store runs, prepared once per connection at open
@@ -110,6 +127,17 @@ enum job_column {
                     " WHERE ?2 IS NULL" JOB_LIST_FILTERS)                  \
     X(SQL_JOB_LIST_OWNER, "SELECT " JOB_COLUMNS " FROM jobs j"             \
                           " WHERE j.owner = ?2" JOB_LIST_FILTERS)          \
+    X(SQL_JOB_SEARCH, "SELECT " JOB_COLUMNS JOB_SEARCH_FROM("?2 IS NULL")  \
+                      JOB_SEARCH_TAIL)                                     \
+    X(SQL_JOB_SEARCH_OWNER, "SELECT " JOB_COLUMNS                          \
+                            JOB_SEARCH_FROM("owner = ?2") JOB_SEARCH_TAIL) \
+    /* How many jobs a filtered page looked at, and the oldest of them. */ \
+    X(SQL_JOB_SCANNED, "SELECT count(*), min(seq) FROM (SELECT seq"        \
+                       " FROM jobs WHERE ?2 IS NULL AND seq < ?1"          \
+                       " ORDER BY seq DESC LIMIT ?3)")                     \
+    X(SQL_JOB_SCANNED_OWNER, "SELECT count(*), min(seq) FROM (SELECT seq"  \
+                             " FROM jobs WHERE owner = ?2 AND seq < ?1"    \
+                             " ORDER BY seq DESC LIMIT ?3)")               \
     X(SQL_JOB_SET_RUNNING,                                                 \
       "UPDATE jobs SET state = 'running', pid = ?2,"                       \
       " started_at = coalesce(started_at, ?3),"                            \
