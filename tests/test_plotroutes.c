@@ -269,6 +269,83 @@ START_TEST(test_experiment_plot)
 }
 END_TEST
 
+/* The stroke colour of series i of svg, "" when there is none. */
+static void series_colour(const char *svg, int i, char *out, size_t len)
+{
+    char pat[64];
+    const char *p;
+
+    snprintf(pat, sizeof pat, "class=\"series\" data-index=\"%d\" stroke=\"", i);
+    out[0] = '\0';
+    if ((p = strstr(svg, pat)))
+        snprintf(out, len, "%.7s", p + strlen(pat));
+}
+
+/*
+ * A tuned experiment's plot: the runs of one variant share a colour and
+ * differ in dash, and each legend says the variant and the multiplier;
+ * the jobs of an unnamed variant are named after what it runs.
+ */
+START_TEST(test_tuned_plot)
+{
+    static const char body[] =
+        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"inproc\","
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 30, \"compressor\": {\"type\": \"topk\","
+        " \"k\": 2}}, \"variants\": [{\"algorithm\": \"eclk\"},"
+        " {\"algorithm\": \"ec-gd\", \"name\": \"base\"}],"
+        " \"tune\": {\"step_multiplier\": [0.5, 2]}}";
+    static const char *const legends[] = {
+        ">eclk, topk k=2 x0.5</text>", ">eclk, topk k=2 x2</text>", ">eclk, topk k=2 x1</text>",
+        ">ec-gd, topk k=2 (base) x0.5</text>", ">ec-gd, topk k=2 (base) x2</text>",
+        ">ec-gd, topk k=2 (base) x1</text>",
+    };
+    struct server s;
+    struct reply r;
+    json_t *doc, *jobs;
+    char xpath[300], colour[6][8];
+    char *svg;
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(xpath, sizeof xpath, "%s/plot.svg", r.location);
+    doc = json_of(&r);
+    free(r.body);
+    jobs = json_object_get(doc, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 6);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 0), "name")),
+                     "eclk topk k=2 x0.5");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 4), "name")),
+                     "base x2");
+    for (size_t i = 0; i < 6; i++)
+        json_decref(job_wait(&s, ALICE,
+                             json_string_value(json_object_get(json_array_get(jobs, i), "id")),
+                             "final", 60));
+    svg = get_svg(&s, xpath, ALICE);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_msg(strstr(svg, legends[i]), "no legend %s", legends[i]);
+        series_colour(svg, i, colour[i], sizeof colour[i]);
+        ck_assert_msg(colour[i][0] == '#', "series %d has no colour", i);
+    }
+    ck_assert_str_eq(colour[0], colour[1]);
+    ck_assert_str_eq(colour[0], colour[2]);
+    ck_assert_str_eq(colour[3], colour[5]);
+    ck_assert_str_ne(colour[0], colour[3]);
+    /* the second run of each variant has the second dash, in its curve
+       and its legend line: four in all */
+    {
+        int dashes = 0;
+
+        for (const char *p = svg; (p = strstr(p, "stroke-dasharray=\"7 3\"")); p++)
+            dashes++;
+        ck_assert_int_eq(dashes, 4);
+    }
+    free(svg);
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* strcasestr is a GNU extension; this is the plain version. */
 static const char *strcasestr_portable(const char *hay, const char *needle)
 {
@@ -428,6 +505,7 @@ int main(void)
     tcase_add_test(tc, test_job_plot);
     tcase_add_test(tc, test_long_run_is_bounded);
     tcase_add_test(tc, test_experiment_plot);
+    tcase_add_test(tc, test_tuned_plot);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();

@@ -651,6 +651,10 @@ START_TEST(test_experiment_tuned)
     free(r.body);
     doc = experiment_wait(&s, path, 60);
     ck_assert_int_eq(json_array_size(json_object_get(doc, "comparison")), 2);
+    /* an unnamed variant's runs are named after what they run */
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_array_get(json_object_get(doc, "jobs"), 0),
+                                         "spec"), "name")), "gd x0.001");
     {
         json_t *t = json_array_get(json_object_get(doc, "tuned"), 0);
 

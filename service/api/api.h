@@ -108,6 +108,13 @@ int api_job_ids(struct http_req *rq, struct http_resp *rs,
 
 /* A job as the API shows it (with its stored documents). New reference. */
 json_t *api_job_json(const struct store_job *j);
+/*
+ * A job's name in a plot's legend ("eclk, topk k=5 x4" for a run of a
+ * tuned experiment) and its variant's (the same less the multiplier),
+ * which curves of one colour share (plots.c).
+ */
+void api_job_label(const struct store_job *job, char *out, size_t len, char *variant,
+                   size_t vlen);
 
 /*
  * The metrics route's cursor, from its query: after (-1..2^63-1, default

@@ -25,6 +25,11 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
                                 job->algorithm, "compressor", job->compressor, "state",
                                 store_job_state_name(job->state), "reached", r->reached);
         json_t *comp = json_object_get(r->spec, "compressor");
+        char label[200], variant[200];
+
+        api_job_label(job, label, sizeof label, variant, sizeof variant);
+        json_object_set_new(row, "label", json_string(label));
+        json_object_set_new(row, "variant", json_string(variant));
 
         json_t *mult = json_object_get(r->spec, "step_multiplier");
 

@@ -137,13 +137,22 @@ static int curve_load(struct store *st, const char *id, enum plot_x xaxis,
     return 0;
 }
 
-/* "eclk, topk k=5" from the job's spec, with its name if it has one. */
-static void job_label(const struct store_job *job, char *out, size_t len)
+/*
+ * A job's legend, "eclk, topk k=5" from its spec, and its variant, the
+ * same less the multiplier of a tuned run: a run of a tuned experiment
+ * (its name ends in " xM", M its step_multiplier) is "eclk, topk k=5 x4",
+ * with its variant's name when the variant has one of its own; any other
+ * job has its name in brackets.
+ */
+void api_job_label(const struct store_job *job, char *out, size_t len, char *variant,
+                   size_t vlen)
 {
     json_t *spec = job->spec ? json_loads(job->spec, 0, NULL) : NULL;
     json_t *comp = json_object_get(spec, "compressor"), *v;
-    const char *key;
-    size_t o;
+    json_t *m = json_object_get(spec, "step_multiplier");
+    const char *key, *name = job->name ? job->name : "";
+    char plain[200] = "", suffix[48] = "";
+    size_t o, nl = strlen(name), pl, sl;
 
     o = (size_t)snprintf(out, len, "%s, %s", job->algorithm ? job->algorithm : "?",
                          job->compressor ? job->compressor : "?");
@@ -156,8 +165,29 @@ static void job_label(const struct store_job *job, char *out, size_t len)
         else if (json_is_real(v))
             o += (size_t)snprintf(out + o, len - o, " %s=%g", key, json_real_value(v));
     }
-    if (job->name && job->name[0] && o < len)
-        snprintf(out + o, len - o, " (%s)", job->name);
+    /* What an unnamed variant's runs are named after (experiments.c):
+       "eclk topk k=5", "gd" for no compressor. */
+    pl = (size_t)snprintf(plain, sizeof plain, "%s", job->algorithm ? job->algorithm : "?");
+    if (job->compressor && strcmp(job->compressor, "none") != 0 && pl < sizeof plain &&
+        strstr(out, ", "))
+        snprintf(plain + pl, sizeof plain - pl, " %s", strstr(out, ", ") + 2);
+    if (job->experiment_id[0] && json_is_number(m))
+        snprintf(suffix, sizeof suffix, "x%g", json_number_value(m));
+    sl = strlen(suffix);
+    if (sl && nl >= sl && strcmp(name + nl - sl, suffix) == 0 &&
+        (nl == sl || name[nl - sl - 1] == ' ')) {
+        size_t base = nl == sl ? 0 : nl - sl - 1;
+
+        if (base && !(base == strlen(plain) && strncmp(name, plain, base) == 0) && o < len)
+            o += (size_t)snprintf(out + o, len - o, " (%.*s)", (int)base, name);
+        snprintf(variant, vlen, "%s", out);
+        if (o < len)
+            snprintf(out + o, len - o, " %s", suffix);
+    } else {
+        if (name[0] && o < len)
+            snprintf(out + o, len - o, " (%s)", name);
+        snprintf(variant, vlen, "%s", out);
+    }
     json_decref(spec);
 }
 
@@ -218,7 +248,7 @@ int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
     struct store *st;
     enum plot_x xaxis;
     size_t max_points;
-    char title[256], label[200];
+    char title[256], label[200], variant[200];
     int rc;
 
     if (plot_query(rq, rs, &xaxis, &max_points) < 0)
@@ -233,7 +263,7 @@ int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
         return api_reply_store(rs, &e, "no such job");
     }
     problem_title(NULL, &job, title, sizeof title);
-    job_label(&job, label, sizeof label);
+    api_job_label(&job, label, sizeof label, variant, sizeof variant);
     plot_series s = {label, c.x, c.y, c.n};
     plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
                     .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
@@ -252,7 +282,8 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
     struct store_err e = {0};
     struct curve *curves = NULL;
     plot_series *series = NULL;
-    char (*labels)[200] = NULL, title[300];
+    char (*labels)[200] = NULL, (*variants)[200] = NULL, title[300];
+    unsigned *colour = NULL, *dash = NULL, groups = 0;
     struct store *st;
     int rc = 0;
 
@@ -260,7 +291,10 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
         curves = calloc(n, sizeof *curves);
         series = calloc(n, sizeof *series);
         labels = calloc(n, sizeof *labels);
-        if (!curves || !series || !labels) {
+        variants = calloc(n, sizeof *variants);
+        colour = calloc(n, sizeof *colour);
+        dash = calloc(n, sizeof *dash);
+        if (!curves || !series || !labels || !variants || !colour || !dash) {
             e.code = rc = STORE_ENOMEM;
             snprintf(e.msg, sizeof e.msg, "out of memory");
         }
@@ -268,8 +302,16 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
     st = app_reader(a);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = curve_load(st, jobs[i].id, xaxis, PLOTS_EXPERIMENT_ROWS, &curves[i], &e);
-        job_label(&jobs[i], labels[i], sizeof labels[i]);
+        api_job_label(&jobs[i], labels[i], sizeof labels[i], variants[i], sizeof variants[i]);
         series[i] = (plot_series){labels[i], curves[i].x, curves[i].y, curves[i].n};
+        /* One colour per variant, one dash per run of it (docs/api.md,
+           "Plots"). */
+        size_t k = 0;
+        while (k < i && strcmp(variants[k], variants[i]) != 0)
+            k++;
+        colour[i] = k < i ? colour[k] : groups++;
+        for (size_t j = 0; j < i; j++)
+            dash[i] += strcmp(variants[j], variants[i]) == 0;
     }
     app_reader_done(a, st);
     if (rc < 0) {
@@ -281,7 +323,8 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
             snprintf(title, sizeof title, "%s", name && *name ? name : "no jobs");
         plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
                         .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
-                        .ylog = 1, .max_points = max_points};
+                        .ylog = 1, .max_points = max_points, .colour = colour,
+                        .dash = dash};
         rc = reply_svg(rs, &sp, series, n);
     }
     for (size_t i = 0; curves && i < n; i++)
@@ -289,6 +332,9 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
     free(curves);
     free(series);
     free(labels);
+    free(variants);
+    free(colour);
+    free(dash);
     return rc;
 }
 

@@ -109,14 +109,35 @@ static int tune_conflict(const json_t *spec, const char *where, struct spec_prob
     return 0;
 }
 
-/* "NAME x0.5": the multiplier in the job's name (its legend in the plots),
-   the name shortened to leave room for it. */
-static void name_with_multiplier(char name[JOBSPEC_NAME_MAX + 1], double m)
+/*
+ * "NAME x0.5": the multiplier in the job's name (its legend in the plots),
+ * the name shortened to leave room for it. An unnamed variant is named
+ * after what it runs, "eclk topk k=5 x0.5", so that no two variants' runs
+ * share a name (docs/api.md, "Tuned experiments").
+ */
+static void name_with_multiplier(char name[JOBSPEC_NAME_MAX + 1], const struct jobspec *spec,
+                                 double m)
 {
     char suffix[40];
-    int len = snprintf(suffix, sizeof suffix, "%sx%g", name[0] ? " " : "", m);
-    size_t keep = strlen(name);
+    const ec_comp_spec *c = &spec->job.compressor;
+    int len;
+    size_t keep;
 
+    if (!name[0]) {
+        int o = snprintf(name, JOBSPEC_NAME_MAX + 1, "%s%s%s",
+                         ec_algo_name(spec->job.algorithm), c->type == EC_COMP_NONE ? "" : " ",
+                         c->type == EC_COMP_NONE ? "" : ec_comp_name(c->type));
+
+        if (o > 0 && o < JOBSPEC_NAME_MAX && !isnan(spec->job.k_frac))
+            snprintf(name + o, (size_t)(JOBSPEC_NAME_MAX + 1 - o), " k_frac=%g",
+                     spec->job.k_frac);
+        else if (o > 0 && o < JOBSPEC_NAME_MAX && c->k)
+            snprintf(name + o, (size_t)(JOBSPEC_NAME_MAX + 1 - o), " k=%u", (unsigned)c->k);
+        else if (o > 0 && o < JOBSPEC_NAME_MAX && c->s)
+            snprintf(name + o, (size_t)(JOBSPEC_NAME_MAX + 1 - o), " s=%u", (unsigned)c->s);
+    }
+    len = snprintf(suffix, sizeof suffix, " x%g", m);
+    keep = strlen(name);
     if (keep + (size_t)len > JOBSPEC_NAME_MAX)
         keep = JOBSPEC_NAME_MAX - (size_t)len;
     memcpy(name + keep, suffix, (size_t)len + 1);
@@ -186,7 +207,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, json_
         return invalid(sp, field, vp.detail);
     }
     if (m > 0)
-        name_with_multiplier(b->specs[j].name, m);
+        name_with_multiplier(b->specs[j].name, &b->specs[j], m);
     if (jobs_row_new(&b->specs[j], owner, &b->in[j], &b->spec_text[j],
                      &b->labels_text[j]) < 0)
         return EXPERIMENTS_NO_MEMORY;

@@ -22,14 +22,27 @@
 #define LEGEND_ROW 16
 
 /* Distinct colours (Tableau 10) and dash patterns; series i takes colour
-   i % 10 and dash i % 4, so the first 20 series differ in the pair. */
+   i % 10 and dash i % 8 unless it says otherwise (plot_series), so the
+   first 40 series differ in the pair. */
 static const char *const colours[] = {
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 };
-static const char *const dashes[] = {NULL, "7 3", "2 2", "9 3 2 3"};
+static const char *const dashes[] = {NULL,  "7 3", "2 2",     "9 3 2 3",
+                                     "4 4", "12 4", "1 3 1 6", "6 2 2 2"};
 #define NCOLOURS (sizeof colours / sizeof colours[0])
 #define NDASHES (sizeof dashes / sizeof dashes[0])
+
+/* Series i's colour and dash. */
+static const char *colour_of(const plot_spec *sp, size_t i)
+{
+    return colours[(sp->colour ? sp->colour[i] : i) % NCOLOURS];
+}
+
+static const char *dash_of(const plot_spec *sp, size_t i)
+{
+    return dashes[(sp->dash ? sp->dash[i] : i) % NDASHES];
+}
 
 /* A growing output buffer; after a failed allocation every append is a
    no-op and the result is NULL. */
@@ -611,7 +624,7 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
     for (size_t i = 0; i < ns && have && !b.failed; i++) {
         size_t m = 0, j;
         int gap = 0;
-        const char *dash = dashes[i % NDASHES];
+        const char *dash = dash_of(sp, i);
 
         if (!s[i].x || !s[i].y)
             continue;
@@ -631,7 +644,7 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
             continue;
         m = downsample(pts, m, maxp);
         sb_printf(&b, "<g class=\"series\" data-index=\"%zu\" stroke=\"%s\" fill=\"%s\">\n",
-                  i, colours[i % NCOLOURS], colours[i % NCOLOURS]);
+                  i, colour_of(sp, i), colour_of(sp, i));
         /* Points alone between breaks are dots; runs are one path. */
         int any_run = 0;
         for (j = 0; j < m; j++)
@@ -712,10 +725,10 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
         for (size_t i = 0; i < ns; i++) {
             double cx = lx + 6 + colw * (double)(i / rows);
             double cy = ly + 4 + LEGEND_ROW * ((double)(i % rows) + 0.5);
-            const char *dash = dashes[i % NDASHES];
+            const char *dash = dash_of(sp, i);
             sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                           "stroke=\"%s\" stroke-width=\"2\"",
-                      cx, cy, cx + 24, cy, colours[i % NCOLOURS]);
+                      cx, cy, cx + 24, cy, colour_of(sp, i));
             if (dash)
                 sb_printf(&b, " stroke-dasharray=\"%s\"", dash);
             sb_printf(&b, "/>\n<text class=\"legend-name\" x=\"%.1f\" y=\"%.1f\">",

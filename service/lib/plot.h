@@ -26,6 +26,12 @@ typedef struct plot_spec {
     int xlog, ylog;            /* nonzero: log10 axis */
     int width, height;         /* pixels; 0 for 720 x 450 */
     size_t max_points;         /* per series after downsampling; 0: 1000 */
+    /* Per series (NULL: none), its colour and dash pattern as indexes
+       into the plot's lists (taken modulo their lengths), e.g. one colour
+       per group and one dash per member. Without them series i takes
+       colour i and dash i, so that the first 40 series differ in the
+       pair. */
+    const unsigned *colour, *dash;
 } plot_spec;
 
 /*
