@@ -29,6 +29,9 @@
     /* Curve colours; app.css has the same as .swatch.c0 to .c9. */
     const PALETTE = ['#1f6feb', '#d9480f', '#2b8a3e', '#ae3ec9', '#e8590c', '#0c8599', '#c2255c',
                      '#5c940d', '#6741d9', '#868e96'];
+    /* Dash patterns: the runs of one variant share its colour and differ
+       in dash, as in the service's plots. */
+    const DASHES = ['', '7 3', '2 2', '9 3 2 3', '4 4', '12 4', '1 3 1 6', '6 2 2 2'];
     const SVGNS = 'http://www.w3.org/2000/svg';
 
     /* ---- small helpers ---- */
@@ -318,6 +321,12 @@
                                          'no positive values to draw on a log scale' : 'no data yet'}));
             return 0;
         }
+        /* The target in range: a curve is read against it. */
+        if (typeof opt.target === 'number' && opt.target > 0 && opt.y === 'rel_gap') {
+            const v = ylog ? Math.log10(opt.target) : opt.target;
+            ylo = Math.min(ylo, v);
+            yhi = Math.max(yhi, v);
+        }
         const xt = linearTicks(xlo, xhi, 6);
         let yt;
         if (ylog) {
@@ -354,6 +363,19 @@
             labels.append(t);
         }
         root.append(grid, labels, frame());
+        /* The target, a dashed line across, when the y column is the gap
+           it is a target of and the line falls inside the plot. */
+        if (typeof opt.target === 'number' && opt.target > 0 && opt.y === 'rel_gap') {
+            const v = ylog ? Math.log10(opt.target) : opt.target;
+            if (v >= yt.lo && v <= yt.hi) {
+                const y = py(v);
+                root.append(svg('line', {class: 'target', x1: L, y1: y, x2: L + pw, y2: y,
+                                         stroke: '#c62828', 'stroke-width': 1, 'stroke-dasharray': '5 4'}),
+                            svg('text', {class: 'target-label', x: L + 6, y: y - 4, fill: '#c62828',
+                                         text: 'target ' + opt.target.toExponential(0)}));
+                root.setAttribute('data-target', String(opt.target));
+            }
+        }
 
         let drawn = 0;
         const hover = [];
@@ -391,9 +413,12 @@
                 last = p;
             });
             flush();
-            root.append(svg('path', {class: 'curve', 'data-series': String(si), d: d.trim() || 'M0 0',
-                                     fill: 'none', stroke: s.color, 'stroke-width': 1.8,
-                                     'stroke-linejoin': 'round'}));
+            const path = svg('path', {class: 'curve', 'data-series': String(si), d: d.trim() || 'M0 0',
+                                      fill: 'none', stroke: s.color, 'stroke-width': 1.8,
+                                      'stroke-linejoin': 'round'});
+            if (s.dash) path.setAttribute('stroke-dasharray', s.dash);
+            if (s.group !== undefined) path.setAttribute('data-group', String(s.group));
+            root.append(path);
             if (last) root.append(svg('circle', {class: 'last', cx: last[0], cy: last[1], r: 3,
                                                  fill: s.color}));
             hover.push({label: s.label, color: s.color, pts: pts});
@@ -402,12 +427,14 @@
             const legend = svg('g', {class: 'legend'});
             series.slice(0, 16).forEach((s, i) => {
                 const y = T + 14 + i * 15;
-                legend.append(svg('line', {x1: L + pw - 170, y1: y - 4, x2: L + pw - 150, y2: y - 4,
-                                           stroke: s.color, 'stroke-width': 2.5}));
-                legend.append(svg('text', {x: L + pw - 145, y: y, fill: '#344054',
-                                           text: s.label.length > 26 ? s.label.slice(0, 25) + '…' : s.label}));
+                const line = svg('line', {x1: L + pw - 210, y1: y - 4, x2: L + pw - 186, y2: y - 4,
+                                          stroke: s.color, 'stroke-width': 2.5});
+                if (s.dash) line.setAttribute('stroke-dasharray', s.dash);
+                legend.append(line);
+                legend.append(svg('text', {x: L + pw - 181, y: y, fill: '#344054', class: 'legend-name',
+                                           text: s.label.length > 32 ? s.label.slice(0, 31) + '…' : s.label}));
             });
-            const box = svg('rect', {x: L + pw - 176, y: T + 4, width: 170,
+            const box = svg('rect', {x: L + pw - 216, y: T + 4, width: 210,
                                      height: Math.min(16, series.length) * 15 + 4,
                                      fill: '#fff', 'fill-opacity': 0.85, stroke: '#d9dde5'});
             legend.prepend(box);
@@ -628,7 +655,59 @@
         workers: j => j.workers,
         round: j => (j.progress && typeof j.progress.round === 'number' ? j.progress.round : null),
         gap: j => (j.progress && typeof j.progress.rel_gap === 'number' ? j.progress.rel_gap : null),
+        labels: j => Object.keys(j.labels || {}).sort().map(k => k + '=' + j.labels[k]).join(' '),
+        step_multiplier: j => specNumber(j, 'step_multiplier'),
+        k: j => (j.spec && j.spec.compressor && typeof j.spec.compressor.k === 'number' ?
+                 j.spec.compressor.k : null),
+        target: j => specNumber(j, 'target'),
+        cpu: j => (j.usage && typeof j.usage.cpu_seconds === 'number' ? j.usage.cpu_seconds : null),
+        owner: j => j.owner || '',
     };
+    function specNumber(j, key) {
+        return j.spec && typeof j.spec[key] === 'number' ? j.spec[key] : null;
+    }
+
+    /* A job's labels as links that filter the table by them. */
+    function labelChips(j) {
+        const lab = j.labels && typeof j.labels === 'object' ? j.labels : {};
+        return Object.keys(lab).sort().map(k =>
+            el('a', {class: 'chip', 'data-label': k, href: '#/?label=' + encodeURIComponent(k + '=' + lab[k]),
+                     text: k + '=' + lab[k]}));
+    }
+
+    /* A queued job's place and why it waits, under its state. */
+    function waitReason(j) {
+        return j.state === 'queued' && typeof j.position === 'number' ?
+            el('div', {class: 'muted stop-reason wait', 'data-wait': j.reason || '',
+                       title: 'number ' + j.position + ' in the queue',
+                       text: '#' + j.position + ' ' + (j.reason || '').replace(/_/g, ' ')}) : null;
+    }
+
+    /*
+     * The jobs table's columns after the id: their header, cell and sort
+     * key; the user chooses which are shown (cols= in the address),
+     * DEFAULT_COLUMNS unless.
+     */
+    const TABLE_COLUMNS = [
+        {key: 'state', title: 'State', cell: j => el('td', {}, stateBadge(j.state), stopReason(j), waitReason(j))},
+        {key: 'algorithm', title: 'Algorithm', cell: j => el('td', {text: j.algorithm})},
+        {key: 'compressor', title: 'Compressor', cell: j => el('td', {text: compressorText(j.spec) || j.compressor})},
+        {key: 'dataset', title: 'Dataset', cell: j => el('td', {text: j.dataset})},
+        {key: 'workers', title: 'Workers', num: true, cell: j => el('td', {class: 'num', text: j.workers})},
+        {key: 'step_multiplier', title: 'Step ×', num: true,
+         cell: j => el('td', {class: 'num', text: fmtValue(specNumber(j, 'step_multiplier'))})},
+        {key: 'k', title: 'k', num: true, cell: j => el('td', {class: 'num', text: fmtValue(JOB_SORTS.k(j))})},
+        {key: 'round', title: 'Progress (rounds)', num: true, cell: j => progressCell(j)},
+        {key: 'gap', title: 'Gap', num: true,
+         cell: j => el('td', {class: 'num gap', text: fmtGap(j.progress && j.progress.rel_gap)})},
+        {key: 'target', title: 'Target', num: true, cell: j => el('td', {class: 'num', text: fmtGap(specNumber(j, 'target'))})},
+        {key: 'cpu', title: 'CPU s', num: true, cell: j => el('td', {class: 'num', text: fmtValue(JOB_SORTS.cpu(j))})},
+        {key: 'owner', title: 'Owner', cell: j => el('td', {text: j.owner || ''})},
+        {key: 'name', title: 'Name', cell: j => el('td', {class: 'name', text: j.name || ''})},
+        {key: 'labels', title: 'Labels', cell: j => el('td', {class: 'labels'}, ...labelChips(j))},
+    ];
+    const DEFAULT_COLUMNS = ['state', 'algorithm', 'compressor', 'dataset', 'workers', 'round', 'gap', 'name',
+                             'labels'];
     /* Sorts jobs by key in dir; a job without a value goes last either
        way, ties keep the service's order. */
     function sortJobs(jobs, key, dir) {
@@ -652,7 +731,10 @@
             sort: JOB_SORTS[q.get('sort')] ? q.get('sort') : 'created',
             dir: q.get('dir') === 'asc' ? 'asc' : q.get('dir') === 'desc' ? 'desc' : '',
             limit: [10, 25, 50, 100, 500].indexOf(Number(q.get('limit'))) >= 0 ? Number(q.get('limit')) : 50,
+            filter: q.get('filter') || '',
+            cols: (q.get('cols') || '').split(',').filter(c => TABLE_COLUMNS.some(t => t.key === c)),
         };
+        if (!view.cols.length) view.cols = DEFAULT_COLUMNS.slice();
         if (!view.dir) view.dir = view.sort === 'created' || view.sort === 'round' ? 'desc' : 'asc';
         /* Server paging: cursors[i] is the cursor of page i (null for the
            first). Scan paging (another sort, or a name): all matching jobs,
@@ -676,7 +758,25 @@
         const fLimit = el('select', {id: 'page-size', 'aria-label': 'jobs per page'},
                           ...[10, 25, 50, 100, 500].map(n => opt(String(n), n + ' per page')));
         fState.value = view.state; fStop.value = view.stop_reason; fAlgo.value = view.algorithm; fData.value = view.dataset;
+        const fFilter = el('input', {id: 'param-filter', size: 30, 'aria-label': 'filters on parameters and results',
+                                     placeholder: 'k=5 reached=true rel_gap_lt=1e-6',
+                                     title: 'FIELD[_ne|_lt|_le|_gt|_ge]=VALUE, separated by spaces: the API\'s filters'});
         fLabel.value = view.label; fName.value = view.name; fLimit.value = String(view.limit);
+        fFilter.value = view.filter;
+        /* Which columns: a checkbox each, in a pop-down. */
+        const colBoxes = TABLE_COLUMNS.map(c => {
+            const box = el('input', {type: 'checkbox', 'data-col': c.key});
+            box.checked = view.cols.indexOf(c.key) >= 0;
+            box.addEventListener('change', () => {
+                view.cols = TABLE_COLUMNS.filter((t, i) => colBoxes[i].checked).map(t => t.key);
+                buildHead();
+                keepQuery();
+                render(lastRows);
+            });
+            return box;
+        });
+        const colChooser = el('details', {class: 'columns', id: 'columns'}, el('summary', {text: 'Columns'}),
+                              ...TABLE_COLUMNS.map((c, i) => el('label', {}, colBoxes[i], ' ' + c.title)));
         const clear = el('button', {class: 'secondary', id: 'clear-filters', type: 'button', text: 'Clear'});
         const status = el('span', {class: 'muted', id: 'jobs-status'});
         const prev = el('button', {class: 'secondary', id: 'page-prev', type: 'button', text: '‹ Newer'});
@@ -701,19 +801,23 @@
             heads[key] = h;
             return h;
         };
+        const headRow = el('tr');
+        function buildHead() {
+            for (const k in heads) delete heads[k];
+            headRow.replaceChildren(el('th', {class: 'pick'}, all), th('created', 'Job'),
+                ...TABLE_COLUMNS.filter(c => view.cols.indexOf(c.key) >= 0).map(c => th(c.key, c.title, c.num)));
+            showSort();
+        }
         main.append(
             el('h1', {text: 'Jobs'}),
             el('div', {class: 'toolbar', id: 'filters'}, fState, fStop, fAlgo, fData, fLabel, fName, fLimit, clear,
                el('span', {class: 'grow'}),
                el('a', {href: '#/submit'}, el('button', {type: 'button', text: 'New job'}))),
+            el('div', {class: 'toolbar'}, fFilter, colChooser),
             el('div', {class: 'toolbar'}, status, el('span', {class: 'grow'}), selInfo, compare, unselect),
-            el('table', {id: 'jobs'},
-               el('thead', {}, el('tr', {}, el('th', {class: 'pick'}, all),
-                  th('created', 'Job'), th('state', 'State'), th('algorithm', 'Algorithm'),
-                  th('compressor', 'Compressor'), th('dataset', 'Dataset'), th('workers', 'Workers', true),
-                  th('round', 'Progress (rounds)', true), th('gap', 'Gap', true), th('name', 'Name'))),
-               tbody),
+            el('table', {id: 'jobs'}, el('thead', {}, headRow), tbody),
             el('div', {class: 'toolbar pager'}, prev, pageInfo, next));
+        buildHead();
 
         function showSelection() {
             const s = selected();
@@ -740,13 +844,21 @@
             setQuery({state: view.state, stop_reason: view.stop_reason, algorithm: view.algorithm, dataset: view.dataset, label: view.label,
                       name: view.name, sort: view.sort === 'created' ? '' : view.sort,
                       dir: view.sort === 'created' && view.dir === 'desc' ? '' : view.dir,
-                      limit: view.limit === 50 ? '' : String(view.limit)});
+                      limit: view.limit === 50 ? '' : String(view.limit), filter: view.filter,
+                      cols: view.cols.join(',') === DEFAULT_COLUMNS.join(',') ? '' : view.cols.join(',')});
         }
 
+        /* The API's filters as typed, FIELD=VALUE separated by spaces; the
+           service says what is wrong with one (a 400 naming it). */
         function filterQuery() {
             let s = '';
             for (const k of ['state', 'stop_reason', 'algorithm', 'dataset', 'label'])
                 if (view[k]) s += '&' + k + '=' + encodeURIComponent(view[k]);
+            for (const f of view.filter.split(/\s+/).filter(f => f)) {
+                const eq = f.indexOf('=');
+                s += '&' + encodeURIComponent(eq < 0 ? f : f.slice(0, eq)) +
+                     (eq < 0 ? '' : '=' + encodeURIComponent(f.slice(eq + 1)));
+            }
             return s;
         }
 
@@ -769,18 +881,13 @@
                     el('td', {class: 'pick'}, box),
                     el('td', {}, el('a', {href: '#/jobs/' + j.id, class: 'mono', text: j.id}),
                        el('div', {class: 'muted', text: fmtTime(j.created_at)})),
-                    el('td', {}, stateBadge(j.state), stopReason(j)),
-                    el('td', {text: j.algorithm}),
-                    el('td', {text: compressorText(j.spec) || j.compressor}),
-                    el('td', {text: j.dataset}),
-                    el('td', {class: 'num', text: j.workers}),
-                    progressCell(j),
-                    el('td', {class: 'num gap', text: fmtGap(j.progress && j.progress.rel_gap)}),
-                    el('td', {class: 'name', text: j.name || ''}));
+                    ...TABLE_COLUMNS.filter(c => view.cols.indexOf(c.key) >= 0).map(c => c.cell(j)));
             }));
             if (!jobs.length)
-                tbody.append(el('tr', {}, el('td', {colspan: 10, class: 'muted',
-                    text: filterQuery() || view.name ? 'No job matches these filters.' : 'No jobs yet: submit one.'})));
+                tbody.append(el('tr', {}, el('td', {colspan: view.cols.length + 2, class: 'muted',
+                    text: filterQuery() || view.name ? 'No job matches these filters' +
+                        (nextCursor ? ' among the newest: older ones may, see the next page.' : '.') :
+                        'No jobs yet: submit one.'})));
             showSelection();
             showSort();
         }
@@ -879,7 +986,7 @@
         fData.addEventListener('change', () => set('dataset', fData.value));
         fLimit.addEventListener('change', () => set('limit', Number(fLimit.value)));
         let typing = null;
-        for (const [input, key] of [[fLabel, 'label'], [fName, 'name']]) {
+        for (const [input, key] of [[fLabel, 'label'], [fName, 'name'], [fFilter, 'filter']]) {
             input.addEventListener('input', () => {
                 clearTimeout(typing);
                 typing = setTimeout(() => set(key, input.value.trim()), 350);
@@ -890,7 +997,7 @@
         }
         clear.addEventListener('click', () => {
             for (const [input, key] of [[fState, 'state'], [fStop, 'stop_reason'], [fAlgo, 'algorithm'], [fData, 'dataset'],
-                                        [fLabel, 'label'], [fName, 'name']]) {
+                                        [fLabel, 'label'], [fName, 'name'], [fFilter, 'filter']]) {
                 input.value = '';
                 view[key] = '';
             }
@@ -963,6 +1070,35 @@
         plotSvg.title = 'the service\'s plot of the relative gap against the chosen x';
         const params = el('div');
         const problem = el('div');
+        const labels = el('p', {class: 'labels', id: 'job-labels'});
+        const retry = el('button', {class: 'secondary', id: 'retry', type: 'button', text: 'Retry',
+                                    title: 'submit the same spec again, as a new job',
+            onclick: async () => {
+                retry.disabled = true;
+                const c = await api('POST', '/v1/jobs/' + encodeURIComponent(id) + '/retry');
+                retry.disabled = false;
+                if (c.ok && c.doc && c.doc.id) location.hash = '#/jobs/' + c.doc.id;
+                else notice(problemText(c), true);
+            }});
+        const log = el('pre', {class: 'mono log', id: 'job-log', text: 'loading…'});
+        const logInfo = el('span', {class: 'muted', id: 'log-info'});
+        const vocab = await loadVocabulary();
+        const waitMeaning = {};
+        for (const w of vocab.queue_reasons || []) waitMeaning[w.name] = w.meaning;
+
+        async function refreshLog() {
+            const l = await api('GET', '/v1/jobs/' + encodeURIComponent(id) + '/log', undefined,
+                                {accept: 'text/plain', signal: ctl.signal});
+            if (l.ok) {
+                const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+                log.textContent = typeof l.doc === 'string' && l.doc ? l.doc : '(empty)';
+                if (atEnd) log.scrollTop = log.scrollHeight;
+                logInfo.textContent = l.headers && l.headers.get('X-Log-Truncated') ?
+                    'the last 4 MiB' : '';
+            } else {
+                log.textContent = l.status === 404 ? 'no log yet: the job has not started' : problemText(l);
+            }
+        }
 
         function showFacts(p) {
             const set = (fid, text) => { const e = document.getElementById(fid); if (e) e.textContent = text; };
@@ -973,9 +1109,22 @@
 
         function showJob() {
             badge.replaceChildren(stateBadge(job.state));
-            reason.textContent = job.reason || '';
-            reason.hidden = !job.reason;
+            /* A queued job: its place and why it waits; an ended one: why
+               it ended. */
+            reason.textContent = job.state === 'queued' && typeof job.position === 'number' ?
+                'waiting: number ' + job.position + ' in the queue — ' +
+                (job.reason || '').replace(/_/g, ' ') +
+                (waitMeaning[job.reason] ? ': ' + waitMeaning[job.reason] : '') : job.reason || '';
+            reason.hidden = !reason.textContent;
+            reason.setAttribute('data-wait', job.state === 'queued' ? job.reason || '' : '');
             cancel.hidden = FINAL.indexOf(job.state) >= 0;
+            retry.hidden = FINAL.indexOf(job.state) < 0;
+            const lab = job.labels && typeof job.labels === 'object' ? job.labels : {};
+            labels.replaceChildren(...Object.keys(lab).map(k =>
+                el('a', {class: 'chip', 'data-label': k, href: '#/?label=' + encodeURIComponent(k + '=' + lab[k]),
+                         title: 'jobs with this label', text: k + '=' + lab[k]})));
+            labels.hidden = !Object.keys(lab).length;
+            const u = job.usage || {};
             const p = job.progress || {};
             const fact = (k, v) => el('div', {}, el('span', {text: k}), v);
             facts.replaceChildren(...[
@@ -986,6 +1135,14 @@
                 fact('relative gap', el('b', {id: 'fact-gap'})),
                 fact('bits up per worker', el('b', {id: 'fact-bits'})),
                 job.stop_reason ? fact('stop reason', el('b', {id: 'fact-stop', text: job.stop_reason})) : null,
+                job.state === 'queued' && typeof job.position === 'number' ?
+                    fact('place in the queue', el('b', {id: 'fact-position', text: '#' + job.position})) : null,
+                fact('CPU seconds', el('b', {id: 'fact-cpu', text: typeof u.cpu_seconds === 'number' ?
+                    u.cpu_seconds.toFixed(2) : FINAL.indexOf(job.state) >= 0 ? '–' : 'once ended'})),
+                fact('peak memory (largest process / sum)', el('b', {id: 'fact-mem', text:
+                    typeof u.max_rss_bytes === 'number' ? fmtBytes(u.max_rss_bytes) + ' / ' +
+                    (typeof u.rss_sum_bytes === 'number' ? fmtBytes(u.rss_sum_bytes) : '–') :
+                    FINAL.indexOf(job.state) >= 0 ? '–' : 'once ended'})),
                 fact('created', fmtTime(job.created_at)),
                 fact('finished', fmtTime(job.finished_at))].filter(f => f));
             /* The newest of the job's progress and the rows seen. */
@@ -997,8 +1154,9 @@
 
         function redraw() {
             pending = false;
+            const target = job.spec && typeof job.spec.target === 'number' ? job.spec.target : undefined;
             drawChart(chart, [{label: job.name || job.id, color: PALETTE[0], rows: rows}],
-                      {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log});
+                      {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log, target: target});
         }
 
         function addRow(m) {
@@ -1016,17 +1174,25 @@
             el('h1', {}, 'Job ', el('span', {class: 'mono', text: job.id}), ' ', badge), reason,
             /* An unnamed job has no line here (append() would print "null"). */
             el('p', {class: 'muted', id: 'job-name', text: job.name || '', hidden: !job.name}),
+            labels,
             el('div', {class: 'card'}, facts),
             el('div', {class: 'card'},
                el('div', {class: 'toolbar'}, title, ...chartControls(choice, redraw), live,
-                  el('span', {class: 'grow'}), csv, plotSvg, chartSvgButton(chart, () => id + '-chart.svg'), cancel),
+                  el('span', {class: 'grow'}), csv, plotSvg, chartSvgButton(chart, () => id + '-chart.svg'), cancel,
+                  retry),
                el('div', {class: 'chart-wrap'}, chart)),
+            el('div', {class: 'card'},
+               el('div', {class: 'toolbar'}, el('b', {text: 'Log'}), logInfo, el('span', {class: 'grow'}),
+                  el('button', {class: 'secondary', id: 'log-refresh', type: 'button', text: 'Refresh',
+                                onclick: refreshLog})),
+               log),
             el('div', {class: 'grid2'},
                el('div', {}, el('h2', {text: 'Resolved parameters'}), params),
                el('div', {}, el('h2', {text: 'Problem'}), problem)),
             el('h2', {text: 'Spec'}), el('pre', {class: 'mono', id: 'spec', text: specText(job.spec)}));
         showJob();
         redraw();
+        refreshLog();
 
         /* History first (downsampled to what the chart can show), then
            the live rows after it. */
@@ -1036,6 +1202,12 @@
             const j = await api('GET', '/v1/jobs/' + id, undefined, {signal: ctl.signal});
             if (j.ok) { job = j.doc; showJob(); }
         }
+        /* A queued job's place moves without an event; the log grows. */
+        const poll = setInterval(() => {
+            if (job.state === 'queued') refreshJob();
+            if (FINAL.indexOf(job.state) < 0) refreshLog();
+        }, 2000);
+        onLeave(() => clearInterval(poll));
         let failures = 0;
         while (!ctl.signal.aborted && FINAL.indexOf(job.state) < 0) {
             live.textContent = '● live';
@@ -1063,6 +1235,7 @@
         if (!ctl.signal.aborted) {
             await refreshJob();
             redraw();
+            refreshLog();
         }
     }
 
@@ -1093,25 +1266,63 @@
               fmtValue(r.seconds_to_target)
             : 'not reached';
         const curves = new Map();   /* job id -> {rows, last} */
-        let order = [], jobsById = {}, timer = null;
-        const label = j => (j.name ? j.name : j.algorithm + ' ' + (compressorText(j.spec) || j.compressor || ''))
-            .trim();
-        const seriesOf = () => order.map((id, i) => ({
-            label: jobsById[id] ? label(jobsById[id]) : id, color: PALETTE[i % PALETTE.length],
-            rows: (curves.get(id) || {rows: []}).rows}));
+        let order = [], jobsById = {}, timer = null, rowsById = {}, style = {}, target;
+        /* All runs, or the best run of each variant: of those that reached
+           the target the fewest rounds (ties: fewer bits up), else the
+           lowest final gap. */
+        let runs = q.get('runs') === 'best' ? 'best' : 'all';
+        const runsPick = el('select', {id: 'runs-view', 'aria-label': 'which runs'},
+                            el('option', {value: 'all', text: 'every run'}),
+                            el('option', {value: 'best', text: 'best run per variant'}));
+        runsPick.value = runs;
+        const better = (a, b) => !b ||
+            (a.reached && (!b.reached || a.rounds_to_target < b.rounds_to_target ||
+                           (a.rounds_to_target === b.rounds_to_target && a.bits_up_to_target < b.bits_up_to_target))) ||
+            (!a.reached && !b.reached && typeof a.final_rel_gap === 'number' &&
+             (typeof b.final_rel_gap !== 'number' || a.final_rel_gap < b.final_rel_gap));
+        const shown = () => {
+            if (runs === 'all') return order;
+            const best = {};
+            for (const id of order) {
+                const c = rowsById[id];
+                if (better(c, best[c.variant])) best[c.variant] = c;
+            }
+            return order.filter(id => best[rowsById[id].variant] === rowsById[id]);
+        };
+        const seriesOf = () => shown().map(id => ({
+            label: rowsById[id] ? rowsById[id].label : id, color: style[id].color, dash: style[id].dash,
+            group: style[id].group, rows: (curves.get(id) || {rows: []}).rows}));
         const redraw = () => {
-            drawChart(chart, seriesOf(), {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log});
+            drawChart(chart, seriesOf(), {x: X_AXES[choice.xaxis].col, y: choice.y, log: choice.log,
+                                          target: target});
+            const keep = new Set(shown());
+            tbody.querySelectorAll('tr[data-job]').forEach(tr => {
+                tr.hidden = !keep.has(tr.getAttribute('data-job'));
+            });
+        };
+        runsPick.addEventListener('change', () => {
+            runs = runsPick.value;
+            setQuery({runs: runs === 'best' ? 'best' : ''});
+            redraw();
+        });
+        /* A line in the curve's colour and dash, for the table. */
+        const swatch = st => {
+            const g = svg('svg', {width: 28, height: 10, class: 'swatch-line', 'data-group': String(st.group)});
+            const line = svg('line', {x1: 1, y1: 5, x2: 27, y2: 5, stroke: st.color, 'stroke-width': 2.5});
+            if (st.dash) line.setAttribute('stroke-dasharray', st.dash);
+            g.append(line);
+            return g;
         };
         const plotSvg = downloadButton('download-svg', 'Plot (SVG)', () => plotPath(choice.xaxis),
                                        'image/svg+xml', () => fileName + '-' + choice.xaxis + '.svg');
         plotSvg.title = 'the service\'s plot of the relative gaps against the chosen x';
         main.append(
             el('div', {class: 'card'},
-               el('div', {class: 'toolbar'}, title, ...chartControls(choice, redraw), status,
+               el('div', {class: 'toolbar'}, title, ...chartControls(choice, redraw), runsPick, status,
                   el('span', {class: 'grow'}), plotSvg, chartSvgButton(chart, () => fileName + '-chart.svg')),
                el('div', {class: 'chart-wrap'}, chart)),
             el('table', {id: 'comparison'},
-               el('thead', {}, el('tr', {}, el('th', {}), ...['Job', 'Name', 'Variant', 'State', 'Reached target']
+               el('thead', {}, el('tr', {}, el('th', {}), ...['Job', 'Run', 'Name', 'State', 'Reached target']
                    .map(t => el('th', {text: t})),
                    ...['Rounds to target', 'Bits up to target', 'Seconds to target', 'Rounds', 'Final gap']
                    .map(t => el('th', {class: 'num', text: t})))),
@@ -1130,13 +1341,28 @@
             jobsById = {};
             for (const j of doc.jobs || []) jobsById[j.id] = j;
             order = doc.comparison.map(c => c.job);
-            tbody.replaceChildren(...doc.comparison.map((c, i) => {
+            /* One colour per variant, one dash per run of it. */
+            rowsById = {};
+            style = {};
+            const groups = [], members = {};
+            for (const c of doc.comparison) {
+                const v = c.variant || c.job;
+                c.variant = v;
+                c.label = c.label || v;
+                rowsById[c.job] = c;
+                if (groups.indexOf(v) < 0) groups.push(v);
+                const g = groups.indexOf(v), k = members[v] = (members[v] || 0) + 1;
+                style[c.job] = {group: g, color: PALETTE[g % PALETTE.length], dash: DASHES[(k - 1) % DASHES.length]};
+            }
+            const targets = doc.comparison.map(c => c.target).filter(t => typeof t === 'number');
+            target = targets.length && targets.every(t => t === targets[0]) ? targets[0] : undefined;
+            tbody.replaceChildren(...doc.comparison.map(c => {
                 const j = jobsById[c.job] || {};
-                return el('tr', {'data-job': c.job},
-                    el('td', {}, el('span', {class: 'swatch c' + (i % PALETTE.length)})),
+                return el('tr', {'data-job': c.job, 'data-variant': c.variant},
+                    el('td', {}, swatch(style[c.job])),
                     el('td', {}, el('a', {href: '#/jobs/' + c.job, class: 'mono', text: c.job})),
+                    el('td', {class: 'run-label', text: c.label}),
                     el('td', {text: j.name || ''}),
-                    el('td', {text: c.algorithm + ', ' + compressorText({compressor: c.compressor_spec})}),
                     el('td', {}, stateBadge(c.state), stopReason(c.stop_reason ? c : j)),
                     el('td', {class: 'reached', text: c.reached ? 'yes' : 'no'}),
                     el('td', {class: 'num', text: fmtValue(c.rounds_to_target)}),
@@ -1262,11 +1488,64 @@
         return n + ' B';
     }
 
+    /*
+     * The upload form: the file streamed as the request's body (POST
+     * /v1/datasets?name=...), with the service's 4xx shown as it words it
+     * (the line and the rule of a bad file, the limit of a big one).
+     */
+    function uploadForm(onDone) {
+        const file = el('input', {type: 'file', id: 'upload-file', name: 'file', required: true,
+                                  'aria-label': 'LibSVM file, plain or gzip'});
+        const name = el('input', {id: 'upload-name', name: 'name', placeholder: 'name (default: the file\'s)',
+                                  size: 22});
+        const replace = el('input', {type: 'checkbox', id: 'upload-replace', name: 'replace'});
+        const send = el('button', {type: 'submit', id: 'upload-submit', text: 'Upload'});
+        const result = el('span', {class: 'muted', id: 'upload-status'});
+        const form = el('form', {class: 'toolbar card', id: 'upload-form'},
+            el('b', {text: 'Upload a dataset'}), file, name,
+            el('label', {}, replace, ' replace'), send, result);
+        const nameOf = f => f.name.replace(/\.gz$/, '').replace(/\.(txt|svm|libsvm)$/, '');
+        file.addEventListener('change', () => {
+            if (file.files[0]) name.placeholder = nameOf(file.files[0]);
+        });
+        form.addEventListener('submit', async e => {
+            e.preventDefault();
+            const f = file.files[0];
+            if (!f) { result.textContent = 'choose a file first'; result.className = 'problem'; return; }
+            const n = name.value.trim() || nameOf(f);
+            send.disabled = true;
+            result.className = 'muted';
+            result.textContent = 'uploading ' + fmtBytes(f.size) + '…';
+            let r, doc = null;
+            try {
+                r = await fetch('/v1/datasets?name=' + encodeURIComponent(n) + (replace.checked ? '&replace=true' : ''),
+                                {method: 'POST', headers: authHeaders({'Content-Type': 'application/octet-stream',
+                                                                        Accept: 'application/json'}),
+                                 body: f, cache: 'no-store'});
+                doc = await r.json().catch(() => null);
+            } catch (err) {
+                r = {ok: false, status: 0};
+                doc = {detail: 'the service cannot be reached (' + err.message + ')'};
+            }
+            send.disabled = false;
+            if (r.ok) {
+                result.textContent = 'uploaded ' + ((doc && doc.name) || n) +
+                    (doc && typeof doc.rows === 'number' ? ': ' + doc.rows + ' rows, d = ' + doc.d : '');
+                onDone();
+            } else {
+                result.className = 'problem';
+                result.textContent = (doc && doc.detail) || 'HTTP ' + r.status;
+            }
+        });
+        return form;
+    }
+
     async function pageDatasets(main) {
         const tbody = el('tbody');
         const status = el('span', {class: 'muted', id: 'datasets-status'});
         main.append(
             el('h1', {text: 'Datasets'}),
+            uploadForm(() => refresh()),
             el('div', {class: 'toolbar'}, status),
             el('table', {id: 'datasets'},
                el('thead', {}, el('tr', {}, el('th', {text: 'Name'}),
@@ -1274,6 +1553,8 @@
                   el('th', {text: 'Labels (−1, +1)'}), el('th', {class: 'num', text: 'Size'}),
                   el('th', {text: 'SHA-256'}), el('th', {text: 'Uploaded'}), el('th', {}))),
                tbody));
+        await refresh();
+        async function refresh() {
         const r = await api('GET', '/v1/datasets');
         if (!r.ok) { status.textContent = problemText(r); status.className = 'problem'; return; }
         const ds = r.doc.datasets || [];
@@ -1302,7 +1583,8 @@
                   el('a', {href: '#/submit?dataset=' + encodeURIComponent(d.name), text: 'new job'})))));
         if (!ds.length)
             tbody.append(el('tr', {}, el('td', {colspan: 10, class: 'muted',
-                text: 'The data directory has no dataset: upload one with `ecopt datasets upload FILE`.'})));
+                text: 'The data directory has no dataset: upload one above, or with `ecopt datasets upload FILE`.'})));
+        }
     }
 
     /* Marks the form's inputs named by the problem's fields and lists every
@@ -1339,9 +1621,18 @@
         const field = (label, input, key, wide) =>
             el('label', {class: wide ? 'wide' : ''}, label, input,
                el('small', {class: 'field-error', 'data-field': key}));
-        const dataset = el('input', {name: 'dataset', list: 'datasets', value: q.get('dataset') || 'mushrooms',
-                                     required: true});
-        const datalist = el('datalist', {id: 'datasets'});
+        /* The datasets the service can read, as a menu (GET /v1/datasets). */
+        const dataset = el('select', {name: 'dataset', id: 'dataset-select', required: true});
+        const dsr = await api('GET', '/v1/datasets');
+        const dsNames = dsr.ok && dsr.doc && Array.isArray(dsr.doc.datasets) ?
+            dsr.doc.datasets.filter(d => !d.error).map(d => d.name) : [];
+        const wanted = q.get('dataset') || '';
+        if (wanted && dsNames.indexOf(wanted) < 0) dsNames.unshift(wanted);
+        dataset.append(...dsNames.map(n => el('option', {value: n, text: n})));
+        if (!dsNames.length) dataset.append(el('option', {value: '', text: 'no dataset: upload one'}));
+        dataset.value = wanted || (dsNames.indexOf('mushrooms') >= 0 ? 'mushrooms' : dsNames[0] || '');
+        const labelsIn = el('input', {name: 'labels', id: 'labels-input', placeholder: 'team=opt, run=3',
+                                      size: 24});
         const algorithm = el('select', {name: 'algorithm'},
                              ...namesOf(vocab.algorithms).map(a => el('option', {value: a, text: a})));
         const compressor = el('select', {name: 'compressor'},
@@ -1357,7 +1648,7 @@
         const errors = el('ul', {class: 'form-errors', id: 'job-errors'});
         const submit = el('button', {type: 'submit', id: 'submit-job', text: 'Submit job'});
         const form = el('form', {class: 'submit card', id: 'job-form', novalidate: true},
-            field('Dataset', dataset, 'dataset'), datalist,
+            field('Dataset', dataset, 'dataset'),
             field('Algorithm', algorithm, 'algorithm'),
             field('Compressor', compressor, 'compressor'),
             field('k (' + takesK.join(', ') + ')', k, 'compressor.k'),
@@ -1366,6 +1657,7 @@
             field('Max rounds', rounds, 'max_rounds'),
             field('Target relative gap', target, 'target'),
             field('Name', name, 'name'),
+            field('Labels (KEY=VALUE, comma-separated)', labelsIn, 'labels'),
             field('More spec keys (JSON object)', extra, 'extra', true),
             errors,
             el('div', {class: 'actions'}, submit));
@@ -1374,7 +1666,7 @@
         const num = s => (s.trim() !== '' && isFinite(Number(s)) ? Number(s) : s.trim());
         form.addEventListener('submit', async e => {
             e.preventDefault();
-            const spec = {dataset: dataset.value.trim(), algorithm: algorithm.value,
+            const spec = {dataset: dataset.value, algorithm: algorithm.value,
                           compressor: {type: compressor.value}};
             if (k.value.trim() !== '' && takesK.indexOf(compressor.value) >= 0)
                 spec.compressor.k = num(k.value);
@@ -1382,6 +1674,18 @@
                                         [rounds, 'max_rounds'], [target, 'target']])
                 if (input.value.trim() !== '') spec[key] = num(input.value);
             if (name.value.trim()) spec.name = name.value.trim();
+            if (labelsIn.value.trim()) {
+                spec.labels = {};
+                for (const part of labelsIn.value.split(',').map(p => p.trim()).filter(p => p)) {
+                    const eq = part.indexOf('=');
+                    if (eq <= 0) {
+                        showFieldErrors(form, errors, {field: 'labels',
+                                                       detail: '"' + part + '" is not KEY=VALUE'});
+                        return;
+                    }
+                    spec.labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+                }
+            }
             if (extra.value.trim()) {
                 let more;
                 try {
@@ -1439,9 +1743,6 @@
 
         main.append(el('h1', {text: 'Submit a job'}), form,
                     el('h2', {text: 'Or an experiment'}), xform);
-        const d = await api('GET', '/v1/datasets');
-        if (d.ok && d.doc && Array.isArray(d.doc.datasets))
-            datalist.replaceChildren(...d.doc.datasets.map(s => el('option', {value: s.name})));
     }
 
     /* ---- routing ---- */

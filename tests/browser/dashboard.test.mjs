@@ -15,7 +15,7 @@
 // Environment: ECOPT_BIN (default build/ecopt), ECOPT_DATA_DIR (default
 // ../shared/datasets), ECOPT_CHROMIUM (default /usr/bin/chromium).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync, existsSync, readFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,10 +41,15 @@ function fail(msg) {
 }
 
 // Starts ecopt serve on port 0 with auth on; resolves to its base URL.
+// Its data directory is a copy of the datasets the test uses, so that an
+// upload lands there and not in the shared one.
+const ownData = join(tmp, 'data');
 function startServer() {
     writeFileSync(join(tmp, 'tokens'), `alice:${TOKEN}\nroot:root-browser-secret-0123456789:admin\n`);
+    mkdirSync(ownData);
+    for (const name of ['mushrooms', 'heart_scale', 'a1a']) copyFileSync(join(dataDir, name), join(ownData, name));
     server = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--db', join(tmp, 'ecopt.db'),
-                         '--tokens-file', join(tmp, 'tokens'), '--data-dir', dataDir, '--quiet'],
+                         '--tokens-file', join(tmp, 'tokens'), '--data-dir', ownData, '--quiet'],
                    {stdio: ['ignore', 'pipe', 'pipe']});
     server.stderr.on('data', d => { serverLog += d; });
     return new Promise((ok, bad) => {
@@ -86,10 +91,12 @@ async function main() {
     const urls = [];
     page.on('pageerror', e => problems.push('page error: ' + e.message));
     page.on('console', m => {
-        // Chromium logs every 4xx; the 401 before the token is entered and
-        // the 422s of the form test are expected, nothing else is.
+        // Chromium logs every 4xx; the 401 before the token is entered,
+        // the 422s of the form and upload tests and the 400 of the bad
+        // filter are expected, nothing else is.
         if (m.type() === 'error' &&
-            !/Failed to load resource: .* status of (401|422) /.test(m.text()))
+            !/Failed to load resource: .* status of (401|422) /.test(m.text()) &&
+            !(/status of 400 /.test(m.text()) && /[?&]k=five$/.test(m.location().url || '')))
             problems.push('console: ' + m.text() + ' at ' + (m.location().url || '?'));
     });
     page.on('request', r => urls.push(r.url()));
@@ -114,7 +121,7 @@ async function main() {
     await check('the submit form shows the API\'s 422 messages', async () => {
         await page.click('#nav-submit');
         await page.locator('#job-form').waitFor();
-        await page.fill('input[name=dataset]', 'mushrooms');
+        await page.selectOption('select[name=dataset]', 'mushrooms');
         await page.selectOption('select[name=algorithm]', 'eclk');
         await page.selectOption('select[name=compressor]', 'topk');
         await page.fill('input[name=workers]', '0');
@@ -171,6 +178,7 @@ async function main() {
         await page.fill('input[name=k]', '5');
         await page.fill('input[name=max_rounds]', '5000');
         await page.fill('input[name=name]', 'browser test');
+        await page.fill('#labels-input', 'team=green, run=1');
         await page.click('#submit-job');
         await page.waitForURL(/#\/jobs\/j_[0-9a-f]{16}$/, {timeout: 10000});
         jobId = page.url().split('/').pop();
@@ -264,6 +272,49 @@ async function main() {
         await page.selectOption('#y-column', 'rel_gap');
         await page.selectOption('#x-axis', 'rounds');
         await page.selectOption('#y-scale', 'log');
+    });
+
+    await check('the job page shows its labels, log, CPU and memory, and the target on the chart', async () => {
+        const chips = await page.locator('#job-labels .chip').allTextContents();
+        if (JSON.stringify(chips.sort()) !== JSON.stringify(['run=1', 'team=green']))
+            fail('the labels shown: ' + chips.join(' '));
+        await page.waitForFunction(() => {
+            const l = document.getElementById('job-log');
+            return l && l.textContent.length > 20 && !/^loading|no log yet/.test(l.textContent);
+        }, null, {timeout: 10000});
+        const log = await page.locator('#job-log').textContent();
+        const served = (await call('GET', `/v1/jobs/${jobId}/log`)).doc;
+        if (typeof served !== 'string' || !log.includes(served.trim().split('\n').pop()))
+            fail('the log shown is not the job\'s: ' + log.slice(-120));
+        const u = (await call('GET', '/v1/jobs/' + jobId)).doc.usage;
+        await page.locator('#fact-cpu', {hasText: u.cpu_seconds.toFixed(2)}).waitFor({timeout: 10000});
+        if (!/ (B|KiB|MiB|GiB) \/ /.test(await page.locator('#fact-mem').textContent()))
+            fail('memory: ' + await page.locator('#fact-mem').textContent());
+        await page.locator('#chart line.target').waitFor({state: 'attached', timeout: 5000});
+        if ((await page.locator('#chart').getAttribute('data-target')) !== '1e-9')
+            fail('the target line is at ' + await page.locator('#chart').getAttribute('data-target'));
+        if (!(await page.locator('#retry').isVisible())) fail('no retry button on an ended job');
+        await page.screenshot({path: join(shots, 'job-log.png'), fullPage: true});
+    });
+
+    await check('retry on the job page submits the job again and opens the new one', async () => {
+        const r = await call('POST', '/v1/jobs', {dataset: 'heart_scale', workers: 2, backend: 'inproc',
+                                                  max_rounds: 5000000, target: 0, eval_every: 1000000,
+                                                  name: 'to retry'});
+        if (r.status !== 201) fail('submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+        await call('POST', `/v1/jobs/${r.doc.id}/cancel`, {});
+        await waitJobs([r.doc.id]);
+        await page.goto(base + '/#/jobs/' + r.doc.id);
+        await page.locator('#job-state [data-state=cancelled]').waitFor({timeout: 10000});
+        if (await page.locator('#cancel').isVisible()) fail('cancel offered on an ended job');
+        await page.click('#retry');
+        await page.waitForURL(u => /#\/jobs\/j_[0-9a-f]{16}$/.test(u.href) && !u.href.endsWith(r.doc.id), {timeout: 10000});
+        const again = page.url().split('/').pop();
+        const doc = (await call('GET', '/v1/jobs/' + again)).doc;
+        if (doc.name !== 'to retry') fail('the retried job is named ' + doc.name);
+        await page.locator('#job-state [data-state]').waitFor();
+        await call('POST', `/v1/jobs/${again}/cancel`, {});
+        await waitJobs([again]);
     });
 
     await check('the downloads: CSV with every row, the service\'s plot and the chart as SVG', async () => {
@@ -413,6 +464,41 @@ async function main() {
             fail('no row shows its stop reason');
         await page.click('#clear-filters');
         await expect('no filter', () => true);
+        // The labels column: each job's labels, linking to the filter.
+        const red = page.locator(`#jobs tr[data-job="${seeded[0].id}"] td.labels .chip[data-label=team]`);
+        if ((await red.textContent()) !== 'team=red') fail('labels cell: ' + await red.textContent());
+        // Filters on parameters and results, as the API takes them.
+        await page.fill('#param-filter', 'k=3 reached=true');
+        await page.press('#param-filter', 'Enter');
+        await expect('k=3 reached=true', j => j.spec.compressor.k === 3 && j.stop_reason === 'target_reached');
+        if (!urls.some(u => /\/v1\/jobs\?.*k=3&reached=true/.test(u))) fail('no request with k=3&reached=true');
+        await page.fill('#param-filter', 'max_rounds_ge=100 workers=2');
+        await page.press('#param-filter', 'Enter');
+        await expect('max_rounds_ge=100 workers=2', j => j.spec.max_rounds >= 100 && j.workers === 2);
+        await page.fill('#param-filter', 'k=five');
+        await page.press('#param-filter', 'Enter');
+        await page.locator('#jobs-status.problem', {hasText: 'k must be a finite decimal number'})
+            .waitFor({timeout: 10000});
+        await page.fill('#param-filter', '');
+        await page.press('#param-filter', 'Enter');
+        await expect('no filter', () => true);
+        // The columns shown are the user's choice, kept in the address.
+        await page.click('#columns summary');
+        await page.check('#columns input[data-col=step_multiplier]');
+        await page.check('#columns input[data-col=k]');
+        await page.uncheck('#columns input[data-col=workers]');
+        await page.locator('#jobs th[data-sort=step_multiplier]').waitFor();
+        if (await page.locator('#jobs th[data-sort=workers]').count()) fail('workers still shown');
+        if (!/cols=state,algorithm,compressor,dataset,step_multiplier,k,round,gap,name,labels/.test(page.url()))
+            fail('the address does not keep the columns: ' + page.url());
+        const k = await page.locator(`#jobs tr[data-job="${seeded[0].id}"] td`).nth(6).textContent();
+        if (k !== '1') fail('the step multiplier cell says ' + k);
+        await page.screenshot({path: join(shots, 'jobs-columns.png')});
+        await page.uncheck('#columns input[data-col=step_multiplier]');
+        await page.uncheck('#columns input[data-col=k]');
+        await page.check('#columns input[data-col=workers]');
+        await page.click('#columns summary');
+        await page.locator('#jobs th[data-sort=workers]').waitFor();
     });
 
     await check('the jobs table sorts by a column, both ways', async () => {
@@ -545,6 +631,72 @@ async function main() {
         await waitJobs(r.doc.jobs.map(j => j.id));
     });
 
+    await check('a tuned experiment is grouped by variant: a colour each, a dash per multiplier, the best run of each', async () => {
+        const r = await call('POST', '/v1/experiments', {name: 'tuned',
+            base: {dataset: 'heart_scale', workers: 2, max_rounds: 300, target: 1e-6, lambda2_rel: 1e-2,
+                   compressor: {type: 'topk', k: 3}},
+            variants: [{algorithm: 'eclk'}, {algorithm: 'ec-gd'}], tune: {step_multiplier: [0.5, 2]}});
+        if (r.status !== 201) fail('experiment submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+        const names = r.doc.jobs.map(j => j.name);
+        if (names[0] !== 'eclk topk k=3 x0.5' || names[5] !== 'ec-gd topk k=3 x1')
+            fail('the runs are named ' + names.join(', '));
+        await waitJobs(r.doc.jobs.map(j => j.id));
+        await page.goto(base + '/#/experiments/' + r.doc.id);
+        await page.waitForFunction(() => {
+            const c = document.getElementById('compare-chart');
+            return c && c.getAttribute('data-series') === '6' &&
+                [...c.querySelectorAll('path.curve')].every(p => (p.getAttribute('d').match(/L/g) || []).length >= 3);
+        }, null, {timeout: 20000});
+        const curves = await page.locator('#compare-chart path.curve').evaluateAll(ps => ps.map(p => ({
+            group: p.getAttribute('data-group'), stroke: p.getAttribute('stroke'),
+            dash: p.getAttribute('stroke-dasharray') || ''})));
+        for (const g of ['0', '1']) {
+            const mine = curves.filter(c => c.group === g);
+            if (mine.length !== 3) fail(`variant ${g} has ${mine.length} curves`);
+            if (new Set(mine.map(c => c.stroke)).size !== 1) fail(`variant ${g} has colours ${mine.map(c => c.stroke)}`);
+            if (new Set(mine.map(c => c.dash)).size !== 3) fail(`variant ${g} repeats a dash`);
+        }
+        if (curves[0].stroke === curves[3].stroke) fail('both variants have one colour');
+        const legend = await page.locator('#compare-chart .legend-name').allTextContents();
+        for (const want of ['eclk, topk k=3 x0.5', 'eclk, topk k=3 x1', 'ec-gd, topk k=3 x2'])
+            if (!legend.includes(want)) fail('the legend lacks ' + want + ': ' + legend.join(' | '));
+        const runs = await page.locator('#comparison td.run-label').allTextContents();
+        if (runs[1] !== 'eclk, topk k=3 x2') fail('the table names the runs ' + runs.join(' | '));
+        await page.screenshot({path: join(shots, 'experiment-grouped.png'), fullPage: true});
+        // The best run per variant: one curve and one row each.
+        await page.selectOption('#runs-view', 'best');
+        await page.locator('#compare-chart[data-series="2"]').waitFor({timeout: 5000});
+        const visible = await page.locator('#comparison tbody tr[data-job]:not([hidden])').count();
+        if (visible !== 2) fail(visible + ' rows shown for the best runs');
+        if (!/runs=best/.test(page.url())) fail('the address does not keep the view: ' + page.url());
+        const x = (await call('GET', '/v1/experiments/' + r.doc.id)).doc;
+        const shownIds = await page.locator('#comparison tbody tr[data-job]:not([hidden])')
+            .evaluateAll(rs => rs.map(t => t.dataset.job));
+        for (const t of x.tuned)
+            if (t.best && !shownIds.includes(t.best.job)) fail('the best run ' + t.best.job + ' is not shown');
+        await page.screenshot({path: join(shots, 'experiment-best.png'), fullPage: true});
+    });
+
+    await check('the datasets page uploads a file, and shows the service\'s message for a bad one', async () => {
+        await page.goto(base + '/#/datasets');
+        await page.locator('#upload-form').waitFor();
+        await page.setInputFiles('#upload-file', {name: 'tiny.svm', mimeType: 'application/octet-stream',
+            buffer: Buffer.from('+1 1:0.5 3:1\n-1 2:1\n+1 1:1 2:0.25\n-1 3:0.5\n')});
+        await page.fill('#upload-name', 'tiny');
+        await page.click('#upload-submit');
+        await page.locator('#upload-status', {hasText: 'uploaded tiny'}).waitFor({timeout: 20000});
+        const row = page.locator('#datasets tr[data-dataset=tiny]');
+        await row.waitFor({timeout: 10000});
+        if ((await row.locator('td.rows').textContent()) !== '4') fail('tiny rows ' + await row.locator('td.rows').textContent());
+        await page.screenshot({path: join(shots, 'datasets-upload.png'), fullPage: true});
+        await page.setInputFiles('#upload-file', {name: 'bad.svm', mimeType: 'application/octet-stream',
+            buffer: Buffer.from('+1 1:0.5\nnot a row\n')});
+        await page.fill('#upload-name', 'bad');
+        await page.click('#upload-submit');
+        await page.locator('#upload-status.problem', {hasText: 'bad:2: label'}).waitFor({timeout: 20000});
+        if ((await call('GET', '/v1/datasets/bad')).status !== 404) fail('a bad upload left a dataset');
+    });
+
     await check('the datasets page lists the data directory', async () => {
         await page.click('#nav-datasets');
         const row = page.locator('#datasets tr[data-dataset=mushrooms]');
@@ -582,6 +734,9 @@ async function main() {
         same('algorithms', await options('select[name=algorithm]'), v.algorithms.map(a => a.name));
         same('compressors', await options('select[name=compressor]'),
              v.compressors.filter(c => c.contraction).map(c => c.name));
+        same('datasets', await options('select[name=dataset]'),
+             (await call('GET', '/v1/datasets')).doc.datasets.filter(d => !d.error).map(d => d.name));
+        await page.screenshot({path: join(shots, 'submit.png')});
         await page.click('#nav-jobs');
         await page.locator('#stop-filter').waitFor();
         same('stop reasons', await options('#stop-filter'), v.stop_reasons.map(r => r.name));
