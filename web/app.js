@@ -1143,6 +1143,8 @@
                     typeof u.max_rss_bytes === 'number' ? fmtBytes(u.max_rss_bytes) + ' / ' +
                     (typeof u.rss_sum_bytes === 'number' ? fmtBytes(u.rss_sum_bytes) : '–') :
                     FINAL.indexOf(job.state) >= 0 ? '–' : 'once ended'})),
+                job.retry_of ? fact('retry of', el('a', {id: 'fact-retry-of', class: 'mono',
+                                                          href: '#/jobs/' + job.retry_of, text: job.retry_of})) : null,
                 fact('created', fmtTime(job.created_at)),
                 fact('finished', fmtTime(job.finished_at))].filter(f => f));
             /* The newest of the job's progress and the rows seen. */

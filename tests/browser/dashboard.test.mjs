@@ -313,6 +313,10 @@ async function main() {
         const doc = (await call('GET', '/v1/jobs/' + again)).doc;
         if (doc.name !== 'to retry') fail('the retried job is named ' + doc.name);
         await page.locator('#job-state [data-state]').waitFor();
+        // Where the service says which job a retry came from, the page links it.
+        if (doc.retry_of !== undefined &&
+            (await page.locator('#fact-retry-of').textContent({timeout: 10000})) !== r.doc.id)
+            fail('the retried job does not link its origin');
         await call('POST', `/v1/jobs/${again}/cancel`, {});
         await waitJobs([again]);
     });
