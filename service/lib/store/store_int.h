@@ -353,4 +353,12 @@ static inline void col_copy(sqlite3_stmt *s, int i, char *buf, size_t size)
     snprintf(buf, size, "%s", t ? (const char *)t : "");
 }
 
+/* job_filters.c: binds a filtered list's conditions to their named
+ * parameters (STORE_EINVAL for one given twice); where the next page of
+ * a filtered list starts when this one had no more rows (next_cursor ""
+ * when the list has ended). */
+int store__bind_conds(struct use *u, const struct store_job_filter *f, struct store_err *err);
+int store__scan_cursor(struct store *st, const struct store_job_filter *f, int64_t before,
+                       char next_cursor[STORE_CURSOR_SIZE], struct store_err *err);
+
 #endif
