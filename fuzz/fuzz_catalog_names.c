@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"               /* CATALOG_TEMP_PREFIX */
 #include "datadir.h"
 
 static int rule(const char *s, size_t n)
