@@ -232,7 +232,7 @@ static double dense_lmax(const ec_dataset *ds, uint32_t begin, uint32_t end,
     return lam;
 }
 
-/* L_f from power iteration against the largest eigenvalue found by the
+/* L_f from the Lanczos method against the largest eigenvalue found by the
  * dense Rayleigh quotient over many random starts, and L_i by definition.
  * The shards' L_bar (of rows that use some of the columns only, so the
  * iteration runs over their support) and L_tilde for EF21, the one method
@@ -393,6 +393,98 @@ START_TEST(test_mushrooms_p_star)
 }
 END_TEST
 
+/* The largest eigenvalue of the symmetric d x d matrix M (destroyed), by
+ * cyclic Jacobi rotations until the off-diagonal part is negligible: an
+ * eigen-solve that shares nothing with the engine's Krylov method. */
+static double jacobi_lmax(double *M, uint32_t d)
+{
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0, diag = 0;
+
+        for (uint32_t p = 0; p < d; p++)
+            for (uint32_t q = 0; q < d; q++)
+                *(p == q ? &diag : &off) += M[p * d + q] * M[p * d + q];
+        if (off <= 1e-32 * diag)
+            break;
+        for (uint32_t p = 0; p + 1 < d; p++)
+            for (uint32_t q = p + 1; q < d; q++) {
+                double apq = M[p * d + q], th, t, c, sn;
+
+                if (apq == 0.0)
+                    continue;
+                th = (M[q * d + q] - M[p * d + p]) / (2 * apq);
+                t = (th >= 0 ? 1.0 : -1.0) / (fabs(th) + sqrt(th * th + 1));
+                c = 1 / sqrt(t * t + 1);
+                sn = t * c;
+                for (uint32_t k = 0; k < d; k++) {      /* columns p, q */
+                    double mkp = M[k * d + p], mkq = M[k * d + q];
+                    M[k * d + p] = c * mkp - sn * mkq;
+                    M[k * d + q] = sn * mkp + c * mkq;
+                }
+                for (uint32_t k = 0; k < d; k++) {      /* rows p, q */
+                    double mpk = M[p * d + k], mqk = M[q * d + k];
+                    M[p * d + k] = c * mpk - sn * mqk;
+                    M[q * d + k] = sn * mpk + c * mqk;
+                }
+            }
+    }
+    {
+        double best = M[0];
+        for (uint32_t p = 1; p < d; p++)
+            if (M[p * d + p] > best)
+                best = M[p * d + p];
+        return best;
+    }
+}
+
+/* lambda_max of real data's A^T A by the engine's Lanczos method against
+ * the dense Jacobi eigen-solve, to 1e-12 relative: a9a and mushrooms, the
+ * whole data (L_f) and one EF21 shard (L_bar). */
+START_TEST(test_lmax_real_data)
+{
+    static const char *const names[] = {"a9a", "mushrooms"};
+    char path[1024];
+
+    for (int n = 0; n < 2; n++) {
+        ec_dataset ds = {0};
+        ec_problem pb;
+        ec_err e = {0};
+        uint32_t d;
+        double *M, want, got;
+
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path(names[n], path, sizeof path),
+                                        NULL, &ds, &e), 0);
+        d = ds.d;
+        ec_job job = base_job(20, EC_LOSS_LOGISTIC, 0, NAN);
+        job.lambda2_rel = 1e-3;
+        job.algorithm = EC_ALGO_EF21;
+        ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+        for (int part = 0; part < 2; part++) {
+            uint32_t b = part ? pb.shards[3].begin : 0;
+            uint32_t en = part ? pb.shards[3].end : ds.n_rows;
+
+            M = calloc((size_t)d * d, sizeof *M);
+            ck_assert_ptr_nonnull(M);
+            for (uint32_t i = b; i < en; i++)
+                for (uint64_t p = ds.row_ptr[i]; p < ds.row_ptr[i + 1]; p++)
+                    for (uint64_t q = ds.row_ptr[i]; q < ds.row_ptr[i + 1]; q++)
+                        M[ds.col[p] * d + ds.col[q]] += ds.val[p] * ds.val[q];
+            want = jacobi_lmax(M, d);
+            free(M);
+            got = part ? (pb.shards[3].L_bar - pb.lambda2) * (en - b) /
+                             (pb.shards[3].weight * 0.25)
+                       : pb.lmax_data * ds.n_rows / 0.25;
+            printf("%s %s: lambda_max %.17g, Jacobi %.17g, relative %.2e\n",
+                   names[n], part ? "shard 3" : "all rows", got, want,
+                   fabs(got - want) / want);
+            ck_assert_double_eq_tol(got, want, 1e-12 * want);
+        }
+        ec_problem_clear(&pb);
+        ec_dataset_clear(&ds);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("problem");
@@ -407,6 +499,7 @@ int main(void)
     tcase_add_test(tc, test_p_star_optimality);
     tcase_add_test(tc, test_init_errors);
     tcase_add_test(tc, test_mushrooms_p_star);
+    tcase_add_test(tc, test_lmax_real_data);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -116,10 +116,10 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
     out->data = (rows + 1) * 8 + rows * 8 + nnz * 12;
     if (j->shuffle)
         out->data += (j->rows + 1) * 8 + j->rows * 8 + j->nnz * 12 + 4 * j->rows;
-    /* The problem: x_star, the power iteration's three vectors, its
-     * support list and marks; then the P* solve: Newton's Hessian and
-     * three vectors, or FISTA's three. */
-    solve = 4 * D + 5 * d;
+    /* The problem: x_star, the Lanczos method's four vectors and its
+     * tridiagonal matrix, its support list and marks; then the P* solve:
+     * Newton's Hessian and three vectors, or FISTA's three. */
+    solve = 5 * D + 5 * d + (uint64_t)16 * EC_LANCZOS_MAX_STEPS;
     if (j->lambda1 == 0.0 && d <= 4096)
         solve += 8 * d * d;
     /* The run: the model, the broadcast, the evaluation's two vectors. */
@@ -148,10 +148,11 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
 
         out->process = max_payload(d) + model_bytes(j) + 2 * D + up_msgs +
                        frame + count * worker_bytes(j) + owner_bytes(j);
-        /* ec_problem_init: the shards, x_star and the power iteration's
-         * three vectors, support list and marks, beside the rank's own
-         * copy of the data. */
-        out->rank = out->data + n * sizeof(ec_shard) + 4 * D + 5 * d + out->process;
+        /* ec_problem_init: the shards, x_star and the Lanczos method's
+         * four vectors and tridiagonal matrix, support list and marks,
+         * beside the rank's own copy of the data. */
+        out->rank = out->data + n * sizeof(ec_shard) + 5 * D + 5 * d +
+                    (uint64_t)16 * EC_LANCZOS_MAX_STEPS + out->process;
     }
     out->total = out->coordinator + procs * (j->mpi ? out->rank : out->process);
 }

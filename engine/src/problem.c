@@ -4,6 +4,7 @@
  */
 #include "ecopt/problem.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,7 +239,7 @@ static uint32_t rows_support(const ec_dataset *ds, uint32_t begin,
     return n;
 }
 
-/* The power iteration's start: a fixed unit vector, so that the constants
+/* The Lanczos start: a fixed unit vector, so that the constants
  * are reproducible. */
 static void power_start(uint32_t d, double *v0)
 {
@@ -255,53 +256,128 @@ static void power_start(uint32_t d, double *v0)
         v0[j] /= nv;
 }
 
-/*
- * lambda_max(A_S^T A_S) for the rows [begin, end) by power iteration from
- * v0. Stops when the Rayleigh quotient changes by less than 1e-12
- * relative; NaN when a termination signal came (ec_signal_caught)
- * meanwhile.
- *
- * Only the rows' columns (cols, ascending) are touched: A_S v reads v
- * there alone, and A_S^T t is zero elsewhere. The sums run over the same
- * nonzero terms in the same order as over all of d (a zero term leaves a
- * sum's bits as they are), so the result is the same to the bit; and a
- * shard of a wide model costs its own columns, not d, per iteration.
- */
-static double power_iteration(const ec_dataset *ds, uint32_t begin,
-                              uint32_t end, const uint32_t *cols,
-                              uint32_t ncols, const double *v0, double *v,
-                              double *av)
+/* Sturm count: how many eigenvalues of the symmetric tridiagonal matrix
+ * with diagonal a[0..m) and off-diagonal b[0..m-1) lie below x. */
+static uint32_t tridiag_below(const double *a, const double *b, uint32_t m,
+                              double x)
 {
-    double lam = 0.0;
+    uint32_t count = 0;
+    double q = 1.0;
 
+    for (uint32_t i = 0; i < m; i++) {
+        double bb = i ? b[i - 1] * b[i - 1] : 0.0;
+
+        q = (a[i] - x) - (i ? bb / q : 0.0);
+        if (q == 0.0)
+            q = -DBL_EPSILON * (fabs(a[i]) + fabs(x) + DBL_MIN);
+        count += q < 0.0;
+    }
+    return count;
+}
+
+/* The largest eigenvalue of that tridiagonal matrix, by bisection on the
+ * Sturm count from lo (known to be at most the answer) to the largest
+ * Gershgorin bound, down to the last bits. */
+static double tridiag_max(const double *a, const double *b, uint32_t m,
+                          double lo)
+{
+    double hi = lo;
+
+    for (uint32_t i = 0; i < m; i++) {
+        double r = a[i] + (i ? fabs(b[i - 1]) : 0.0) +
+                   (i + 1 < m ? fabs(b[i]) : 0.0);
+        if (r > hi)
+            hi = r;
+    }
+    for (int it = 0; it < 200; it++) {
+        double mid = 0.5 * (lo + hi);
+
+        if (!(mid > lo && mid < hi))
+            break;
+        if (tridiag_below(a, b, m, mid) == m)
+            hi = mid;           /* every eigenvalue below mid */
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+/*
+ * lambda_max(A_S^T A_S) for the rows [begin, end) by the Lanczos method
+ * from v0 (docs/algorithms.md, "The problem"): each step is one
+ * product with A_S^T A_S, like a power step, but the largest Ritz value
+ * of the Krylov space converges at the rate of the square root of the
+ * spectral gap, so a few dozen to a few hundred products do what power
+ * iteration needed thousands for. The Ritz value never exceeds
+ * lambda_max (it is a Rayleigh quotient), so an early stop errs on the
+ * side of a smaller L. It stops when the Ritz value has changed by at
+ * most 1e-14 relative in three steps running, or when the Krylov space is
+ * invariant (then it is exact); NaN when a termination signal came
+ * (ec_signal_caught) meanwhile.
+ *
+ * The vectors are not kept (three of them live at any time): the loss of
+ * orthogonality this allows makes copies of converged Ritz values, which
+ * does not move the largest one. Only the rows' columns (cols, ascending)
+ * are touched: A_S v reads v there alone, and A_S^T t is zero elsewhere;
+ * the sums run over the same nonzero terms in the same order as over all
+ * of d, so the result is the same to the bit, and a shard of a wide model
+ * costs its own columns, not d, per step.
+ */
+static double lanczos_lmax(const ec_dataset *ds, uint32_t begin, uint32_t end,
+                           const uint32_t *cols, uint32_t ncols,
+                           const double *v0, double *q, double *w,
+                           double *qprev, double *alpha, double *beta,
+                           uint32_t *steps)
+{
+    double theta = 0.0, last = 0.0, n0 = 0.0;
+    int steady = 0;
+
+    *steps = 0;
     for (uint32_t i = 0; i < ncols; i++)
-        v[cols[i]] = v0[cols[i]];
-    for (int it = 0; it < 10000; it++) {
-        double lam_new = 0.0, n2 = 0.0;
+        n0 += v0[cols[i]] * v0[cols[i]];
+    if (n0 == 0.0)
+        return 0.0;
+    n0 = sqrt(n0);
+    for (uint32_t i = 0; i < ncols; i++) {
+        q[cols[i]] = v0[cols[i]] / n0;
+        qprev[cols[i]] = 0.0;
+    }
+    for (uint32_t m = 0; m < EC_LANCZOS_MAX_STEPS; m++) {
+        double a = 0.0, nb = 0.0, bprev = m ? beta[m - 1] : 0.0;
 
+        *steps = m + 1;
         if (ec_signal_caught())
             return NAN;             /* ec_problem_init says cancelled */
         for (uint32_t i = 0; i < ncols; i++)
-            av[cols[i]] = 0.0;
+            w[cols[i]] = 0.0;
         for (uint32_t i = begin; i < end; i++) {
-            double t = row_dot(ds, i, v);
-            row_axpy(ds, i, t, av);
-            lam_new += t * t;               /* v^T A^T A v with ||v|| = 1 */
+            double t = row_dot(ds, i, q);
+            row_axpy(ds, i, t, w);
+            a += t * t;                     /* q^T A^T A q, ||q|| = 1 */
         }
-        for (uint32_t i = 0; i < ncols; i++)
-            n2 += av[cols[i]] * av[cols[i]];
-        if (n2 == 0.0)
-            return 0.0;
-        n2 = sqrt(n2);
-        for (uint32_t i = 0; i < ncols; i++)
-            v[cols[i]] = av[cols[i]] / n2;
-        if (it > 2 && fabs(lam_new - lam) <= 1e-12 * lam_new) {
-            lam = lam_new;
-            break;
+        for (uint32_t i = 0; i < ncols; i++) {
+            uint32_t j = cols[i];
+
+            w[j] -= a * q[j] + bprev * qprev[j];
+            nb += w[j] * w[j];
         }
-        lam = lam_new;
+        alpha[m] = a;
+        beta[m] = sqrt(nb);
+        theta = tridiag_max(alpha, beta, m + 1, m ? theta : 0.0);
+        if (beta[m] <= 1e-15 * theta)
+            return theta;                   /* an invariant subspace */
+        steady = m && theta - last <= 1e-14 * theta ? steady + 1 : 0;
+        if (steady >= 3)
+            return theta;
+        last = theta;
+        for (uint32_t i = 0; i < ncols; i++) {
+            uint32_t j = cols[i];
+
+            qprev[j] = q[j];
+            q[j] = w[j] / beta[m];
+        }
     }
-    return lam;
+    return theta;
 }
 
 /* A copy of ds with its rows in a seeded random order (Fisher-Yates). */
@@ -356,8 +432,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
 {
     uint32_t N = ds->n_rows, n = job->workers, d = ds->d;
     double c = loss_curv(job->loss), sumsq = 0.0;
-    double *v = NULL, *av = NULL, *v0 = NULL;
-    uint32_t *cols = NULL, ncols;
+    double *v = NULL, *av = NULL, *v0 = NULL, *vp = NULL, *ab = NULL;
+    uint32_t *cols = NULL, ncols, steps;
     uint8_t *mark = NULL;
     const ec_algo_info *ai = ec_algo_info_of(job->algorithm);
     int needs_l_tilde = ai && (ai->needs & EC_NEEDS_L_TILDE);
@@ -387,17 +463,21 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     v = malloc(d * sizeof *v);
     av = malloc(d * sizeof *av);
     v0 = malloc(d * sizeof *v0);
+    vp = malloc(d * sizeof *vp);
+    ab = malloc(2 * EC_LANCZOS_MAX_STEPS * sizeof *ab);
     cols = malloc(d * sizeof *cols);
     mark = calloc(d, 1);
     pb->x_star = calloc(d, sizeof *pb->x_star);
-    if (!pb->shards || !v || !av || !v0 || !cols || !mark || !pb->x_star) {
+    if (!pb->shards || !v || !av || !v0 || !vp || !ab || !cols || !mark || !pb->x_star) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for the problem");
         goto fail;
     }
 
     power_start(d, v0);
     ncols = rows_support(pb->ds, 0, N, d, mark, cols);
-    pb->lmax_data = c * power_iteration(pb->ds, 0, N, cols, ncols, v0, v, av) / N;
+    pb->lmax_data = c * lanczos_lmax(pb->ds, 0, N, cols, ncols, v0, v, av, vp, ab,
+                                  ab + EC_LANCZOS_MAX_STEPS,
+                                  &pb->lmax_steps) / N;
     if (isnan(pb->lmax_data))
         goto cancelled;
     if (!isnan(job->lambda2))
@@ -430,15 +510,17 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         if (sh->L_max > pb->L)
             pb->L = sh->L_max;
         row += m;
-        /* Each shard's own power iteration is most of the set-up of a
+        /* Each shard's own Lanczos run is most of the set-up of a
          * wide model, and only EF21's step uses its result. */
         sh->L_bar = NAN;
         if (!needs_l_tilde)
             continue;
         ncols = rows_support(pb->ds, sh->begin, sh->end, d, mark, cols);
         sh->L_bar = sh->weight * c *
-                        power_iteration(pb->ds, sh->begin, sh->end, cols,
-                                        ncols, v0, v, av) / m +
+                        lanczos_lmax(pb->ds, sh->begin, sh->end, cols,
+                                     ncols, v0, v, av, vp, ab,
+                                     ab + EC_LANCZOS_MAX_STEPS,
+                                     &steps) / m +
                     pb->lambda2;
         if (isnan(sh->L_bar))
             goto cancelled;
@@ -454,6 +536,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     free(v);
     free(av);
     free(v0);
+    free(vp);
+    free(ab);
     free(cols);
     free(mark);
     return 0;
@@ -465,6 +549,8 @@ fail:
     free(v);
     free(av);
     free(v0);
+    free(vp);
+    free(ab);
     free(cols);
     free(mark);
     ec_problem_clear(pb);

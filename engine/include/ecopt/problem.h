@@ -18,11 +18,14 @@
 #include "ecopt/error.h"
 #include "ecopt/job.h"
 
+/* The most Lanczos steps ec_problem_init takes for one lambda_max. */
+#define EC_LANCZOS_MAX_STEPS 4000
+
 typedef struct ec_shard {
     uint32_t begin, end;     /* rows [begin, end) of ec_problem.ds */
     double weight;           /* w_tau = n m_tau / N */
     double L_max;            /* max_i of w_tau c ||a_i||^2 + lambda2 */
-    double L_bar;            /* smoothness of f_tau (power iteration); EF21 only, else NaN */
+    double L_bar;            /* smoothness of f_tau (Lanczos); EF21 only, else NaN */
 } ec_shard;
 
 typedef struct ec_problem {
@@ -34,6 +37,7 @@ typedef struct ec_problem {
     uint32_t d;
     ec_shard *shards;
     double lmax_data;        /* c lambda_max(A^T A) / N: L of the data term */
+    uint32_t lmax_steps;     /* the Lanczos steps (products) lmax_data took */
     double L;                /* max over shards of L_max (per-sample constant) */
     double L_f;              /* lmax_data + lambda2 */
     double L_tilde;          /* sqrt(mean_tau L_bar^2): EF21 only, else NaN */
