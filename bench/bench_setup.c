@@ -8,7 +8,13 @@
  * both are Rayleigh quotients, lower bounds of lambda_max, so a positive
  * difference means the Lanczos value is the closer.
  *
- *   build/bench/bench_setup FILE [REPS] >> bench/results/setup.md
+ * With `pstar` as the third argument: P* of the same problem (lambda1 = 0,
+ * lambda2_rel 1e-4, logistic) by the engine's solver for it (Newton-CG
+ * when d > 4096) against restarted FISTA, the solver it replaced, forced
+ * by a lambda1 too small to change any prox (as test_problem does): CPU
+ * seconds, iterations, and the relative difference of the two P*.
+ *
+ *   build/bench/bench_setup FILE [REPS] [lmax|pstar] >> bench/results/setup.md
  *
  * FILE is a LibSVM file (a name is looked up in $ECOPT_DATA_DIR).
  */
@@ -81,6 +87,56 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int bench_pstar(const char *name, ec_dataset *ds, int reps)
+{
+    double ta[16], tb[16], ratio[16], pa = 0, pb_ = 0;
+    int ia = 0, ib = 0, prod = 0;
+    const char *ma = "";
+    ec_err e = {0};
+
+    for (int r = 0; r < reps; r++) {
+        ec_problem pb, copy;
+        ec_job job;
+        double t0;
+
+        ec_job_defaults(&job);
+        job.workers = 1;
+        job.lambda2_rel = 1e-4;
+        if (ec_problem_init(&pb, ds, &job, &e) < 0)
+            goto fail;
+        t0 = cpu();
+        if (ec_problem_solve(&pb, &e) < 0)
+            goto fail;
+        ta[r] = cpu() - t0;
+        pa = pb.P_star;
+        ia = pb.solve_iters;
+        prod = pb.solve_products;
+        ma = pb.solve_method;
+        copy = pb;
+        copy.lambda1 = 1e-300;
+        t0 = cpu();
+        if (ec_problem_solve(&copy, &e) < 0)
+            goto fail;
+        tb[r] = cpu() - t0;
+        pb_ = copy.P_star;
+        ib = copy.solve_iters;
+        ratio[r] = tb[r] / ta[r];
+        ec_problem_clear(&pb);
+    }
+    qsort(ta, reps, sizeof *ta, cmp);
+    qsort(tb, reps, sizeof *tb, cmp);
+    qsort(ratio, reps, sizeof *ratio, cmp);
+    printf("| %s | %u x %u, %llu nnz | %s %.2f | %d (%d products) | %.2f | %d | "
+           "%.1fx (%.1f-%.1f) | %+.1e |\n",
+           name, ds->n_rows, ds->d, (unsigned long long)ds->nnz, ma, ta[reps / 2],
+           ia, prod, tb[reps / 2], ib, ratio[reps / 2], ratio[0], ratio[reps - 1],
+           (pa - pb_) / pa);
+    return 0;
+fail:
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = getenv("ECOPT_DATA_DIR");
@@ -91,8 +147,9 @@ int main(int argc, char **argv)
     double ta[16], tb[16], ratio[16], lam_l = 0, lam_p = 0;
     uint32_t lsteps = 0;
 
-    if (argc < 2 || reps < 1 || reps > 16) {
-        fprintf(stderr, "usage: bench_setup FILE [REPS 1..16]\n");
+    if (argc < 2 || reps < 1 || reps > 16 ||
+        (argc > 3 && strcmp(argv[3], "lmax") && strcmp(argv[3], "pstar"))) {
+        fprintf(stderr, "usage: bench_setup FILE [REPS 1..16] [lmax|pstar]\n");
         return 2;
     }
     if (strchr(argv[1], '/'))
@@ -103,6 +160,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
+    if (argc > 3 && strcmp(argv[3], "pstar") == 0)
+        return bench_pstar(argv[1], &ds, reps);
     for (int r = 0; r < reps; r++) {
         ec_problem pb;
         ec_job job;

@@ -393,6 +393,49 @@ START_TEST(test_mushrooms_p_star)
 }
 END_TEST
 
+/* P* of a smooth problem wider than Newton's dense Hessian allows (d >
+ * 4096) by Newton-CG: its certificate holds, the gradient vanishes, and
+ * restarted FISTA forced onto the same problem finds the same P*. */
+START_TEST(test_p_star_newton_cg)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    uint32_t d = 5000;
+    double *g = malloc(d * sizeof *g), gn = 0;
+
+    make_data(&ds, 600, d, 0.003, 23);
+    for (int loss = 0; loss < 2; loss++) {
+        ec_job job = base_job(4, loss ? EC_LOSS_SQUARED : EC_LOSS_LOGISTIC, 0, NAN);
+        job.lambda2_rel = 1e-3;
+        ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+        ck_assert_str_eq(pb.solve_method, "newton-cg");
+        ck_assert_int_gt(pb.solve_products, 0);
+        ec_problem_grad(&pb, pb.x_star, g);
+        gn = 0;
+        for (uint32_t j = 0; j < d; j++)
+            gn += g[j] * g[j];
+        ck_assert_double_le(gn / (2 * pb.mu), 1e-13 * fabs(pb.P_star));
+        ck_assert_double_le(pb.solve_bound, 1e-13 * fabs(pb.P_star));
+        {
+            ec_problem copy = pb;
+            copy.lambda1 = 1e-300;
+            ck_assert_int_eq(ec_problem_solve(&copy, &e), 0);
+            ck_assert_str_eq(copy.solve_method, "fista-restart");
+            printf("d = %u, %s: newton-cg %d steps, %d Hessian products; "
+                   "fista %d iterations; P* %.17g vs %.17g\n", d,
+                   loss ? "squared" : "logistic", pb.solve_iters,
+                   pb.solve_products, copy.solve_iters, pb.P_star, copy.P_star);
+            ck_assert_double_le(fabs(copy.P_star - pb.P_star), 1e-12 * fabs(pb.P_star));
+        }
+        ec_problem_clear(&pb);
+    }
+    free(g);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
 /* The largest eigenvalue of the symmetric d x d matrix M (destroyed), by
  * cyclic Jacobi rotations until the off-diagonal part is negligible: an
  * eigen-solve that shares nothing with the engine's Krylov method. */
@@ -500,6 +543,7 @@ int main(void)
     tcase_add_test(tc, test_init_errors);
     tcase_add_test(tc, test_mushrooms_p_star);
     tcase_add_test(tc, test_lmax_real_data);
+    tcase_add_test(tc, test_p_star_newton_cg);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

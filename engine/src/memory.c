@@ -118,10 +118,13 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
         out->data += (j->rows + 1) * 8 + j->rows * 8 + j->nnz * 12 + 4 * j->rows;
     /* The problem: x_star, the Lanczos method's four vectors and its
      * tridiagonal matrix, its support list and marks; then the P* solve:
-     * Newton's Hessian and three vectors, or FISTA's three. */
+     * Newton's Hessian and three vectors, Newton-CG's seven and the rows'
+     * curvatures, or FISTA's three. */
     solve = 5 * D + 5 * d + (uint64_t)16 * EC_LANCZOS_MAX_STEPS;
     if (j->lambda1 == 0.0 && d <= 4096)
         solve += 8 * d * d;
+    else if (j->lambda1 == 0.0)
+        solve += 3 * D + 8 * (uint64_t)j->rows;  /* Newton-CG: 7 vectors, h */
     /* The run: the model, the broadcast, the evaluation's two vectors. */
     run = D + model_bytes(j) + 2 * D + 2 * D;
     if (j->inproc) {

@@ -721,6 +721,145 @@ out:
     return rc;
 }
 
+/* H v = A^T diag(h) A v + lambda2 v, h the rows' curvature over N. */
+static void hess_vec(const ec_problem *pb, const double *h, const double *v,
+                     double *out)
+{
+    const ec_dataset *ds = pb->ds;
+
+    for (uint32_t j = 0; j < pb->d; j++)
+        out[j] = pb->lambda2 * v[j];
+    for (uint32_t i = 0; i < ds->n_rows; i++) {
+        double t = h[i] * row_dot(ds, i, v);
+        if (t != 0.0)
+            row_axpy(ds, i, t, out);
+    }
+}
+
+/*
+ * P* by truncated Newton when lambda1 = 0 and d is too wide for a dense
+ * Hessian (docs/algorithms.md, "Finding P*"): each step solves H s = g by
+ * conjugate gradients preconditioned with H's diagonal, to a residual of
+ * min(0.5, sqrt(||g||)) ||g|| (so the steps turn superlinear near the
+ * optimum), then backtracks on P as solve_newton does. Stops when
+ * ||g||^2 / (2 mu), a bound on P - P* for a mu-strongly convex P, is at
+ * most 1e-13 |P|: FISTA's certificate, reached in tens of Hessian products
+ * a step instead of thousands of gradient steps.
+ */
+static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
+{
+    const ec_dataset *ds = pb->ds;
+    uint32_t d = pb->d, N = ds->n_rows;
+    double *h = malloc((size_t)N * sizeof *h), *g = malloc(d * sizeof *g);
+    double *s = malloc(d * sizeof *s), *r = malloc(d * sizeof *r);
+    double *z = malloc(d * sizeof *z), *p = malloc(d * sizeof *p);
+    double *hp = malloc(d * sizeof *hp), *dg = malloc(d * sizeof *dg);
+    double *x = pb->x_star, P, bound = INFINITY;
+    int rc = 0, it, products = 0;
+
+    if (!h || !g || !s || !r || !z || !p || !hp || !dg) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for Newton-CG (d = %u)", d);
+        goto out;
+    }
+    memset(x, 0, d * sizeof *x);
+    P = ec_problem_value(pb, x);
+    for (it = 0; it < 200; it++) {
+        double gn2 = 0.0, rz = 0.0, tol2, dec = 0.0, t = 1.0, Pn = P;
+
+        if ((rc = solve_stopped(deadline, it, e)) < 0)
+            goto out;
+        ec_problem_grad(pb, x, g);
+        for (uint32_t j = 0; j < d; j++)
+            gn2 += g[j] * g[j];
+        bound = gn2 / (2.0 * pb->mu);
+        if (bound <= 1e-13 * fabs(P))
+            break;
+        for (uint32_t j = 0; j < d; j++)
+            dg[j] = pb->lambda2;
+        for (uint32_t i = 0; i < N; i++) {
+            h[i] = loss_second(pb->loss, ds->y[i] * row_dot(ds, i, x)) / N;
+            for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++)
+                dg[ds->col[q]] += h[i] * ds->val[q] * ds->val[q];
+        }
+        /* Preconditioned CG from s = 0: r = g, z = r / diag, p = z. */
+        tol2 = fmin(0.25, sqrt(gn2)) * gn2;
+        memset(s, 0, d * sizeof *s);
+        for (uint32_t j = 0; j < d; j++) {
+            r[j] = g[j];
+            z[j] = r[j] / dg[j];
+            p[j] = z[j];
+            rz += r[j] * z[j];
+        }
+        for (int cg = 0; cg < 1000; cg++) {
+            double php = 0.0, alpha, rn2 = 0.0, rzn = 0.0;
+
+            if ((rc = solve_stopped(deadline, it, e)) < 0)
+                goto out;
+            hess_vec(pb, h, p, hp);
+            products++;
+            for (uint32_t j = 0; j < d; j++)
+                php += p[j] * hp[j];
+            if (!(php > 0.0))
+                break;
+            alpha = rz / php;
+            for (uint32_t j = 0; j < d; j++) {
+                s[j] += alpha * p[j];
+                r[j] -= alpha * hp[j];
+                rn2 += r[j] * r[j];
+            }
+            if (rn2 <= tol2)
+                break;
+            for (uint32_t j = 0; j < d; j++) {
+                z[j] = r[j] / dg[j];
+                rzn += r[j] * z[j];
+            }
+            for (uint32_t j = 0; j < d; j++)
+                p[j] = z[j] + (rzn / rz) * p[j];
+            rz = rzn;
+        }
+        for (uint32_t j = 0; j < d; j++)
+            dec += g[j] * s[j];
+        if (!(dec > 0.0)) {
+            rc = ec_err_set(e, EC_ENUMERIC,
+                            "P*: Newton-CG found no descent direction at "
+                            "iteration %d", it);
+            goto out;
+        }
+        /* Backtracking on P, s the descent direction (reuses p). */
+        for (int ls = 0; ls < 60; ls++) {
+            for (uint32_t j = 0; j < d; j++)
+                p[j] = x[j] - t * s[j];
+            Pn = ec_problem_value(pb, p);
+            if (Pn <= P - 0.25 * t * dec || t * dec < 1e-30)
+                break;
+            t *= 0.5;
+        }
+        memcpy(x, p, d * sizeof *x);
+        P = Pn;
+    }
+    if (it == 200) {
+        rc = ec_err_set(e, EC_ENUMERIC,
+                        "P*: Newton-CG did not converge in %d iterations "
+                        "(bound %.3g)", it, bound);
+        goto out;
+    }
+    pb->P_star = ec_problem_value(pb, x);
+    pb->solve_bound = bound;
+    pb->solve_iters = it;
+    pb->solve_products = products;
+    pb->solve_method = "newton-cg";
+out:
+    free(h);
+    free(g);
+    free(s);
+    free(r);
+    free(z);
+    free(p);
+    free(hp);
+    free(dg);
+    return rc;
+}
+
 int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
                          const char *method, ec_err *e)
 {
@@ -732,6 +871,7 @@ int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
     pb->solve_bound = isfinite(bound) && bound >= 0 ? bound : NAN;
     pb->solve_iters = 0;
     pb->solve_method = method && strcmp(method, "newton") == 0 ? "newton"
+                     : method && strcmp(method, "newton-cg") == 0 ? "newton-cg"
                      : method && strcmp(method, "fista-restart") == 0
                          ? "fista-restart"
                          : "cached";
@@ -807,6 +947,8 @@ int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e)
 {
     if (pb->lambda1 == 0.0 && pb->d <= 4096)
         return solve_newton(pb, deadline, e);
+    if (pb->lambda1 == 0.0)
+        return solve_newton_cg(pb, deadline, e);
     return solve_fista(pb, deadline, e);
 }
 

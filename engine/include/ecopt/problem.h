@@ -48,7 +48,8 @@ typedef struct ec_problem {
     double *x_star;          /* its minimiser (d entries) */
     double solve_bound;      /* estimated P(x_star) - P*, from the stopping rule */
     int solve_iters;
-    const char *solve_method;/* "newton" or "fista-restart" */
+    int solve_products;      /* Newton-CG's Hessian products; else 0 */
+    const char *solve_method;/* "newton", "newton-cg" or "fista-restart" */
     int solve_cached;        /* P* came from ec_problem_use_pstar() */
 } ec_problem;
 
@@ -85,7 +86,8 @@ int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e);
 /*
  * Takes P* as found earlier for this same problem (same data, loss and
  * lambdas) instead of solving again; method is how it was found then
- * ("newton" or "fista-restart"; other text becomes "cached"). x_star is
+ * ("newton", "newton-cg" or "fista-restart"; other text becomes
+ * "cached"). x_star is
  * left as it is: nothing in a run reads it. Fails with EC_EINVAL when
  * P_star is not finite or exceeds P(0), which no true P* can.
  */
