@@ -60,7 +60,8 @@ static struct fault fault_from_env(void)
 
 /* One process hosting workers first .. first + count - 1. */
 /*
- * How long a receive spins before it sleeps, when the job's processes (P
+ * How long a receive that finds nothing spins before it sleeps, when the
+ * job's processes (P
  * and the coordinator) are no more than the online CPUs: on a virtual
  * machine the wake-up of a sleeping CPU costs tens of microseconds, most
  * of a small round. With more processes than CPUs a spin only takes a CPU
@@ -69,6 +70,49 @@ static struct fault fault_from_env(void)
  */
 #define SPIN_SECONDS 50e-6
 static double spin_seconds;
+
+/*
+ * Whether spinning pays, measured as the job runs (docs/architecture.md,
+ * "How a job runs"): a spin pays when the message comes before it ends (a
+ * receive whose data is already there is no spin). Out of
+ * every SPIN_WINDOW spins, if fewer than half paid (on a busy machine the
+ * peer waits for a CPU, and the spin only takes one from it), this process
+ * blocks for its next SPIN_REST waits and then tries again. Each process
+ * keeps its own count; a fork starts from the parent's.
+ */
+#define SPIN_WINDOW 32
+#define SPIN_REST 512
+static struct {
+    uint32_t spins, paid;   /* in this window */
+    uint32_t resting;       /* waits left without spinning */
+    uint64_t windows, rests;
+} spin_stat;
+
+static int spin_now(void)
+{
+    if (spin_seconds <= 0)
+        return 0;
+    if (spin_stat.resting > 0) {
+        spin_stat.resting--;
+        return 0;
+    }
+    return 1;
+}
+
+static void spin_done(int paid)
+{
+    spin_stat.spins++;
+    spin_stat.paid += paid != 0;
+    if (spin_stat.spins < SPIN_WINDOW)
+        return;
+    spin_stat.windows++;
+    if (2 * spin_stat.paid < spin_stat.spins) {
+        spin_stat.resting = SPIN_REST;
+        spin_stat.rests++;
+    }
+    spin_stat.spins = 0;
+    spin_stat.paid = 0;
+}
 
 struct peer {
     int fd;
@@ -118,14 +162,22 @@ static int send_all(int fd, const uint8_t *buf, size_t len)
 static int recv_all(int fd, uint8_t *buf, size_t len)
 {
     size_t got = 0;
-    double spin_until = spin_seconds > 0 ? ec_clock() + spin_seconds : 0;
+    int waited = spin_seconds <= 0; /* 1 once a receive found nothing yet */
+    double spin_until = 0;
 
     while (got < len) {
-        int spin = spin_until > 0 && ec_clock() < spin_until;
+        int spin = !waited || (spin_until > 0 && ec_clock() < spin_until);
         ssize_t r = recv(fd, buf + got, len - got, spin ? MSG_DONTWAIT : 0);
 
-        if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (r < 0 && spin && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!waited++ && spin_now())
+                spin_until = ec_clock() + spin_seconds;
             continue;           /* a blocking receive once the spin is over */
+        }
+        if (spin_until > 0) {   /* a spin that ended: did the data come? */
+            spin_done(spin);
+            spin_until = 0;
+        }
         if (r == 0) {
             errno = got ? EPROTO : 0;
             return got ? -1 : 0;
@@ -583,10 +635,13 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
         /* A short spin before sleeping: on a virtual machine the wake-up
          * of a sleeping CPU costs tens of microseconds, most of a small
          * round. */
-        ready = 0;
-        for (double spin_until = ec_clock() + spin_seconds;
-             spin_seconds > 0 && ready == 0 && ec_clock() < spin_until;)
-            ready = poll(pfd, nfd + 1, 0);
+        ready = spin_seconds > 0 ? poll(pfd, nfd + 1, 0) : 0;
+        if (ready == 0 && spin_now()) {
+            for (double spin_until = ec_clock() + spin_seconds;
+                 ready == 0 && ec_clock() < spin_until;)
+                ready = poll(pfd, nfd + 1, 0);
+            spin_done(ready != 0);
+        }
         if (ready == 0)
             ready = poll(pfd, nfd + 1, wait_ms > 0 ? wait_ms : 0);
         if (ready < 0 && errno != EINTR) {
@@ -931,6 +986,7 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
         spin_seconds = cpus > 0 && (long)np + 1 <= cpus ? SPIN_SECONDS : 0;
+        memset(&spin_stat, 0, sizeof spin_stat);
     }
     for (uint32_t t = 0; t < np; t++)
         if ((rc = spawn(&pc, t, opts, e)) < 0)
