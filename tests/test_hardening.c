@@ -322,6 +322,62 @@ START_TEST(test_slow_clients_are_dropped)
 }
 END_TEST
 
+/*
+ * 1,000 connections from 20 addresses fill --max-connections (1000) with
+ * partial headers and then trickle a byte every 2 s; the header deadline
+ * is 60 s, so none of them is closed by it during the test. /livez and an
+ * API request are answered anyway: a new connection when the served ones
+ * are full sheds the stalest still waiting for its headers (the reserve
+ * beyond --max-connections), and only as many as it needs.
+ */
+START_TEST(test_livez_beside_full_connections)
+{
+    static const char partial[] = "GET /livez HTTP/1.1\r\nHost: t\r\nX-Pad: ";
+    int *fds = malloc(NSLOW * sizeof *fds);
+    struct server s;
+    struct reply r;
+    double lz[3];
+    int open_after;
+    char from[32];
+
+    raise_nofile(NSLOW + 400);
+    setenv("ECOPT_HEADER_TIMEOUT", "60", 1);
+    unsetenv("ECOPT_MAX_CONNECTIONS");
+    server_start(&s, 0);
+    for (int i = 0; i < NSLOW; i++) {
+        snprintf(from, sizeof from, "127.0.3.%d", 1 + i % 20);
+        fds[i] = raw_connect_from(&s, from);
+        send_all(fds[i], partial, sizeof partial - 1);
+    }
+    for (int round = 0; round < 3; round++) {        /* 6 s of trickling */
+        for (int i = 0; i < NSLOW; i++)
+            send(fds[i], "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        lz[round] = livez_seconds(&s, 20);
+        usleep(2000000);
+    }
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    open_after = 0;
+    for (int i = 0; i < NSLOW; i++)
+        open_after += !closed_by_server(fds[i]);
+    fprintf(stderr, "test_hardening: %d trickling connections fill max-connections: "
+            "/livez %.4f %.4f %.4f s, GET /v1/jobs %ld; %d of them still open "
+            "(header deadline 60 s)\n", NSLOW, lz[0], lz[1], lz[2], r.status, open_after);
+    for (int round = 0; round < 3; round++)
+        ck_assert_msg(lz[round] >= 0, "/livez unanswered beside %d trickling clients",
+                      NSLOW);
+    ck_assert_int_eq(r.status, 200);
+    /* The four requests shed about four; the rest trickle on. */
+    ck_assert_msg(open_after >= NSLOW - 64, "%d of %d trickling connections shed",
+                  NSLOW - open_after, NSLOW);
+    free(r.body);
+    for (int i = 0; i < NSLOW; i++)
+        close(fds[i]);
+    free(fds);
+    unsetenv("ECOPT_HEADER_TIMEOUT");
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 #define NANON 300
 #define ANON_BODY (1 << 20)
 
@@ -705,6 +761,7 @@ int main(void)
     tc = tcase_create("slow");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_slow_clients_are_dropped);
+    tcase_add_test(tc, test_livez_beside_full_connections);
     tcase_add_test(tc, test_anonymous_bodies_not_kept);
     suite_add_tcase(s, tc);
     tc = tcase_create("auth");

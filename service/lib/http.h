@@ -46,7 +46,9 @@ struct http_config {
     const char *host;               /* numeric IPv4/IPv6; NULL: 127.0.0.1 */
     unsigned port;                  /* 0: any free port, see http_port */
     unsigned threads;               /* worker threads; 0: 4 */
-    unsigned max_connections;       /* 0: 1000 */
+    unsigned max_connections;       /* served at once, 0: 1000; 64 more are
+                                       accepted, each shedding the stalest
+                                       connection waiting for headers */
     unsigned conn_timeout_s;        /* idle seconds before a connection is
                                        dropped (slow clients); 0: 30 */
     unsigned header_timeout_s;      /* seconds from a connection's start,

@@ -8,6 +8,13 @@
  * is closed (MHD_CONNECTION_NOTIFY_CLOSED) before it closes its socket,
  * and the entry leaves the list then, under the lock the shutdowns are
  * made under: a descriptor shut down is never one MHD has handed on.
+ *
+ * MHD accepts CONN_RESERVE connections beyond --max-connections. A new
+ * connection that finds max_connections live ones sheds the stalest of
+ * those still waiting for their headers (the one whose header deadline
+ * comes first): a thousand clients trickling partial headers cannot keep
+ * /livez or a real request waiting in the listen backlog until their
+ * deadline; they only shorten each other's lives.
  */
 #include "http_int.h"
 
@@ -16,6 +23,7 @@ struct http__conn {
     uint64_t deadline_ns;           /* 0: none (a handler, a reply, a
                                        stream or a long-poll has it) */
     const char *what;               /* "headers" or "body", for the log */
+    int shut;                       /* shut down, MHD closes it soon */
     struct sockaddr_in6 addr;       /* IPv4 mapped, for the per-address cap */
     char client[INET6_ADDRSTRLEN];
     struct http__conn *prev, *next;
@@ -38,6 +46,34 @@ static void client_key(const struct sockaddr *sa, struct sockaddr_in6 *key, char
     }
 }
 
+/* Shuts c down (MHD reads its end and closes it); conn_lock held. */
+static void conn_shut(struct http_server *srv, struct http__conn *c)
+{
+    shutdown(c->fd, SHUT_RDWR);
+    c->deadline_ns = 0;
+    if (!c->shut) {
+        c->shut = 1;
+        srv->nconns_live--;
+    }
+}
+
+/*
+ * The live connection other than c still waiting for its headers that
+ * came first (its header deadline is the earliest), or NULL when none is;
+ * conn_lock held.
+ */
+static struct http__conn *stalest_waiting(const struct http_server *srv,
+                                          const struct http__conn *c)
+{
+    struct http__conn *best = NULL;
+
+    for (struct http__conn *o = srv->conns; o; o = o->next)
+        if (o != c && !o->shut && o->deadline_ns && o->what[0] == 'h' &&
+            (!best || o->deadline_ns < best->deadline_ns))
+            best = o;
+    return best;
+}
+
 /* Open connections of c's address, c included; the caller holds the lock. */
 static size_t same_address(const struct http_server *srv, const struct http__conn *c)
 {
@@ -53,7 +89,7 @@ static size_t same_address(const struct http_server *srv, const struct http__con
  * into its empty socket buffer (no request of it has been read, and none
  * will be), and is shut down: MHD reads its end and closes it.
  */
-static void refuse_over_cap(const struct http_server *srv, int fd)
+static void refuse_over_cap(struct http_server *srv, struct http__conn *c)
 {
     char body[256], msg[512];
     int blen, mlen;
@@ -68,8 +104,8 @@ static void refuse_over_cap(const struct http_server *srv, int fd)
                     "Retry-After: 1\r\nContent-Type: application/problem+json\r\n"
                     "Content-Length: %d\r\n\r\n%s", blen, body);
     /* At best: the client may be gone already. */
-    (void)send(fd, msg, (size_t)mlen, MSG_DONTWAIT | MSG_NOSIGNAL);
-    shutdown(fd, SHUT_RDWR);
+    (void)send(c->fd, msg, (size_t)mlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+    conn_shut(srv, c);
 }
 
 void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -78,12 +114,15 @@ void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_con
     struct http_server *srv = cls;
     struct http__conn *c = *socket_context;
     const union MHD_ConnectionInfo *ci;
-    int over = 0;
+    struct http__conn *stale;
+    int over = 0, shed = 0;
 
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         if (!c)
             return;
         pthread_mutex_lock(&srv->conn_lock);
+        if (!c->shut)
+            srv->nconns_live--;
         if (c->prev)
             c->prev->next = c->next;
         else
@@ -108,13 +147,23 @@ void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_con
     if (c->next)
         c->next->prev = c;
     srv->conns = c;
+    srv->nconns_live++;
     *socket_context = c;
     if (srv->max_per_address && same_address(srv, c) > srv->max_per_address) {
-        refuse_over_cap(srv, c->fd);
-        c->deadline_ns = 0;
+        refuse_over_cap(srv, c);
         over = 1;
+    } else if (srv->nconns_live > srv->max_connections &&
+               (stale = stalest_waiting(srv, c))) {
+        conn_shut(srv, stale);
+        shed = 1;
     }
     pthread_mutex_unlock(&srv->conn_lock);
+    if (shed && atomic_fetch_add_explicit(&srv->shed_for_room, 1,
+                                           memory_order_relaxed) % 1000 == 0 &&
+        !srv->quiet)
+        fprintf(stderr, "http closed a connection still waiting for its headers to make "
+                "room for a new one (more than %u open, max_connections; one line per "
+                "1000 such)\n", srv->max_connections);
     /* One line per thousand: a flood must not flood the log too. */
     if (over && atomic_fetch_add_explicit(&srv->refused_per_address, 1,
                                           memory_order_relaxed) % 1000 == 0 &&
@@ -155,12 +204,11 @@ uint64_t http__conns_expire(struct http_server *srv, uint64_t now)
         if (!c->deadline_ns)
             continue;
         if (c->deadline_ns <= now) {
-            shutdown(c->fd, SHUT_RDWR);
-            c->deadline_ns = 0;
             if (!n++) {
                 memcpy(client, c->client, sizeof client);
                 what = c->what;
             }
+            conn_shut(srv, c);
         } else if (c->deadline_ns < next) {
             next = c->deadline_ns;
         }

@@ -43,6 +43,10 @@
 #define DEFAULT_HOST "127.0.0.1"
 #define DEFAULT_THREADS 4
 #define DEFAULT_MAX_CONNECTIONS 1000
+/* Connections accepted beyond max_connections, so that a new one finds a
+   slot while the served ones are full: each sheds the stalest connection
+   still waiting for its headers (conns.c). */
+#define CONN_RESERVE 64
 #define DEFAULT_CONN_TIMEOUT_S 30
 #define DEFAULT_HEADER_TIMEOUT_S 20
 #define DEFAULT_BODY_TIMEOUT_S 60
@@ -188,8 +192,13 @@ struct http_server {
     struct http__conn *conns;
     uint64_t header_timeout_ns, body_timeout_ns, upload_timeout_ns;
     unsigned max_per_address;               /* 0: no cap */
+    unsigned max_connections;               /* served at once; past it a
+                                               new one sheds the stalest
+                                               waiting for headers */
+    size_t nconns_live;                     /* tracked, not yet shut down */
     atomic_ullong dropped_slow;             /* shut down past a deadline */
     atomic_ullong refused_per_address;      /* over the per-address cap */
+    atomic_ullong shed_for_room;            /* shut for a newer connection */
     http_handler_fn admit;                  /* http_config's, or NULL */
 };
 

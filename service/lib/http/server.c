@@ -974,7 +974,8 @@ struct http_server *http_start(const struct http_config *cfg,
                                    : DEFAULT_MAX_CONNECTIONS;
     timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s
                                   : DEFAULT_CONN_TIMEOUT_S;
-    if (raise_nofile(maxconn, err, errlen) < 0)
+    srv->max_connections = maxconn;
+    if (raise_nofile(maxconn + CONN_RESERVE, err, errlen) < 0)
         goto fail;
     /*
      * A pool of epoll threads; suspend/resume needs MHD's wake-up pipe.
@@ -994,7 +995,7 @@ struct http_server *http_start(const struct http_config *cfg,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
         MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, maxconn,
+        MHD_OPTION_CONNECTION_LIMIT, maxconn + CONN_RESERVE,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_POOL,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
