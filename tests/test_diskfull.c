@@ -108,8 +108,12 @@ START_TEST(test_disk_full)
     fputs(tokens, f);
     fclose(f);
     setenv("ECOPT_MAX_QUEUED_PER_TOKEN", "1000000", 1);
+    /* The write path itself, with no floor to refuse work first (the
+       floor has its own test, in test_quota). */
+    setenv("ECOPT_MIN_FREE_DISK", "0", 1);
     server_start(&s, 1);
     unsetenv("ECOPT_MAX_QUEUED_PER_TOKEN");
+    unsetenv("ECOPT_MIN_FREE_DISK");
 
     /* A job that writes a row every round runs through it all. */
     r = req(&s, "POST", "/v1/jobs", ALICE, every_round_job, NULL);

@@ -1936,7 +1936,8 @@ START_TEST(test_stop_reasons_cover_the_engine)
     ck_assert_ptr_null(store_stop_name(STORE_STOP_COUNT));
     ck_assert_str_eq(store_stop_names(names, sizeof names),
                      "target_reached, max_rounds, max_seconds, diverged, cancelled, "
-                     "worker_failed, start_failed, coordinator_died, interrupted, failed");
+                     "worker_failed, start_failed, coordinator_died, interrupted, failed, "
+                     "quota");
 }
 END_TEST
 

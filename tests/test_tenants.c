@@ -1477,8 +1477,8 @@ START_TEST(test_data_pstar_race)
         fputs(v[i], f);
         fclose(f);
         pstar[i] = data_pstar_of(path[i]);
-        doc = data_upload_ok(&d.s, BOB, i ? "name=flip&replace=true" : "name=flip", v[i],
-                             i ? 200 : 201);
+        doc = data_upload_ok(&d.s, BOB, i ? "name=flip&replace=true"
+                                          : "name=flip&shared=true", v[i], i ? 200 : 201);
         snprintf(sha[i], sizeof sha[i], "%s",
                  json_string_value(json_object_get(doc, "sha256")));
         json_decref(doc);

@@ -56,6 +56,17 @@ int api_admit(struct http_req *rq, struct http_resp *rs);
 /* Jobs an admin may see are everyone's: owner NULL. */
 const char *api_owner_of(const struct token *t);
 
+/* A limit met: status (413 a quota, 507 the disk floor), the sentence,
+   and the limit's name and value as members "limit" and "value". */
+int api_reply_limit(struct http_resp *rs, int status, const char *detail,
+                    const char *limit, uint64_t value);
+
+/* Whether new work (a job, an experiment, a retry) is refused now: 1
+   with 507 replied while the disk is below its floor (min_free_disk), or
+   413 when the token's jobs hold their quota of metric rows
+   (quota_metric_rows); else 0. */
+int api_work_refused(struct http_req *rq, struct http_resp *rs, const struct token *who);
+
 /* Store failures as problems: 404, 409, 503 for a full disk, else 500. */
 int api_reply_store(struct http_resp *rs, const struct store_err *e, const char *what);
 
@@ -157,6 +168,8 @@ int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who
 int h_compare_plot(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_experiment_plot(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_dataset_delete(struct http_req *rq, struct http_resp *rs, const struct token *who);
+int h_dataset_patch(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_dataset_get(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct token *who);
 int h_ui_index(struct http_req *rq, struct http_resp *rs, const struct token *who);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
+
 const char *api_owner_of(const struct token *t)
 {
     return t->admin ? NULL : t->name;
@@ -166,5 +168,41 @@ int api_job_ids(struct http_req *rq, struct http_resp *rs,
                                   "jobs is required: the ids of 1..32 jobs, "
                                   "comma-separated",
                                   json_pack("{s:s}", "parameter", "jobs")), -1;
+    return 0;
+}
+
+int api_reply_limit(struct http_resp *rs, int status, const char *detail,
+                    const char *limit, uint64_t value)
+{
+    return http_reply_problem(rs, status, NULL, detail,
+                              json_pack("{s:s, s:I}", "limit", limit, "value",
+                                        (json_int_t)value));
+}
+
+int api_work_refused(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    struct app *a = rq->app;
+    struct catalog_failure f;
+    struct store_err e = {0};
+    struct store *st;
+    int64_t rows = 0;
+    char detail[300];
+    int rc;
+
+    if (catalog_disk_check(a, &f) < 0) {
+        http_reply_header(rs, "Retry-After", "60");
+        api_reply_limit(rs, 507, f.detail, f.what, f.value);
+        return 1;
+    }
+    st = app_reader(a);
+    rc = store_metrics_count_owner(st, who->name, &rows, &e);
+    app_reader_done(a, st);
+    if (rc == 0 && (uint64_t)rows >= a->cfg.quota_metric_rows) {
+        snprintf(detail, sizeof detail, "the token's jobs hold %lld metric rows, its quota "
+                 "(quota_metric_rows %llu); delete ended jobs (DELETE /v1/jobs/ID) to "
+                 "free some", (long long)rows, (unsigned long long)a->cfg.quota_metric_rows);
+        api_reply_limit(rs, 413, detail, "quota_metric_rows", a->cfg.quota_metric_rows);
+        return 1;
+    }
     return 0;
 }

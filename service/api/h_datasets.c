@@ -56,7 +56,7 @@ static json_t *item_json(const struct catalog_item *it)
                          (json_int_t)ds->bytes, "sha256", ds->sha256, "error",
                          text_json(it->error));
     labels = ds->labels ? json_loads(ds->labels, 0, NULL) : NULL;
-    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o, s:o}", "name",
+    return json_pack("{s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:o, s:o, s:b}", "name",
                      ds->name, "rows", (json_int_t)ds->rows, "d",
                      (json_int_t)ds->d, "nnz", (json_int_t)ds->nnz, "labels",
                      labels ? labels : json_null(), "bytes",
@@ -64,7 +64,8 @@ static json_t *item_json(const struct catalog_item *it)
                      "uploaded_at",
                      ds->uploaded_at > 0 ? json_integer(ds->uploaded_at)
                                          : json_null(),
-                     "owner", ds->owner ? json_string(ds->owner) : json_null());
+                     "owner", ds->owner ? json_string(ds->owner) : json_null(),
+                     "shared", !ds->owner || ds->shared);
 }
 
 int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct token *who)
@@ -75,8 +76,7 @@ int h_datasets_list(struct http_req *rq, struct http_resp *rs, const struct toke
     int store_failed, rc;
     json_t *list;
 
-    (void)who;
-    if (catalog_list(rq->app, &items, &n, &store_failed, &e) < 0)
+    if (catalog_list(rq->app, who->name, who->admin, &items, &n, &store_failed, &e) < 0)
         return store_failed ? api_reply_store(rs, &e, "no datasets")
                             : reply_io(rs, errno, "the data directory cannot be read");
     list = json_array();
@@ -96,12 +96,11 @@ int h_dataset_get(struct http_req *rq, struct http_resp *rs, const struct token 
     const char *why;
     int store_failed, rc;
 
-    (void)who;
     if ((why = datadir_name_check(name))) {
         snprintf(detail, sizeof detail, "no dataset '%.60s': %s", name, why);
         return http_reply_problem(rs, 404, NULL, detail, NULL);
     }
-    if (catalog_get(rq->app, name, &it, &store_failed, &e) < 0) {
+    if (catalog_get(rq->app, name, who->name, who->admin, &it, &store_failed, &e) < 0) {
         if (store_failed)
             return api_reply_store(rs, &e, "no such dataset");
         if (errno == ENOENT) {
@@ -145,7 +144,7 @@ static int reply_failure(struct http_resp *rs, const char *name,
         char detail[400];
 
         snprintf(detail, sizeof detail, "dataset '%s' is %s%.64s%s; only its owner or an "
-                 "administrator may replace it (upload under another name)", name,
+                 "administrator may replace, delete or share it", name,
                  f->detail[0] ? "owned by '" : "the administrators'",
                  f->detail, f->detail[0] ? "'" : "");
         return http_reply_problem(rs, 403, NULL, detail,
@@ -165,8 +164,19 @@ static int reply_failure(struct http_resp *rs, const char *name,
     case CATALOG_ETHROTTLED:
         http_reply_header(rs, "Retry-After", f->err_no == 429 ? "5" : "30");
         return http_reply_problem(rs, f->err_no == 429 ? 429 : 503, NULL, f->detail,
-                                  json_pack("{s:s, s:s, s:i}", "dataset", name, "limit",
-                                            f->what, "value", (int)f->value));
+                                  json_pack("{s:s, s:s, s:I}", "dataset", name, "limit",
+                                            f->what, "value", (json_int_t)f->value));
+    case CATALOG_ENOTFOUND:
+        return http_reply_problem(rs, 404, NULL, f->detail,
+                                  json_pack("{s:s}", "dataset", name));
+    case CATALOG_EINUSE:
+        return http_reply_problem(rs, 409, NULL, f->detail,
+                                  json_pack("{s:s, s:I}", "dataset", name, "jobs",
+                                            (json_int_t)f->value));
+    case CATALOG_EQUOTA:
+    case CATALOG_EDISK:
+        return api_reply_limit(rs, f->kind == CATALOG_EQUOTA ? 413 : 507, f->detail,
+                               f->what, f->value);
     case CATALOG_ENOMEM:
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     default:
@@ -290,6 +300,7 @@ int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct tok
     struct app *a = rq->app;
     const char *name = http_query(rq, "name");
     const char *replace = http_query(rq, "replace");
+    const char *shared = http_query(rq, "shared");
     struct catalog_failure f;
     struct upload_sink *s;
     const char *why;
@@ -302,14 +313,68 @@ int h_dataset_upload(struct http_req *rq, struct http_resp *rs, const struct tok
     if (replace && strcmp(replace, "true") != 0 && strcmp(replace, "false") != 0)
         return api_reply_invalid(rs, NULL, "replace must be true or false", NULL,
                                  json_pack("{s:s}", "parameter", "replace"));
+    if (shared && strcmp(shared, "true") != 0 && strcmp(shared, "false") != 0)
+        return api_reply_invalid(rs, NULL, "shared must be true or false", NULL,
+                                 json_pack("{s:s}", "parameter", "shared"));
     if (!(s = calloc(1, sizeof *s)))
         return http_reply_problem(rs, 500, NULL, "out of memory", NULL);
     snprintf(s->name, sizeof s->name, "%s", name);
     if (!(s->up = catalog_upload_begin(a, name, replace && strcmp(replace, "true") == 0,
+                                       shared ? strcmp(shared, "true") == 0 : -1,
                                        who ? who->name : NULL, who ? who->admin : 1,
                                        &f))) {
         free(s);
         return reply_failure(rs, name, &f);
     }
     return http_body_stream(rs, catalog_upload_limit(a), "max_upload", &upload_ops, s);
+}
+
+/* ---- DELETE and PATCH /v1/datasets/{name} --------------------------------- */
+
+int h_dataset_delete(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    const char *name = http_param(rq, "name");
+    struct catalog_failure f;
+
+    if (catalog_delete(rq->app, name, who->name, who->admin, &f) < 0)
+        return reply_failure(rs, name, &f);
+    return http_reply_text(rs, 204, "text/plain", "", 0);
+}
+
+int h_dataset_patch(struct http_req *rq, struct http_resp *rs, const struct token *who)
+{
+    const char *name = http_param(rq, "name");
+    struct catalog_failure f;
+    struct catalog_item it;
+    json_t *doc, *shared;
+    const char *key;
+    json_t *value;
+    int rc;
+
+    if (!(doc = http_body_json(rq, rs)))
+        return 0;                       /* replied 400 */
+    json_object_foreach(doc, key, value)
+        if (strcmp(key, "shared") != 0) {
+            char detail[200];
+
+            snprintf(detail, sizeof detail, "unknown field '%.60s': a dataset's PATCH "
+                     "takes only shared", key);
+            json_decref(doc);
+            return api_reply_invalid(rs, NULL, detail, NULL,
+                                     json_pack("{s:s}", "field", "shared"));
+        }
+    shared = json_object_get(doc, "shared");
+    if (!json_is_boolean(shared)) {
+        json_decref(doc);
+        return api_reply_invalid(rs, NULL, "shared: required, true or false", NULL,
+                                 json_pack("{s:s}", "field", "shared"));
+    }
+    rc = catalog_set_shared(rq->app, name, who->name, who->admin, json_is_true(shared),
+                            &it, &f);
+    json_decref(doc);
+    if (rc < 0)
+        return reply_failure(rs, name, &f);
+    rc = http_reply_json(rs, 200, item_json(&it));
+    catalog_item_clear(&it);
+    return rc;
 }

@@ -152,7 +152,11 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
 
     if (!doc)
         return 0;
-    switch (experiments_create(a, who->name, doc, &x, &sp, &e)) {
+    if (api_work_refused(rq, rs, who)) {
+        json_decref(doc);
+        return 0;
+    }
+    switch (experiments_create(a, who->name, who->admin, doc, &x, &sp, &e)) {
     case EXPERIMENTS_INVALID:
         rc = api_reply_spec_problem(rs, "Invalid experiment", &sp);
         break;

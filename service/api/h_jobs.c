@@ -273,6 +273,8 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     if (key && (why = idempotency_key_problem(key)))
         return http_reply_problem(rs, 400, NULL, why,
                                   json_pack("{s:s}", "field", "Idempotency-Key"));
+    if (api_work_refused(rq, rs, who))
+        return 0;
     rc = jobspec_parse(rq->body, rq->body_len, &spec, &errs);
     if (rc == EC_EPARSE || rc == EC_ENOMEM) {
         jobspec_errors_format(&errs, detail, sizeof detail);
@@ -298,7 +300,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
         }
         return api_reply_invalid(rs, "Invalid job", detail, list, NULL);
     }
-    if (jobs_check_spec(a, &spec, &sp, version) < 0)
+    if (jobs_check_spec(a, &spec, who->name, who->admin, &sp, version) < 0)
         return api_reply_spec_problem(rs, "Invalid job", &sp);
 
     outcome = jobs_submit(a, &spec, who->name, version, key, &job, &queued, &e);
@@ -517,6 +519,8 @@ int h_job_retry(struct http_req *rq, struct http_resp *rs, const struct token *w
     long long queued = 0;
     enum jobs_outcome outcome;
 
+    if (api_work_refused(rq, rs, who))
+        return 0;
     outcome = jobs_retry(rq->app, http_param(rq, "id"), api_owner_of(who), &job, &sp, &queued,
                          &e);
     if (outcome == JOBS_STORE_FAILED && e.code == STORE_ENOTFOUND) {

@@ -41,8 +41,11 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/compare/plot.svg", h_compare_plot, 0, API_TOKEN, "jobs,x,max_points"},
     {"GET", "/v1/datasets", h_datasets_list, 0, API_TOKEN, NULL},
     {"GET", "/v1/vocabulary", h_vocabulary, 0, API_TOKEN, NULL},
-    {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN, "name,replace"},
+    {"POST", "/v1/datasets", h_dataset_upload, HTTP_STREAM_BODY, API_TOKEN,
+      "name,replace,shared"},
     {"GET", "/v1/datasets/{name}", h_dataset_get, 0, API_TOKEN, NULL},
+    {"DELETE", "/v1/datasets/{name}", h_dataset_delete, 0, API_TOKEN, NULL},
+    {"PATCH", "/v1/datasets/{name}", h_dataset_patch, HTTP_JSON_BODY, API_TOKEN, NULL},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 

@@ -336,6 +336,9 @@ static void store_found(struct app *a, int dirfd, const struct stat *st,
         fs->ds.owner = now.owner;
         now.owner = NULL;
     }
+    /* A name keeps its sharing with its owner; a file found with no row is
+       the administrators', seen by all. */
+    fs->ds.shared = found ? now.shared : 1;
     if (found && row_matches(&now, &fs->ds)) {
         fs->ds.uploaded_at = now.uploaded_at;
     } else {
@@ -405,11 +408,14 @@ static int file_stats(struct app *a, int dirfd, const char *name,
             same_time(&after.st_ctim, &st.st_ctim))
             catalog__memo_put(a->catalog, name, &st, gen, out);
     }
-    if (keep && !out->error)
+    if (keep && !out->error) {
+        catalog__pin(a->catalog, out->ds.sha256);
         catalog__keep_version(dirfd, fd, out->ds.sha256);
+    }
     close(fd);
     if (row_matches(row, &out->ds)) {
         out->ds.uploaded_at = row->uploaded_at;
+        out->ds.shared = row->shared;
         if (row->owner && !(out->ds.owner = strdup(row->owner))) {
             catalog_item_clear(out);
             errno = ENOMEM;
@@ -428,6 +434,12 @@ fail:
 }
 
 /* ---- listings and lookups ------------------------------------------------ */
+
+int catalog_visible(const struct store_dataset *ds, const char *viewer, int admin)
+{
+    return !viewer || admin || !ds->owner || ds->shared ||
+           strcmp(ds->owner, viewer) == 0;
+}
 
 static int by_name(const void *x, const void *y)
 {
@@ -503,8 +515,9 @@ static const struct store_dataset *find_row(const struct store_dataset *rows,
     return NULL;
 }
 
-int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
-                 int *store_failed, struct store_err *e)
+int catalog_list(struct app *a, const char *viewer, int admin,
+                 struct catalog_item **items, size_t *n, int *store_failed,
+                 struct store_err *e)
 {
     struct store_dataset *rows = NULL;
     struct catalog_item *out = NULL;
@@ -557,6 +570,10 @@ int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
             }
             it->ds.bytes = -1;      /* not known: the file was not read */
         }
+        if (!catalog_visible(&it->ds, viewer, admin)) {
+            catalog_item_clear(it);
+            continue;
+        }
         count++;
     }
     memo_sweep(a->catalog, gen);
@@ -572,8 +589,8 @@ out:
     return rc;
 }
 
-int catalog_get(struct app *a, const char *name, struct catalog_item *it,
-                int *store_failed, struct store_err *e)
+int catalog_get(struct app *a, const char *name, const char *viewer, int admin,
+                struct catalog_item *it, int *store_failed, struct store_err *e)
 {
     struct store_dataset row = {0};
     struct store *st;
@@ -598,31 +615,77 @@ int catalog_get(struct app *a, const char *name, struct catalog_item *it,
     found = rc == 0;
     rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, it, NULL, 0);
     err = errno;
+    if (rc == 0 && !catalog_visible(&it->ds, viewer, admin)) {
+        catalog_item_clear(it);     /* another's private dataset: none */
+        rc = -1;
+        err = ENOENT;
+    }
     store_dataset_clear(&row);
     close(dirfd);
     errno = err;
     return rc;
 }
 
-int catalog_file(struct app *a, const char *name, struct catalog_file *out,
-                 char *err, size_t errlen)
+/* The row of name and file_stats of its file as viewer sees it, keeping
+   its version. 0, or -1 with errno (ENOENT: none viewer sees). */
+static int file_kept(struct app *a, int dirfd, const char *name, const char *viewer,
+                     int admin, struct catalog_item *fs, struct stat *st_out)
 {
     struct store_dataset row = {0};
     struct store_err e = {0};
+    struct store *st = app_reader(a);
+    int rc, found, err;
+
+    rc = store_dataset_get(st, name, &row, &e);
+    app_reader_done(a, st);
+    found = rc == 0;
+    /* Another's private dataset is no dataset: not even its version is
+       kept for the asker. */
+    if (found && !catalog_visible(&row, viewer, admin)) {
+        rc = -1;
+        errno = ENOENT;
+    } else {
+        rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, fs, st_out, 1);
+    }
+    err = errno;
+    store_dataset_clear(&row);
+    errno = err;
+    return rc;
+}
+
+/* Whether the versions folder exists and lacks sha: a replace collected
+   it between the read and the keeping (its inode had no name left). */
+static int version_lost(int dirfd, const char *sha)
+{
+    int vfd = openat(dirfd, DATADIR_VERSIONS,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int lost;
+
+    if (vfd < 0)
+        return 0;
+    lost = faccessat(vfd, sha, F_OK, AT_SYMLINK_NOFOLLOW) != 0;
+    close(vfd);
+    return lost;
+}
+
+int catalog_file(struct app *a, const char *name, const char *viewer, int admin,
+                 struct catalog_file *out, char *err, size_t errlen)
+{
     struct catalog_item fs;
-    struct store *st;
-    int dirfd, rc, found;
+    int dirfd, rc = -1;
 
     if ((dirfd = catalog__open_data_dir(a)) < 0) {
         snprintf(err, errlen, "the data directory cannot be read: %s", strerror(errno));
         return -1;
     }
-    st = app_reader(a);
-    rc = store_dataset_get(st, name, &row, &e);
-    app_reader_done(a, st);
-    found = rc == 0;
-    rc = file_stats(a, dirfd, name, found ? &row : NULL, 0, &fs, &out->st, 1);
-    store_dataset_clear(&row);
+    /* A version lost to a replace is read again: the job then runs on the
+       name's version now. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if ((rc = file_kept(a, dirfd, name, viewer, admin, &fs, &out->st)) < 0 ||
+            fs.error || !version_lost(dirfd, fs.ds.sha256))
+            break;
+        catalog_item_clear(&fs);
+    }
     close(dirfd);
     if (rc < 0) {
         snprintf(err, errlen, errno == ENOENT ? "no dataset '%.100s' (GET /v1/datasets "

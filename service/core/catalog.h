@@ -57,27 +57,42 @@ void catalog_item_clear(struct catalog_item *it);
 void catalog_items_free(struct catalog_item *items, size_t n);
 
 /*
- * Every regular file with a valid name, by name, into *items (n of them;
+ * Who sees a dataset: its owner and the administrators; every token when
+ * it is shared, or when it is a file found in the data directory (owner
+ * NULL, the administrators'). viewer is the asking token's name, NULL
+ * with auth off (who sees all). Another's private dataset is, to the
+ * asker, no dataset at all (ENOENT, 404).
+ */
+int catalog_visible(const struct store_dataset *ds, const char *viewer, int admin);
+
+/*
+ * Every regular file with a valid name that viewer sees (catalog_visible),
+ * by name, into *items (n of them;
  * the caller frees them with catalog_items_free). A file that cannot be
  * read at all is listed with that as its error. 0, or -1 with errno when
  * the directory cannot be read (ENOMEM too), or with *store_failed set and
  * e filled when the store could not be read.
  */
-int catalog_list(struct app *a, struct catalog_item **items, size_t *n,
-                 int *store_failed, struct store_err *e);
+int catalog_list(struct app *a, const char *viewer, int admin,
+                 struct catalog_item **items, size_t *n, int *store_failed,
+                 struct store_err *e);
 
 /*
- * One dataset: 0 with *it filled (the caller clears it), or -1 with errno
- * (ENOENT: no such dataset), or with *store_failed set and e filled.
+ * One dataset as viewer sees it: 0 with *it filled (the caller clears
+ * it), or -1 with errno (ENOENT: no such dataset, or another's private
+ * one), or with *store_failed set and e filled.
  */
-int catalog_get(struct app *a, const char *name, struct catalog_item *it,
-                int *store_failed, struct store_err *e);
+int catalog_get(struct app *a, const char *name, const char *viewer, int admin,
+                struct catalog_item *it, int *store_failed, struct store_err *e);
 
 /*
  * A dataset as a job needs it: its rows, dimension and SHA-256, and the
  * stat of the file those belong to, so that a later reader can tell
  * whether it reads the same file. -1 with a sentence in err when there is
- * no such dataset or the reader refuses it.
+ * no such dataset that viewer sees (NULL: a job already admitted) or the
+ * reader refuses it. The version is kept in the versions folder, and
+ * spared by the collector until catalog_unpin (or a grace of minutes):
+ * call that once the job's row refers to it, or will not.
  */
 struct catalog_file {
     int64_t rows, d, nnz;
@@ -85,8 +100,9 @@ struct catalog_file {
     struct stat st;
 };
 
-int catalog_file(struct app *a, const char *name, struct catalog_file *out,
-                 char *err, size_t errlen);
+int catalog_file(struct app *a, const char *name, const char *viewer, int admin,
+                 struct catalog_file *out, char *err, size_t errlen);
+void catalog_unpin(struct app *a, const char *sha256);
 
 /*
  * Uploads. catalog_upload_begin checks what can be checked before a byte
@@ -110,25 +126,34 @@ enum catalog_fail {
     CATALOG_EFORBIDDEN,     /* the name is another's: detail is the owner
                                ("" for the administrators') */
     CATALOG_ELIMIT,         /* over a validator limit: detail says which */
-    CATALOG_ETHROTTLED      /* too many uploads in progress: err_no is the
+    CATALOG_ETHROTTLED,     /* too many uploads in progress: err_no is the
                                status (429: the token's, 503: the server's),
                                what the limit's name, value its value */
+    CATALOG_ENOTFOUND,      /* no such dataset the asker sees */
+    CATALOG_EINUSE,         /* queued or running jobs use it: value many */
+    CATALOG_EQUOTA,         /* over a token's quota: what names it, value
+                               is its value, detail the sentence */
+    CATALOG_EDISK           /* less free disk than min_free_disk: value is
+                               the floor in MB, detail the sentence */
 };
 
 struct catalog_failure {
     enum catalog_fail kind;
     int err_no;
     const char *what;           /* static: what could not be done */
-    unsigned value;             /* CATALOG_ETHROTTLED: the limit's value */
+    uint64_t value;             /* the limit's value (CATALOG_ETHROTTLED,
+                                   EQUOTA, EDISK), or jobs (EINUSE) */
     char detail[sizeof ((struct store_err *)0)->msg + DATADIR_NAME_MAX];
 };
 
 struct catalog_upload;
 
 /* owner is the uploading token's name (NULL with auth off: as an admin);
-   only the name's owner or an admin may replace it (CATALOG_EFORBIDDEN). */
+   only the name's owner or an admin may replace it (CATALOG_EFORBIDDEN).
+   shared is 1 or 0 as asked, -1 when not: a new name is then private, a
+   replaced one keeps its sharing. */
 struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
-                                            int replace, const char *owner,
+                                            int replace, int shared, const char *owner,
                                             int admin, struct catalog_failure *f);
 int catalog_upload_write(struct catalog_upload *up, const char *data,
                          size_t len);
@@ -145,5 +170,30 @@ void catalog_upload_finish(struct catalog_upload *up, catalog_upload_done_fn don
 void catalog_upload_abort(struct catalog_upload *up);
 /* The upload limit: --max-upload, ECOPT_MAX_UPLOAD. */
 size_t catalog_upload_limit(const struct app *a);
+
+/*
+ * Managing a name (catalog_manage.c). Only its owner or an administrator
+ * may delete it or change its sharing; to others it is CATALOG_ENOTFOUND
+ * when private, CATALOG_EFORBIDDEN when shared (viewer NULL: auth off).
+ *
+ * catalog_delete removes the name and its row, refused (CATALOG_EINUSE)
+ * while queued or running jobs name it, then collects the versions
+ * nothing refers to any more. 0, or -1 with f filled.
+ */
+int catalog_delete(struct app *a, const char *name, const char *viewer, int admin,
+                   struct catalog_failure *f);
+/* Sets the name's sharing; 0 with *it filled as catalog_get (the caller
+   clears it), or -1 with f filled. */
+int catalog_set_shared(struct app *a, const char *name, const char *viewer, int admin,
+                       int shared, struct catalog_item *it, struct catalog_failure *f);
+/*
+ * Quotas: the names and bytes of a token's datasets (--quota-dataset-names,
+ * --quota-dataset-bytes) are checked when an upload begins and again when
+ * it moves into place (CATALOG_EQUOTA); the free disk (--min-free-disk)
+ * when an upload or a job begins. catalog_disk_check is 0, or -1 with f
+ * filled (CATALOG_EDISK) when the data directory's or the database's file
+ * system has less free space than the floor.
+ */
+int catalog_disk_check(struct app *a, struct catalog_failure *f);
 
 #endif

@@ -26,6 +26,11 @@
  */
 #define NOT_UPLOADED (-1)
 
+/* A submit's version is spared by the collector this long before its
+   job's row refers to it (the row is written milliseconds later). */
+#define CATALOG_PIN_GRACE 120.0
+#define CATALOG_PINS 256
+
 /*
  * Hashing every file at every listing would read the whole directory each
  * time. While a file keeps its device, inode, size, mtime and ctime (which
@@ -55,6 +60,14 @@ struct catalog {
        an upload's move, and the stats of a file found in the directory. */
     pthread_mutex_t move;
     struct vpool *pool;         /* where uploads are validated */
+    /* The versions submits took last (catalog_file), under mu: until a
+       job's row refers to one, the collector spares it CATALOG_PIN_GRACE
+       seconds. */
+    struct catalog_pin {
+        char sha256[SHA256_HEX_SIZE];
+        double at;              /* CLOCK_MONOTONIC seconds */
+    } pins[CATALOG_PINS];
+    size_t pin_next;
 };
 
 /* ---- catalog.c ----------------------------------------------------------- */
@@ -75,6 +88,21 @@ int catalog__fail(struct catalog_failure *f, enum catalog_fail kind, int err_no,
 
 /* ---- catalog_versions.c -------------------------------------------------- */
 
+/* Marks sha as just taken by a submit. */
+void catalog__pin(struct catalog *c, const char *sha);
 void catalog__keep_version(int dirfd, int fd, const char *sha);
+/* Removes the versions nothing refers to; the move lock held. How many. */
+int catalog__gc_versions(struct app *a, int dirfd);
+
+/* ---- catalog_manage.c ---------------------------------------------------- */
+
+/*
+ * Whether owner may hold one more name (new: the upload takes a name it
+ * did not hold) of bytes, replacing old_bytes of its own: 0, or -1 with f
+ * filled (CATALOG_EQUOTA). st is the store to read (the writer under
+ * wlock, or a reader); owner "" (auth off) has no quota.
+ */
+int catalog__quota_check(struct app *a, struct store *st, const char *owner, int new_name,
+                         int64_t bytes, int64_t old_bytes, struct catalog_failure *f);
 
 #endif

@@ -33,6 +33,8 @@ struct catalog_upload {
     char name[DATADIR_NAME_MAX + 1];
     char owner[64];             /* the uploader; "" with auth off */
     int replace, admin;
+    int shared;                 /* 0, 1, or -1: a new name's 0, a
+                                   replaced name's own */
     int admitted;               /* counted by the validation pool */
     struct sha256 sha;
     uint64_t bytes;
@@ -173,7 +175,7 @@ static int may_move(struct catalog_upload *up, struct store *st, struct store_da
 }
 
 struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
-                                            int replace, const char *owner,
+                                            int replace, int shared, const char *owner,
                                             int admin, struct catalog_failure *f)
 {
     struct catalog_upload *up;
@@ -187,6 +189,7 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
     up->app = a;
     up->fd = -1;
     up->replace = replace;
+    up->shared = shared;
     up->admin = admin || !owner;
     snprintf(up->name, sizeof up->name, "%s", name);
     snprintf(up->owner, sizeof up->owner, "%s", owner ? owner : "");
@@ -212,6 +215,25 @@ struct catalog_upload *catalog_upload_begin(struct app *a, const char *name,
         app_reader_done(a, rd);
         store_dataset_clear(&row);
         if (!ok) {
+            upload_free(up);
+            return NULL;
+        }
+    }
+    /* The token's quotas as they are (a new name must fit in their count;
+       the bytes are checked again at the move, when they are known), and
+       the disk's floor. */
+    {
+        struct store *rd = app_reader(a);
+        int own = 0, q;
+        struct store_dataset row = {0};
+        struct store_err e = {0};
+
+        if (up->owner[0] && store_dataset_get(rd, name, &row, &e) == 0)
+            own = row.owner && strcmp(row.owner, up->owner) == 0;
+        q = catalog__quota_check(a, rd, up->owner, !own, 0, 0, f);
+        app_reader_done(a, rd);
+        store_dataset_clear(&row);
+        if (q < 0 || catalog_disk_check(a, f) < 0) {
             upload_free(up);
             return NULL;
         }
@@ -285,7 +307,7 @@ static int move_into_place(struct catalog_upload *up, struct catalog_item *it,
     struct store_dataset old = {0};
     struct store_err e = {0};
     struct stat st;
-    int rc = -1, had_row, vfd;
+    int rc = -1, had_row, own, vfd;
 
     pthread_mutex_lock(&a->catalog->move);
     *existed = fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -303,8 +325,17 @@ static int move_into_place(struct catalog_upload *up, struct catalog_item *it,
     } else if (store_dataset_get(a->writer, up->name, &old, &e) < 0) {
         store_dataset_clear(&old);
     }
+    /* The quotas again, as the token's datasets are now. */
+    own = *existed && old.owner && strcmp(old.owner, up->owner) == 0;
+    if (catalog__quota_check(a, a->writer, up->owner, !own, it->ds.bytes,
+                             own ? old.bytes : 0, f) < 0) {
+        pthread_mutex_unlock(&a->wlock);
+        goto out;
+    }
     pthread_mutex_unlock(&a->wlock);
     had_row = old.name != NULL;
+    /* Private unless asked; a replace keeps the name's sharing. */
+    it->ds.shared = up->shared >= 0 ? up->shared : had_row && *existed ? old.shared : 0;
     /* The new version, kept by its hash, read-only (its umask's read bits),
        before the name moves. */
     if (fstat(up->fd, &st) == 0)
@@ -349,6 +380,8 @@ static int move_into_place(struct catalog_upload *up, struct catalog_item *it,
     fsync(up->dirfd);           /* the rename itself survives a crash */
     if (fstat(up->fd, &st) == 0)
         catalog__memo_put(a->catalog, up->name, &st, 0, it);
+    if (*existed)               /* the old version may be no one's now */
+        catalog__gc_versions(a, up->dirfd);
     rc = 0;
 out:
     pthread_mutex_unlock(&a->catalog->move);

@@ -65,6 +65,12 @@ struct config {
     unsigned upload_validators;   /* validator processes at once */
     unsigned upload_queue;        /* uploads in progress, all tokens */
     unsigned upload_per_token;    /* uploads in progress of one token */
+    /* A token's share of the disk (catalog.h, "quotas"). */
+    unsigned quota_dataset_names; /* names it holds */
+    uint64_t quota_dataset_bytes; /* bytes of its datasets together */
+    uint64_t quota_metric_rows;   /* metric rows of its jobs together */
+    unsigned min_free_disk;       /* MB; below it new jobs and uploads get
+                                     507; 0: no floor */
 };
 
 /* Defaults, then the environment (ECOPT_*), then argv; a sentence naming

@@ -130,6 +130,18 @@
       "FILE",                                                                 \
       "jobs may ask for backend mpi, their ranks placed by this hostfile "    \
       "(needs ecopt-mpi and mpirun; mpirun's arguments: ECOPT_MPIRUN_ARGS)")  \
+    X("quota-dataset-names", "ECOPT_QUOTA_DATASET_NAMES", UINT,               \
+      quota_dataset_names, "100", 1, 1000000, "N",                            \
+      "dataset names one token may hold (more: 413)")                         \
+    X("quota-dataset-bytes", "ECOPT_QUOTA_DATASET_BYTES", U64,                \
+      quota_dataset_bytes, "4294967296", 1024, 1ull << 50, "BYTES",           \
+      "bytes of one token's datasets together (more: 413)")                   \
+    X("quota-metric-rows", "ECOPT_QUOTA_METRIC_ROWS", U64, quota_metric_rows, \
+      "5000000", 1, 1ull << 40, "N",                                          \
+      "metric rows of one token's jobs together (then its job stops: quota)") \
+    X("min-free-disk", "ECOPT_MIN_FREE_DISK", UINT, min_free_disk, "256", 0,  \
+      1u << 30, "MB",                                                         \
+      "below this free, new jobs and uploads get 507 (0: no floor)")          \
     X("umask", "ECOPT_UMASK", OCTAL, umask, "077", 0, 0777, "MASK",          \
       "octal, of every file and directory the service makes (database, "      \
       "logs, uploads): 077 gives 0600 and 0700")                              \

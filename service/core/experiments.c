@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "jobspec.h"
 #include "scheduler.h"
 
@@ -164,8 +165,11 @@ static int create_buf_init(struct create_buf *b, size_t n)
     return b->in && b->spec_text && b->labels_text && b->versions && b->specs ? 0 : -1;
 }
 
-static void create_buf_clear(struct create_buf *b)
+/* The jobs' rows now refer to their versions, or never will. */
+static void create_buf_clear(struct app *a, struct create_buf *b)
 {
+    for (size_t i = 0; b->versions && i < b->n; i++)
+        catalog_unpin(a, b->versions[i]);
     for (size_t i = 0; b->spec_text && b->labels_text && i < b->n; i++) {
         free(b->spec_text[i]);
         free(b->labels_text[i]);
@@ -179,7 +183,8 @@ static void create_buf_clear(struct create_buf *b)
 
 /* Job j of variant i: the variant merged into the base (at multiplier m
    when m > 0), checked as a submission is, into b's slot j. */
-static enum experiments_outcome make_job(struct app *a, const char *owner, json_t *base,
+static enum experiments_outcome make_job(struct app *a, const char *owner, int admin,
+                                         json_t *base,
                                          json_t *v, size_t i, double m,
                                          struct create_buf *b, size_t j,
                                          struct spec_problem *sp)
@@ -202,7 +207,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, json_
                  errs.count ? errs.item[0].field : "");
         return invalid(sp, field, errs.count ? errs.item[0].detail : "invalid");
     }
-    if (jobs_check_spec(a, &b->specs[j], &vp, b->versions[j]) < 0) {
+    if (jobs_check_spec(a, &b->specs[j], owner, admin, &vp, b->versions[j]) < 0) {
         snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
         return invalid(sp, field, vp.detail);
     }
@@ -216,7 +221,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, json_
 }
 
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
-                                            json_t *doc, struct store_experiment *x,
+                                            int admin, json_t *doc, struct store_experiment *x,
                                             struct spec_problem *sp,
                                             struct store_err *e)
 {
@@ -283,13 +288,13 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
             return EXPERIMENTS_INVALID;
     }
     if (create_buf_init(&b, nvar * runs) < 0) {
-        create_buf_clear(&b);
+        create_buf_clear(a, &b);
         return EXPERIMENTS_NO_MEMORY;
     }
     /* Variant-major: variant i's runs are jobs i*runs .. i*runs+runs-1, in
      * the grid's order (the comparison reads them back so). */
     for (size_t j = 0; j < b.n && out == EXPERIMENTS_CREATED; j++)
-        out = make_job(a, owner, base, json_array_get(variants, j / runs), j / runs,
+        out = make_job(a, owner, admin, base, json_array_get(variants, j / runs), j / runs,
                        tune ? grid[j % runs] : 0, &b, j, sp);
     if (out == EXPERIMENTS_CREATED) {
         xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
@@ -323,7 +328,7 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
         if (out == EXPERIMENTS_CREATED)
             sched_wake(a->sched);
     }
-    create_buf_clear(&b);
+    create_buf_clear(a, &b);
     free(xspec);
     return out;
 }

@@ -36,7 +36,8 @@ enum experiments_outcome {
  * (the caller clears it).
  */
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
-                                            json_t *doc, struct store_experiment *x,
+                                            int admin, json_t *doc,
+                                            struct store_experiment *x,
                                             struct spec_problem *sp,
                                             struct store_err *e);
 

@@ -62,8 +62,8 @@ int jobs_row_new(const struct jobspec *spec, const char *owner, struct store_job
     return 0;
 }
 
-int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_problem *sp,
-                    char version[65])
+int jobs_check_spec(struct app *a, const struct jobspec *spec, const char *owner,
+                    int admin, struct spec_problem *sp, char version[65])
 {
     const ec_job *job = &spec->job;
     const struct config *cfg = &a->cfg;
@@ -85,7 +85,8 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, struct spec_probl
         return spec_problem_set(sp, field, NULL, 0, "%s", why);
     if ((rule = datadir_name_check(job->dataset)))
         return spec_problem_set(sp, "dataset", NULL, 0, "%s", rule);
-    if (catalog_file(a, job->dataset, &df, sp->detail, sizeof sp->detail) < 0) {
+    if (catalog_file(a, job->dataset, owner, admin, &df, sp->detail,
+                     sizeof sp->detail) < 0) {
         snprintf(sp->field, sizeof sp->field, "dataset");
         return -1;
     }
@@ -201,6 +202,7 @@ enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const c
         out = rc == STORE_EXISTING ? JOBS_REPLAYED : JOBS_CREATED;
     }
 done:
+    catalog_unpin(a, version);  /* its row refers to it now, or never will */
     free(spec_text);
     free(labels_text);
     return out;
@@ -340,7 +342,8 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
         store_job_clear(&old);
         return JOBS_INVALID;
     }
-    if (jobs_check_spec(a, &spec, sp, version) < 0) {
+    /* The job's owner must still see its dataset (an admin retrying: any). */
+    if (jobs_check_spec(a, &spec, old.owner, owner == NULL, sp, version) < 0) {
         store_job_clear(&old);
         return JOBS_INVALID;
     }

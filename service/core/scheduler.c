@@ -100,6 +100,8 @@ struct running {
     double term_at;                /* when SIGTERM went to it; 0 not yet */
     double kill_at;                /* when SIGKILL went to it; 0 not yet */
     int timed_out;                 /* stopped for its time limit */
+    int64_t rows_left;             /* its token's metric rows to its quota */
+    int over_quota;                /* a row past it came: stopped */
 };
 
 /* When an owner last had a job started, in slots given (0: never). */
@@ -250,7 +252,7 @@ static int job_version(struct app *a, struct running *r, const struct store_job 
         memcpy(r->sha256, job->dataset_sha256, sizeof r->sha256);
         return 0;
     }
-    if (catalog_file(a, js.job.dataset, &df, err, errlen) < 0)
+    if (catalog_file(a, js.job.dataset, NULL, 1, &df, err, errlen) < 0)
         return -1;
     memcpy(r->sha256, df.sha256, sizeof r->sha256);
     return 0;
@@ -347,6 +349,43 @@ static void batch_commit(struct running *r, char *doc)
 }
 
 /*
+ * The token's metric rows against --quota-metric-rows: at its start a job
+ * may take what the token's stored rows leave, and every row any job of
+ * the token takes counts against each of them. A row past the quota is
+ * dropped and its job stopped (escalate), ending with stop reason quota.
+ */
+static void quota_init(struct running *r)
+{
+    struct store_err e = {0};
+    struct store *st = app_reader(r->app);
+    int64_t held = 0;
+
+    if (store_metrics_count_owner(st, r->owner, &held, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: the token's metric rows are not known "
+                "(%s): counted from 0\n", r->id, e.msg);
+    app_reader_done(r->app, st);
+    r->rows_left = (int64_t)r->app->cfg.quota_metric_rows - held;
+    if (r->rows_left < 0)
+        r->rows_left = 0;
+}
+
+/* 1 when r may store one more row (counted), 0 when it is over quota. */
+static int quota_take(struct running *r)
+{
+    struct sched *s = r->app->sched;
+
+    if (r->over_quota || r->rows_left <= 0) {
+        r->over_quota = 1;
+        return 0;
+    }
+    /* Only this thread changes run[] and the counts. */
+    for (size_t i = 0; i < s->nrun; i++)
+        if (strcmp(s->run[i]->owner, r->owner) == 0 && s->run[i]->rows_left > 0)
+            s->run[i]->rows_left--;
+    return 1;
+}
+
+/*
  * A metric record as the coordinator writes it, read without a JSON
  * parser: one per round with eval_every 1. Any other line (or a metric
  * record of another shape) goes to on_record.
@@ -359,6 +398,10 @@ static int take_metric(void *ctx, const char *line, size_t len)
 
     if (len >= DESCRIBE_RECORD_MAX || !(m = batch_slot(r)) || !(doc = malloc(len + 1)))
         return 0;
+    if (!quota_take(r)) {
+        free(doc);
+        return 1;               /* taken, and dropped: over the quota */
+    }
     /* Only the round is read: the store keeps the numbers in the doc. */
     if (describe_metric_record_check(line, len, &m->round, doc) < 0) {
         free(doc);
@@ -400,8 +443,10 @@ static void on_record(void *ctx, json_t *rec)
         free(problem);
         free(params);
     } else if (rr.type == REPORT_METRIC) {
-        ec_metric *m = batch_slot(r);
+        ec_metric *m = quota_take(r) ? batch_slot(r) : NULL;
 
+        if (!m && r->over_quota)
+            return;             /* dropped: over the quota */
         if (!m) {
             fprintf(stderr, "ecopt serve: job %s: out of memory: a metric row lost\n",
                     r->id);
@@ -472,6 +517,8 @@ static int escalate(struct sched *s, struct running *r, double now)
             r->timed_out = !r->have_final;
             stop_job(r);
         }
+        if (!r->term_at && r->over_quota)
+            stop_job(r);
         if (r->term_at && !r->kill_at && now >= r->term_at + KILL_GRACE) {
             r->kill_at = now;
             runner_kill(r->rj);
@@ -506,6 +553,13 @@ static void reap(struct sched *s, struct running *r)
                  DEADLINE_SLACK, r->max_seconds,
                  r->kill_at ? ": it did not end on SIGTERM, so its processes "
                               "were killed" : "");
+    } else if (r->over_quota && !r->cancel_requested &&
+               (!r->have_final || r->final_state == STORE_JOB_CANCELLED)) {
+        state = STORE_JOB_FAILED;
+        r->end_stop = store_stop_name(STORE_STOP_QUOTA);
+        snprintf(reason, rlen, "stopped: the metric rows of its token's jobs reached their "
+                 "quota (quota_metric_rows %llu); its rows so far are kept",
+                 (unsigned long long)s->app->cfg.quota_metric_rows);
     } else if (r->have_final) {
         state = r->final_state;
         r->end_stop = r->final_stop;
@@ -905,6 +959,7 @@ static void start_jobs(struct sched *s)
         r->app = a;
         r->max_seconds = max_seconds;
         r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
+        quota_init(r);
         /* Listed before the store says running, so that a cancel which
          * sees the job running always finds its coordinator here. */
         pthread_mutex_lock(&s->lock);

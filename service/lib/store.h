@@ -163,7 +163,9 @@ int store_job_state_is_final(enum store_job_state s);
       "the coordinator ended without a final report")                         \
     X(STORE_STOP_INTERRUPTED, "interrupted", NULL,                            \
       "the service stopped under it")                                         \
-    X(STORE_STOP_FAILED, "failed", NULL, "any other failure")
+    X(STORE_STOP_FAILED, "failed", NULL, "any other failure")                \
+    X(STORE_STOP_QUOTA, "quota", NULL,                                        \
+      "its token's metric rows reached their quota (quota_metric_rows)")
 
 enum store_stop {
 #define STORE_STOP_ENUM(id, name, stop, meaning) id,
@@ -583,6 +585,9 @@ int store_metrics_query_docs(struct store *st, const char *id, int64_t after,
 /* How many rows have round > after, to choose every for a max_points. */
 int store_metrics_count(struct store *st, const char *id, int64_t after,
                         int64_t *count, struct store_err *err);
+/* How many rows the jobs of owner have together (its quota's measure). */
+int store_metrics_count_owner(struct store *st, const char *owner, int64_t *count,
+                              struct store_err *err);
 
 /* The job's latest row: 1 when found, 0 when it has none yet, or < 0. */
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
@@ -693,6 +698,8 @@ struct store_dataset {
     int64_t bytes;       /* file size */
     int64_t uploaded_at; /* 0 on put: now */
     char *owner;         /* the token that uploaded it; NULL: the admins' */
+    int shared;          /* 1: every token sees it; 0: its owner and the
+                            admins (a NULL owner's is seen by all) */
 };
 
 void store_dataset_clear(struct store_dataset *ds);
@@ -708,5 +715,18 @@ int store_dataset_list(struct store *st, struct store_dataset **out,
                        size_t *n, struct store_err *err);
 int store_dataset_delete(struct store *st, const char *name,
                          struct store_err *err);
+/* How many names owner holds and their bytes together. */
+int store_dataset_usage(struct store *st, const char *owner, int64_t *names,
+                        int64_t *bytes, struct store_err *err);
+/* How many queued or running jobs name the dataset. */
+int store_dataset_jobs(struct store *st, const char *name, int64_t *n,
+                       struct store_err *err);
+/*
+ * The versions (SHA-256) something still refers to: a name's row, or a
+ * queued or running job's recorded version; *out is an array of n (the
+ * caller frees it).
+ */
+int store_versions_in_use(struct store *st, char (**out)[65], size_t *n,
+                          struct store_err *err);
 
 #endif

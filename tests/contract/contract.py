@@ -245,6 +245,19 @@ call("POST", "/v1/datasets?name=.hidden", "/v1/datasets", raw=b"+1 1:1\n",
      ctype="application/octet-stream")
 call("POST", "/v1/datasets?name=" + name + "-bad", "/v1/datasets", raw=b"this is not libsvm\n",
      ctype="application/octet-stream")
+call("POST", "/v1/datasets?name=" + name + "-s&shared=maybe", "/v1/datasets",
+     raw=b"+1 1:1\n", ctype="application/octet-stream")
+# Private by default: another token does not see it; its owner shares it.
+call("GET", "/v1/datasets/" + name, "/v1/datasets/{name}", tok=other)
+call("PATCH", "/v1/datasets/" + name, "/v1/datasets/{name}", body={"shared": True})
+call("PATCH", "/v1/datasets/" + name, "/v1/datasets/{name}", body={"shared": "yes"})
+call("PATCH", "/v1/datasets/" + name, "/v1/datasets/{name}", body={"shared": False},
+     tok=other)
+call("PATCH", "/v1/datasets/" + name, "/v1/datasets/{name}", raw=b"{not json")
+call("PATCH", "/v1/datasets/no-such-file", "/v1/datasets/{name}", body={"shared": True})
+call("DELETE", "/v1/datasets/" + name, "/v1/datasets/{name}", tok=other)
+call("DELETE", "/v1/datasets/" + name, "/v1/datasets/{name}")
+call("DELETE", "/v1/datasets/" + name, "/v1/datasets/{name}")
 
 # The server's tables, the contract's enums and the dashboard's menus are
 # the same lists: the dashboard builds its menus from /v1/vocabulary and

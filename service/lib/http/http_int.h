@@ -121,7 +121,8 @@
     X(501, "Not Implemented")                                          \
     X(502, "Bad Gateway")                                              \
     X(503, "Service Unavailable")                                      \
-    X(504, "Gateway Timeout")
+    X(504, "Gateway Timeout")                                          \
+    X(507, "Insufficient Storage")
 
 #define HTTP__STATUS_ONE(code, phrase) +1
 #define NSTATUS (0 HTTP_STATUSES(HTTP__STATUS_ONE))

@@ -177,6 +177,7 @@ static int dataset_from_row(sqlite3_stmt *s, struct store_dataset *out,
     out->bytes = sqlite3_column_int64(s, 6);
     out->uploaded_at = sqlite3_column_int64(s, 7);
     out->owner = col_dup(s, 8, &nomem);
+    out->shared = sqlite3_column_int(s, 9) != 0;
     if (nomem) {
         store_dataset_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read a dataset: out of memory");
@@ -204,6 +205,7 @@ int store_dataset_put(struct store *st, const struct store_dataset *ds,
     bind_int(&u, 7, ds->bytes);
     bind_int(&u, 8, ds->uploaded_at ? ds->uploaded_at : store__now_ms());
     bind_text(&u, 9, ds->owner);
+    bind_int(&u, 10, ds->shared != 0);
     return exec_use(st, &u, "store a dataset", err);
 }
 
@@ -280,4 +282,83 @@ int store_dataset_delete(struct store *st, const char *name,
     return sqlite3_changes(st->db) == 1
                ? 0
                : store__set_err(err, STORE_ENOTFOUND, 0, "no dataset %.200s", name);
+}
+
+int store_dataset_usage(struct store *st, const char *owner, int64_t *names,
+                        int64_t *bytes, struct store_err *err)
+{
+    struct use u = use(st, SQL_DATASET_USAGE);
+    int rc;
+
+    *names = *bytes = 0;
+    if (!owner)
+        return store__set_err(err, STORE_EINVAL, 0, "no owner");
+    bind_text(&u, 1, owner);
+    rc = step(&u);
+    if (rc == SQLITE_ROW) {
+        *names = sqlite3_column_int64(u.s, 0);
+        *bytes = sqlite3_column_int64(u.s, 1);
+        rc = 0;
+    } else {
+        rc = store__sql_fail(st->db, err, rc, "count a token's datasets");
+    }
+    done(&u);
+    return rc;
+}
+
+int store_dataset_jobs(struct store *st, const char *name, int64_t *n,
+                       struct store_err *err)
+{
+    struct use u = use(st, SQL_DATASET_JOBS);
+    int rc;
+
+    *n = 0;
+    if (!name)
+        return store__set_err(err, STORE_EINVAL, 0, "no dataset name");
+    bind_text(&u, 1, name);
+    rc = step(&u);
+    if (rc == SQLITE_ROW) {
+        *n = sqlite3_column_int64(u.s, 0);
+        rc = 0;
+    } else {
+        rc = store__sql_fail(st->db, err, rc, "count a dataset's jobs");
+    }
+    done(&u);
+    return rc;
+}
+
+int store_versions_in_use(struct store *st, char (**out)[65], size_t *n,
+                          struct store_err *err)
+{
+    struct use u = use(st, SQL_VERSIONS_IN_USE);
+    char (*list)[65] = NULL;
+    size_t count = 0, cap = 0;
+    int rc;
+
+    while ((rc = step(&u)) == SQLITE_ROW) {
+        if (count == cap) {
+            size_t ncap = cap ? 2 * cap : 64;
+            char (*grown)[65] = realloc(list, ncap * sizeof *list);
+
+            if (!grown) {
+                rc = store__set_err(err, STORE_ENOMEM, 0, "versions: out of memory");
+                goto out;
+            }
+            list = grown;
+            cap = ncap;
+        }
+        col_copy(u.s, 0, list[count], sizeof list[count]);
+        count++;
+    }
+    rc = rc == SQLITE_DONE ? 0 : store__sql_fail(st->db, err, rc, "list versions in use");
+out:
+    done(&u);
+    if (rc < 0) {
+        free(list);
+        list = NULL;
+        count = 0;
+    }
+    *out = list;
+    *n = count;
+    return rc;
 }

@@ -257,6 +257,27 @@ int store_metrics_count(struct store *st, const char *id, int64_t after,
     return rc;
 }
 
+int store_metrics_count_owner(struct store *st, const char *owner, int64_t *count,
+                              struct store_err *err)
+{
+    struct use u = use(st, SQL_METRIC_COUNT_OWNER);
+    int rc;
+
+    *count = 0;
+    if (!owner)
+        return store__set_err(err, STORE_EINVAL, 0, "no owner");
+    bind_text(&u, 1, owner);
+    rc = step(&u);
+    if (rc == SQLITE_ROW) {
+        *count = sqlite3_column_int64(u.s, 0);
+        rc = 0;
+    } else {
+        rc = store__sql_fail(st->db, err, rc, "count a token's metric rows");
+    }
+    done(&u);
+    return rc;
+}
+
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err)
 {

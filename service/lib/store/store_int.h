@@ -191,6 +191,9 @@ enum job_column {
                        " ORDER BY round LIMIT ?3")                         \
     X(SQL_METRIC_COUNT, "SELECT count(*) FROM metrics"                     \
                         " WHERE job_seq = ?1 AND round > ?2")              \
+    X(SQL_METRIC_COUNT_OWNER,                                              \
+      "SELECT count(*) FROM metrics WHERE job_seq IN"                      \
+      " (SELECT seq FROM jobs WHERE owner = ?1)")                          \
     X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
                        " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
     X(SQL_PSTAR_GET,                                                       \
@@ -220,15 +223,25 @@ enum job_column {
       " AND x.seq < ?2 ORDER BY x.seq DESC LIMIT ?3")                      \
     X(SQL_DATASET_PUT,                                                     \
       "INSERT OR REPLACE INTO datasets (name, sha256, rows, d, nnz,"       \
-      " labels, bytes, uploaded_at, owner)"                                \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")                      \
+      " labels, bytes, uploaded_at, owner, shared)"                        \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")                 \
     X(SQL_DATASET_GET,                                                     \
       "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at,"     \
-      " owner FROM datasets WHERE name = ?1")                              \
+      " owner, shared FROM datasets WHERE name = ?1")                      \
     X(SQL_DATASET_LIST,                                                    \
       "SELECT name, sha256, rows, d, nnz, labels, bytes, uploaded_at,"     \
-      " owner FROM datasets ORDER BY name")                                \
-    X(SQL_DATASET_DELETE, "DELETE FROM datasets WHERE name = ?1")
+      " owner, shared FROM datasets ORDER BY name")                        \
+    X(SQL_DATASET_DELETE, "DELETE FROM datasets WHERE name = ?1")          \
+    X(SQL_DATASET_USAGE,                                                   \
+      "SELECT count(*), coalesce(sum(bytes), 0) FROM datasets"             \
+      " WHERE owner = ?1")                                                 \
+    X(SQL_DATASET_JOBS,                                                    \
+      "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')"     \
+      " AND dataset = ?1")                                                 \
+    X(SQL_VERSIONS_IN_USE,                                                 \
+      "SELECT sha256 FROM datasets UNION SELECT dataset_sha256 FROM jobs"  \
+      " WHERE state IN ('queued', 'running')"                              \
+      " AND dataset_sha256 IS NOT NULL")
 
 enum statement_id {
 #define STORE_STMT_ENUM(id, sql) id,
