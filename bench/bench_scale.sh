@@ -40,9 +40,11 @@ per_round() {   # spec backend procs
 peak() {
     cg=/sys/fs/cgroup/memory/ecopt-bench-$$
     if [ ! -w /sys/fs/cgroup/memory ] || ! mkdir "$cg" 2>/dev/null; then
-        "$@" >"$tmp/peak.out" 2>&1; echo n/a; return
+        "$@" >"$tmp/peak.out" 2>&1 || [ $? -eq 5 ]; echo n/a; return
     fi
-    sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" x "$@" >"$tmp/peak.out" 2>&1
+    # exit 5: the budget ran out, as target 0 has it (docs/cli.md)
+    sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" x "$@" >"$tmp/peak.out" 2>&1 ||
+        [ $? -eq 5 ]
     cat "$cg/memory.max_usage_in_bytes"
     rmdir "$cg"
 }

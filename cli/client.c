@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "describe.h"
+#include "outcome.h"
 
 /* Exit codes of the client, beside cmd.h's. */
 enum { EXIT_SERVICE = 1, EXIT_CONNECT = 4 };
@@ -478,14 +479,15 @@ static int cmd_list(const struct client *c, int argc, char **argv)
         json_decref(all);
         return EXIT_OK;
     }
-    printf("%-20s %-11s %-15s %-13s %-8s %-12s %10s %12s  %s\n", "ID", "STATE",
-           "STOP/WAIT", "ALGORITHM", "COMPR", "DATASET", "ROUND", "REL GAP", "NAME");
+    printf("%-20s %-11s %-16s %-15s %-13s %-8s %-12s %10s %12s  %s\n", "ID", "STATE",
+           "OUTCOME", "STOP/WAIT", "ALGORITHM", "COMPR", "DATASET", "ROUND", "REL GAP",
+           "NAME");
     for (size_t i = 0; i < json_array_size(all); i++) {
         json_t *j = json_array_get(all, i), *p = json_object_get(j, "progress");
         json_t *round = json_object_get(p, "round"), *gap = json_object_get(p, "rel_gap");
         json_t *pos = json_object_get(j, "position");
         const char *name = json_string_value(json_object_get(j, "name"));
-        char why[64];
+        char why[64], rbuf[24] = "-", gbuf[24] = "-";
 
         /* An ended job: why it ended; a queued one: its place and why
            it waits (docs/api.md, "Why a job waits"). */
@@ -494,11 +496,14 @@ static int cmd_list(const struct client *c, int argc, char **argv)
                      str(j, "reason"));
         else
             snprintf(why, sizeof why, "%s", str(j, "stop_reason"));
-        printf("%-20s %-11s %-15s %-13s %-8s %-12s %10lld %12.3e  %s\n", str(j, "id"),
-               str(j, "state"), why, str(j, "algorithm"),
-               str(j, "compressor"), str(j, "dataset"),
-               json_is_integer(round) ? (long long)json_integer_value(round) : -1LL,
-               json_is_number(gap) ? json_number_value(gap) : NAN,
+        /* A job with no row yet (queued, or starting) has neither. */
+        if (json_is_integer(round))
+            snprintf(rbuf, sizeof rbuf, "%lld", (long long)json_integer_value(round));
+        if (json_is_number(gap))
+            snprintf(gbuf, sizeof gbuf, "%.3e", json_number_value(gap));
+        printf("%-20s %-11s %-16s %-15s %-13s %-8s %-12s %10s %12s  %s\n", str(j, "id"),
+               str(j, "state"), str(j, "outcome"), why, str(j, "algorithm"),
+               str(j, "compressor"), str(j, "dataset"), rbuf, gbuf,
                name && *name ? term_text(name) : "-");
     }
     json_decref(all);
@@ -633,6 +638,7 @@ struct watch_ctx {
     char event[32];
     int tty;
     char state[32];
+    char outcome[32];      /* "" until the job ends (or from an older server) */
     char reason[512];
     double rel_gap;
     long long round;
@@ -653,6 +659,9 @@ static void on_event(struct watch_ctx *w, const char *event, const char *data)
         }
     } else if (strcmp(event, "state") == 0) {
         snprintf(w->state, sizeof w->state, "%s", str(doc, "state"));
+        json_t *o = json_object_get(doc, "outcome");
+        snprintf(w->outcome, sizeof w->outcome, "%s",
+                 json_is_string(o) ? term_text(json_string_value(o)) : "");
         json_t *r = json_object_get(doc, "reason");
         snprintf(w->reason, sizeof w->reason, "%s",
                  json_is_string(r) ? term_text(json_string_value(r)) : "");
@@ -685,7 +694,8 @@ static size_t on_stream(char *p, size_t sz, size_t n, void *ctx)
 
 static int cmd_watch_id(const struct client *c, const char *id)
 {
-    struct watch_ctx w = {{NULL, 0}, "", isatty(2), "", "", NAN, -1};
+    struct watch_ctx w = {{NULL, 0}, "", isatty(2), "", "", "", NAN, -1};
+    enum outcome outcome;
     CURL *h = curl_easy_init();
     struct curl_slist *hdr = NULL;
     char url[1024], line[512];
@@ -719,9 +729,12 @@ static int cmd_watch_id(const struct client *c, const char *id)
     free(w.line.data);
     if (w.tty)
         fputc('\n', stderr);
-    printf("%s %s: %s (round %lld, rel gap %.4g)\n", id, w.state, w.reason, w.round,
-           w.rel_gap);
-    return strcmp(w.state, "succeeded") == 0 ? EXIT_OK : EXIT_JOB_FAILED;
+    printf("%s %s, %s: %s (round %lld, rel gap %.4g)\n", id, w.state,
+           w.outcome[0] ? w.outcome : "no outcome", w.reason, w.round, w.rel_gap);
+    /* Only the target reached is a success (format/outcome.h). */
+    if (outcome_from_name(w.outcome, &outcome) == 0)
+        return outcome_exit_status(outcome);
+    return EXIT_JOB_FAILED;
 }
 
 static int cmd_watch(const struct client *c, int argc, char **argv)
@@ -730,7 +743,10 @@ static int cmd_watch(const struct client *c, int argc, char **argv)
         int help = argc == 2 && strcmp(argv[1], "--help") == 0;
         fprintf(help ? stdout : stderr,
                 "usage: ecopt watch JOB_ID\n\nFollows the job's progress to its end; "
-                "exit status 0 if it succeeded, 3 otherwise.\n");
+                "the exit status says its outcome:\n"
+                "  0 target_reached, 5 budget_exhausted (a budget ran out above the\n"
+                "  target, the gap not above its start's), 3 worse_than_start,\n"
+                "  non_finite, cancelled or failed.\n");
         return help ? EXIT_OK : EXIT_USAGE;
     }
     return cmd_watch_id(c, argv[1]);

@@ -4,12 +4,15 @@
 
 #include "coord.h"
 
-/* Exit codes every subcommand shares: the coordinator's (coord.h). */
+/* Exit codes every subcommand shares: the coordinator's (coord.h). A
+   job's own end gives the exit status of its outcome (format/outcome.h):
+   EXIT_OK, EXIT_BUDGET or EXIT_JOB_FAILED. */
 enum {
     EXIT_OK = COORD_OK,
     EXIT_INTERNAL = COORD_INTERNAL,
     EXIT_USAGE = COORD_USAGE,
-    EXIT_JOB_FAILED = COORD_JOB_FAILED
+    EXIT_JOB_FAILED = COORD_JOB_FAILED,
+    EXIT_BUDGET = COORD_BUDGET
 };
 
 int cmd_run(int argc, char **argv);

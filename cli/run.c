@@ -18,6 +18,7 @@
 #include "describe.h"
 #include "ecopt/clock.h"
 #include "ecopt/memory.h"
+#include "outcome.h"
 #include "report.h"
 
 enum format { FMT_TEXT, FMT_CSV, FMT_JSON };
@@ -55,9 +56,10 @@ static const char run_usage_tail[] =
     "  -h, --help                  this text\n"
     "\n"
     "JOB.json may be - for standard input. SIGTERM or SIGINT ends the job\n"
-    "and its workers cleanly. Exit status: 0 target or round budget reached,\n"
-    "2 bad arguments, spec or data, 3 the job failed (diverged, out of time,\n"
-    "a worker died) or was cancelled, 1 internal failure.\n";
+    "and its workers cleanly. Exit status, from the summary's outcome:\n"
+    "0 target_reached, 5 budget_exhausted (a budget ran out above the\n"
+    "target, the gap not above its start's), 3 worse_than_start, non_finite,\n"
+    "cancelled or failed; 2 bad arguments, spec or data, 1 internal failure.\n";
 
 /* One option's lines of the usage: the flag in 28 columns, then its
    help, a line break in it continuing under the first line. */
@@ -223,6 +225,7 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
     const ec_metric *r = &sum->last;
 
     fprintf(o, "stop       %s: %s\n", ec_stop_name(sum->stop), sum->reason);
+    fprintf(o, "outcome    %s\n", outcome_name(outcome_of_stop(sum->stop, sum->last.rel_gap)));
     fprintf(o, "rounds     %llu\n", (unsigned long long)sum->rounds);
     fprintf(o, "rel gap    %.4g (P - P* = %.4g, ||grad|| = %.4g)\n",
             r->rel_gap, r->gap, r->grad_norm);

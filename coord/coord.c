@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ecopt/clock.h"
+#include "outcome.h"
 #include "report.h"
 
 /* The largest job spec read. */
@@ -299,9 +300,7 @@ static int run_rounds(struct coord *c)
     report_final(&c->rw, &c->sum, &c->prm, u.cpu_seconds, u.own_rss + u.workers_rss);
     if (c->v->done && c->v->done(c->v->ctx, &c->job, &c->sum) < 0)
         return COORD_INTERNAL;
-    return c->sum.stop == EC_STOP_TARGET || c->sum.stop == EC_STOP_MAX_ROUNDS
-               ? COORD_OK
-               : COORD_JOB_FAILED;
+    return outcome_exit_status(outcome_of_stop(c->sum.stop, c->sum.last.rel_gap));
 }
 
 /* The steps of one job: the exit status. */
@@ -338,7 +337,7 @@ int coord_run(const struct coord_opts *o, const struct coord_view *view)
     report_writer_init(&c->rw, o->report_fd);
     rc = steps(c);
     if (c->ln && c->ln->end)
-        c->ln->end(&c->l, rc, &c->sum);
+        rc = c->ln->end(&c->l, rc, &c->sum);
     report_writer_close(&c->rw);
     json_decref(c->hint);
     ec_problem_clear(&c->pb);

@@ -22,13 +22,17 @@
 #include "ecopt/run.h"
 #include "jobspec.h"
 
-/* The exit status of a coordinator (and of every ecopt command). */
+/* The exit status of a coordinator (and of every ecopt command). A job
+   that ran gives its outcome's (format/outcome.h): COORD_OK, COORD_BUDGET
+   or COORD_JOB_FAILED. */
 enum coord_exit {
-    COORD_OK = 0,          /* the job reached its target or its round budget */
+    COORD_OK = 0,          /* the job reached its target */
     COORD_INTERNAL = 1,    /* an internal failure (out of memory, I/O) */
     COORD_USAGE = 2,       /* bad arguments, a bad job spec or bad data */
-    COORD_JOB_FAILED = 3   /* the job ran but diverged, timed out or was
+    COORD_JOB_FAILED = 3,  /* worse than its start, not finite, failed or
                               cancelled */
+    COORD_BUDGET = 5       /* a budget ran out before the target, the gap
+                              not above its start's */
 };
 
 /*

@@ -35,6 +35,8 @@ struct launch {
                                        memory account does not cover (an
                                        MPI rank's runtime); 0 otherwise */
     int rank;                       /* this process's MPI rank; 0 else */
+    FILE *status;                   /* rank 0: where the job's exit status
+                                       goes (launch_mpi.c); NULL none */
 };
 
 /* What start returns when this process goes on as the coordinator. */
@@ -61,9 +63,9 @@ struct launcher {
     int (*run)(struct launch *l, const ec_problem *pb, const ec_params *prm,
                const ec_job *job, ec_metric_fn on_metric, void *ctx, ec_summary *sum,
                ec_err *e);
-    /* The job ends with exit status rc (sum: zeros if it never ran).
-       NULL: nothing to do. */
-    void (*end)(struct launch *l, int rc, const ec_summary *sum);
+    /* The job ends with exit status rc (sum: zeros if it never ran):
+       the status this process exits with. NULL: rc. */
+    int (*end)(struct launch *l, int rc, const ec_summary *sum);
 };
 
 /* The launchers, in JOBSPEC_BACKENDS's order. */

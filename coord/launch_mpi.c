@@ -29,6 +29,18 @@ extern char **environ;
 #define MPIRUN_GRACE_SECONDS 10.0
 
 /*
+ * A job that ends by a stop rule short of its target exits 5 or 3 (its
+ * outcome's status), but mpirun kills the other ranks as soon as one
+ * exits with a status other than 0, often before they have left
+ * MPI_Finalize. So rank 0 exits 0 and leaves the status in the file this
+ * variable names, which the process that started mpirun reads (rank 0
+ * runs on that host when it is in the hostfile first or alone; where the
+ * file cannot be written the status is 0, and the summary's outcome line
+ * says it).
+ */
+#define MPI_STATUS_ENV "ECOPT_MPI_STATUS_FILE"
+
+/*
  * Runs mpirun and waits for it, passing on SIGTERM, SIGINT and SIGHUP.
  * mpirun passes them to the ranks, which end within a round, and then
  * exits; but Open MPI's mpirun sometimes stays behind after its ranks
@@ -113,7 +125,8 @@ static int supervise_mpirun(char **av, int stdout_fd)
  * mpirun arguments come from $ECOPT_MPIRUN_ARGS, split at spaces.
  * With a report descriptor, mpirun's stdout is that descriptor and rank
  * 0 writes its records to its stdout (which mpirun forwards, from any
- * host), its rows to /dev/null and its text to stderr.
+ * host), its rows to /dev/null and its text to stderr. The job's exit
+ * status: mpirun's, or the one rank 0 left in MPI_STATUS_ENV's file.
  */
 static int exec_mpirun(int argc, char **argv, uint32_t procs,
                        const char *hostfile, int report_fd)
@@ -168,8 +181,24 @@ static int exec_mpirun(int argc, char **argv, uint32_t procs,
             av[ac++] = report_args[i];
     }
     av[ac] = NULL;
+    /* Rank 0 leaves the job's exit status here (end_rank). */
+    char status_path[] = "/tmp/ecopt-mpi-status-XXXXXX";
+    int status_fd = mkstemp(status_path);
+    if (status_fd >= 0)
+        setenv(MPI_STATUS_ENV, status_path, 1);
     fflush(NULL);
     int rc = supervise_mpirun(av, report_fd);
+    if (status_fd >= 0) {
+        char text[16] = "";
+        ssize_t n = pread(status_fd, text, sizeof text - 1, 0);
+        int passed = n > 0 ? atoi(text) : 0;
+
+        if (rc == COORD_OK && (passed == COORD_BUDGET || passed == COORD_JOB_FAILED))
+            rc = passed;
+        close(status_fd);
+        unlink(status_path);
+        unsetenv(MPI_STATUS_ENV);
+    }
     free(extra);
     free(av);
     return rc;
@@ -257,8 +286,14 @@ static int start_rank(struct launch *l)
         return COORD_INTERNAL;
     }
     l->held = ec_address_space();
-    if (l->rank == 0)
+    if (l->rank == 0) {
+        const char *path = getenv(MPI_STATUS_ENV);
+
+        /* Opened while this is still the user that started mpirun. */
+        if (path && *path)
+            l->status = fopen(path, "we");
         return LAUNCH_GO;
+    }
     rc = worker_rank(l, size);
     ec_mpi_finalize();
     return rc;
@@ -282,16 +317,33 @@ static int run(struct launch *l, const ec_problem *pb, const ec_params *prm,
     return ec_run_mpi(pb, prm, job, &l->popts, on_metric, ctx, sum, e);
 }
 
-static void end_rank(struct launch *l, int rc, const ec_summary *sum)
+/* Rank 0's exit status after MPI_Finalize: 0, with the job's own in the
+   launcher's file when there is one (MPI_STATUS_ENV). */
+static int pass_status(struct launch *l, int rc)
+{
+    FILE *f = l->status;
+
+    l->status = NULL;
+    if (!f)
+        return rc;
+    if (rc != COORD_OK)
+        fprintf(f, "%d\n", rc);
+    return fclose(f) == 0 ? COORD_OK : rc;
+}
+
+static int end_rank(struct launch *l, int rc, const ec_summary *sum)
 {
     if (!l->o->mpi_rank || l->rank != 0)
-        return;
+        return rc;
     fflush(NULL);
     /* Workers still inside a round cannot be stopped politely. */
-    if (rc == COORD_OK || (rc == COORD_JOB_FAILED && sum->stop != EC_STOP_FAILED))
+    if (rc == COORD_OK || rc == COORD_BUDGET ||
+        (rc == COORD_JOB_FAILED && sum->stop != EC_STOP_FAILED)) {
         ec_mpi_finalize();
-    else
-        ec_mpi_abort(rc);
+        return pass_status(l, rc);
+    }
+    ec_mpi_abort(rc);
+    return rc;
 }
 #else
 static int start_rank(struct launch *l)

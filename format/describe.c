@@ -1,5 +1,6 @@
 /* JSON and CSV views of engine results, shared by the CLI and the service. */
 #include "describe.h"
+#include "outcome.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -557,7 +558,8 @@ json_t *describe_metric(const ec_metric *r)
 
 json_t *describe_summary(const ec_summary *sum)
 {
-    return json_pack("{s:s, s:s, s:I, s:o}", "stop", ec_stop_name(sum->stop),
+    return json_pack("{s:s, s:s, s:s, s:I, s:o}", "stop", ec_stop_name(sum->stop),
+                     "outcome", outcome_name(outcome_of_stop(sum->stop, sum->last.rel_gap)),
                      "reason", sum->reason, "rounds", (json_int_t)sum->rounds,
                      "last", describe_metric(&sum->last));
 }

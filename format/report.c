@@ -11,6 +11,7 @@
 
 #include "describe.h"
 #include "ecopt/clock.h"
+#include "outcome.h"
 
 void report_writer_init(struct report_writer *w, int fd)
 {
@@ -168,8 +169,10 @@ void report_final(struct report_writer *w, const ec_summary *sum, const ec_param
 
     if (w->fd < 0 || w->broken)
         return;
-    fin = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final", "status",
+    fin = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "type", "final", "status",
                     report_status_of(sum->stop), "stop", ec_stop_name(sum->stop),
+                    "outcome",
+                    outcome_name(outcome_of_stop(sum->stop, sum->last.rel_gap)),
                     "reason", sum->reason, "rounds", (json_int_t)sum->rounds, "last",
                     describe_metric(&sum->last));
     if (fin && prm->algo == EC_ALGO_ECLK)

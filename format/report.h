@@ -51,8 +51,9 @@ void report_metric(struct report_writer *w, const ec_metric *row);
 void report_start(struct report_writer *w, const char *backend, const ec_dataset *ds,
                   const char *version, const ec_problem *pb, const ec_params *prm);
 
-/* The final record of a run: status, stop, reason, rounds, the last row,
-   the usage and, for eclk, what its contraction rule did. */
+/* The final record of a run: status, stop, outcome (format/outcome.h),
+   reason, rounds, the last row, the usage and, for eclk, what its
+   contraction rule did. */
 void report_final(struct report_writer *w, const ec_summary *sum, const ec_params *prm,
                   double cpu_seconds, double rss_sum_bytes);
 

@@ -123,11 +123,15 @@ START_TEST(test_run_json)
 
     snprintf(args, sizeof args, "run %s --format json", job);
     struct result r = run(args);
-    ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+    /* 50 rounds end above the target: the budget ran out (5) */
+    ck_assert_msg(r.status == 5, "status %d: %s", r.status, r.err);
     doc = json_loads(r.out, 0, &jerr);
     ck_assert_msg(doc != NULL, "%s", jerr.text);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "summary"), "stop")),
                      "max_rounds");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "summary"),
+                                                       "outcome")),
+                     "budget_exhausted");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "rows")), 6);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "params"), "algorithm")),
                      "ec-sgd-diana");
@@ -135,6 +139,50 @@ START_TEST(test_run_json)
     json_decref(doc);
     unlink(job);
     result_free(&r);
+}
+END_TEST
+
+/*
+ * How a run ends decides its exit status (format/outcome.h): only the
+ * target reached is 0; a budget that ran out with the gap at or below its
+ * start's is 5; a gap that ended above its start's, whether a budget or
+ * the divergence rule stopped it, or one that is not finite, is 3.
+ */
+START_TEST(test_run_outcomes)
+{
+    static const struct {
+        const char *spec;
+        int status;
+        const char *outcome;
+    } cases[] = {
+        {"{\"dataset\": \"heart_scale\", \"workers\": 3, \"max_rounds\": 400,"
+         " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"target\": 1e-2}", 0,
+         "target_reached"},
+        {"{\"dataset\": \"heart_scale\", \"workers\": 3, \"max_rounds\": 5}", 5,
+         "budget_exhausted"},
+        /* the case: 1000 times gd's step, to the round budget */
+        {"{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"gd\","
+         " \"step_multiplier\": 1000, \"max_rounds\": 200}", 3, "worse_than_start"},
+        {"{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"gd\","
+         " \"step_multiplier\": 1e6, \"max_rounds\": 200}", 3, "worse_than_start"},
+        {"{\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"gd\","
+         " \"step_multiplier\": 1e300, \"max_rounds\": 200}", 3, "non_finite"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[64], args[256], want[64];
+        struct result r;
+
+        job_file(cases[i].spec, path, sizeof path);
+        snprintf(args, sizeof args, "run %s --backend inproc --format json", path);
+        r = run(args);
+        ck_assert_msg(r.status == cases[i].status, "case %zu: status %d: %s", i, r.status,
+                      r.err);
+        snprintf(want, sizeof want, "outcome    %s\n", cases[i].outcome);
+        ck_assert_msg(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
+        unlink(path);
+        result_free(&r);
+    }
 }
 END_TEST
 
@@ -426,6 +474,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_run_csv);
     tcase_add_test(tc, test_run_json);
+    tcase_add_test(tc, test_run_outcomes);
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_run_climb);
     tcase_add_test(tc, test_run_bad_data);

@@ -45,9 +45,10 @@ START_TEST(test_submit_watch_metrics)
     server_start(&s, 0);
     o = client(&s, ALICE, "submit --dataset heart_scale --workers 3 --compressor topk --k 2 "
                           "--max-rounds 400 --watch");
-    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    /* 400 rounds end above the target 1e-9: the budget ran out, 5 */
+    ck_assert_msg(o.status == 5, "%d: %s", o.status, o.text);
     ck_assert_int_eq(sscanf(o.text, "%31s queued", id), 1);
-    ck_assert_msg(strstr(o.text, " succeeded: "), "%s", o.text);
+    ck_assert_msg(strstr(o.text, " succeeded, budget_exhausted: "), "%s", o.text);
     o = client(&s, ALICE, "list");
     ck_assert_int_eq(o.status, 0);
     ck_assert_ptr_nonnull(strstr(o.text, id));
@@ -143,6 +144,51 @@ START_TEST(test_cancel_and_failures)
 }
 END_TEST
 
+/*
+ * watch's exit status is the outcome's: 0 only for a run that reached its
+ * target, 5 for one whose budget ran out first, 3 for one that ended worse
+ * than it started or blew up; the job and the list say the same word.
+ */
+START_TEST(test_watch_outcomes)
+{
+    static const struct {
+        const char *flags;
+        int status;
+        const char *outcome;
+    } cases[] = {
+        {"--compressor topk --k 2 --max-rounds 400 --target 1e-2", 0, "target_reached"},
+        {"--max-rounds 5", 5, "budget_exhausted"},
+        {"--algorithm gd --set step_multiplier=1000 --max-rounds 200", 3, "worse_than_start"},
+        {"--algorithm gd --set step_multiplier=1e300 --max-rounds 200", 3, "non_finite"},
+    };
+    struct server s;
+    struct out o;
+    char args[512], id[32], want[64];
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "submit --dataset heart_scale --workers 3 %s --watch",
+                 cases[i].flags);
+        o = client(&s, ALICE, args);
+        ck_assert_msg(o.status == cases[i].status, "case %zu: %d: %s", i, o.status, o.text);
+        snprintf(want, sizeof want, ", %s: ", cases[i].outcome);
+        ck_assert_msg(strstr(o.text, want), "case %zu: %s", i, o.text);
+        ck_assert_int_eq(sscanf(o.text, "%31s queued", id), 1);
+        snprintf(args, sizeof args, "watch %s", id);        /* again, once ended */
+        o = client(&s, ALICE, args);
+        ck_assert_msg(o.status == cases[i].status, "case %zu: %d: %s", i, o.status, o.text);
+        snprintf(args, sizeof args, "show %s", id);
+        o = client(&s, ALICE, args);
+        snprintf(want, sizeof want, "\"outcome\": \"%s\"", cases[i].outcome);
+        ck_assert_msg(strstr(o.text, want), "case %zu: %s", i, o.text);
+    }
+    o = client(&s, ALICE, "list");
+    ck_assert_msg(strstr(o.text, " worse_than_start ") && strstr(o.text, " non_finite "),
+                  "%s", o.text);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 START_TEST(test_experiment_table)
 {
     struct server s;
@@ -211,7 +257,8 @@ START_TEST(test_datasets_upload)
     o = client(&s, ALICE, args);
     ck_assert_int_eq(o.status, 1);
     ck_assert_msg(strstr(o.text, "three:3: a third label value"), "%s", o.text);
-    o = client(&s, ALICE, "submit --dataset hs --workers 2 --max-rounds 100 --watch");
+    o = client(&s, ALICE, "submit --dataset hs --workers 2 --max-rounds 100 --target 0.5 "
+                          "--watch");
     ck_assert_msg(o.status == 0, "%s", o.text);
     server_stop(&s, SIGTERM);
     if (saved)
@@ -231,6 +278,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_submit_watch_metrics);
     tcase_add_test(tc, test_cancel_and_failures);
+    tcase_add_test(tc, test_watch_outcomes);
     tcase_add_test(tc, test_experiment_table);
     tcase_add_test(tc, test_datasets_upload);
     suite_add_tcase(s, tc);

@@ -163,7 +163,7 @@ START_TEST(test_hosts_rows_equal_inproc)
         size_t i = t / 2;
         unsigned procs = procs_list[t % 2], np = procs + 1;
         char spec[300], job[1024];
-        int in_a, in_b;
+        int in_a, in_b, status;
 
         snprintf(spec, sizeof spec, "%s/job%zu.json", dir, i);
         snprintf(job, sizeof job, "{\"dataset\": \"%s\", \"workers\": %d, %s,"
@@ -173,13 +173,16 @@ START_TEST(test_hosts_rows_equal_inproc)
         fclose(f);
         snprintf(cmd, sizeof cmd, "%s run %s --backend inproc --format csv 2>/dev/null",
                  ecopt, spec);
-        ck_assert_int_eq(capture(cmd, &a), 0);
+        /* each ends at its round budget above the target: exit 5, or 3
+         * when its gap ended above its start's; mpi must say the same */
+        status = capture(cmd, &a);
+        ck_assert_msg(status == 5 || status == 3, "job %zu: exit %d", i, status);
         snprintf(cmd, sizeof cmd,
                  "ip netns exec %sa %s run %s --backend mpi --hostfile %s/hosts --procs %u"
                  " --worker-uid %d --mem-limits auto --format csv 2>%s/err",
                  tag, ecopt, spec, dir, procs, JOB_UID, dir);
         snprintf(path, sizeof path, "%s/err", dir);
-        if (capture(cmd, &b) != 0) {
+        if (capture(cmd, &b) != status) {
             dump(path);
             ck_abort_msg("job %zu, procs %u: ecopt run --backend mpi across the pair "
                          "failed", i, procs);

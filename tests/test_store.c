@@ -1467,6 +1467,97 @@ START_TEST(test_job_usage)
 }
 END_TEST
 
+/*
+ * An ended job's outcome comes from its stop reason and its last stored
+ * row: a round budget that ran out with the gap above its start's (the
+ * issue's 11.1) is worse_than_start although the state is succeeded; a
+ * gap not finite (stored NULL) is non_finite.
+ */
+START_TEST(test_job_outcome)
+{
+    static const struct {
+        const char *stop;
+        enum store_job_state state;
+        double gap;            /* of the last row; NAN: none stored */
+        const char *outcome;
+    } cases[] = {
+        {"target_reached", STORE_JOB_SUCCEEDED, 1e-10, "target_reached"},
+        {"max_rounds", STORE_JOB_SUCCEEDED, 0.037, "budget_exhausted"},
+        {"max_rounds", STORE_JOB_SUCCEEDED, 1.0, "budget_exhausted"},
+        {"max_rounds", STORE_JOB_SUCCEEDED, 11.1, "worse_than_start"},
+        {"max_seconds", STORE_JOB_FAILED, 3.0, "worse_than_start"},
+        {"diverged", STORE_JOB_FAILED, 2e6, "worse_than_start"},
+        {"diverged", STORE_JOB_FAILED, INFINITY, "non_finite"},
+        {"cancelled", STORE_JOB_CANCELLED, 0.5, "cancelled"},
+        {"worker_failed", STORE_JOB_FAILED, 0.5, "failed"},
+        {NULL, STORE_JOB_INTERRUPTED, NAN, "failed"},
+    };
+    struct store_err err = {0};
+    struct store_job job;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct store_job_new in = job_new("alice", "outcome");
+        char id[STORE_ID_LEN + 1];
+        ec_metric row = metric_row(1);
+
+        create_id(&in, id);
+        expect_rc(store_job_set_running(st, id, 4242, NULL, NULL, &err), 0, &err, "running");
+        row.rel_gap = cases[i].gap;
+        if (!isnan(cases[i].gap))
+            expect_rc(store_metrics_append(st, id, &row, 1, &err), 0, &err, "append");
+        expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+        ck_assert_ptr_null(job.outcome);        /* none while running */
+        store_job_clear(&job);
+        expect_rc(store_job_end(st, id, cases[i].state, cases[i].stop, "ended", &err), 0,
+                  &err, "end");
+        expect_rc(store_job_get(st, id, NULL, &job, &err), 0, &err, "get");
+        ck_assert_msg(job.outcome && strcmp(job.outcome, cases[i].outcome) == 0,
+                      "case %zu: %s", i, job.outcome ? job.outcome : "(null)");
+        store_job_clear(&job);
+    }
+}
+END_TEST
+
+/* Jobs that ended before the outcome was recorded get one from their stop
+ * reason and last gap, as a new end would. */
+START_TEST(test_job_outcome_backfill)
+{
+    char path[160];
+    struct store *old;
+    int v = 0;
+
+    snprintf(path, sizeof path, "%s/v7.db", dir);
+    for (int i = 0; i < store_migration_count && store_migrations[i].version <= 7; i++) {
+        raw_exec(path, store_migrations[i].sql);
+        v = store_migrations[i].version;
+    }
+    ck_assert_int_eq(v, 7);
+    raw_exec(path,
+             "PRAGMA user_version = 7;"
+             "INSERT INTO jobs (id, owner, spec, algorithm, compressor, dataset, backend,"
+             " workers, created_at, state, stop_reason, rel_gap) VALUES"
+             " ('j_00000000000000a1', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
+             "  'succeeded', 'max_rounds', 11.1),"
+             " ('j_00000000000000a2', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
+             "  'succeeded', 'max_rounds', 0.037),"
+             " ('j_00000000000000a3', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
+             "  'failed', 'diverged', NULL),"
+             " ('j_00000000000000a4', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
+             "  'succeeded', 'target_reached', 1e-10),"
+             " ('j_00000000000000a5', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
+             "  'queued', NULL, NULL);");
+    old = open_ok(path);
+    ck_assert_int_eq(raw_int(path, "SELECT count(*) FROM jobs WHERE"
+                                   " (id = 'j_00000000000000a1' AND outcome = 'worse_than_start')"
+                                   " OR (id = 'j_00000000000000a2' AND outcome = 'budget_exhausted')"
+                                   " OR (id = 'j_00000000000000a3' AND outcome = 'non_finite')"
+                                   " OR (id = 'j_00000000000000a4' AND outcome = 'target_reached')"
+                                   " OR (id = 'j_00000000000000a5' AND outcome IS NULL)"),
+                     5);
+    store_close(old);
+}
+END_TEST
+
 START_TEST(test_metrics_live_and_after)
 {
     struct store_job_new in = job_new("alice", "live");
@@ -1967,6 +2058,8 @@ static Suite *store_suite(void)
 
     tcase_add_test(jobs, test_create_and_get);
     tcase_add_test(jobs, test_stop_reasons_cover_the_engine);
+    tcase_add_test(jobs, test_job_outcome);
+    tcase_add_test(jobs, test_job_outcome_backfill);
     tcase_add_loop_test(jobs, test_create_refused, 0, COUNT_OF(bad_jobs));
     tcase_add_loop_test(jobs, test_list_filters, 0, COUNT_OF(filter_cases));
     tcase_add_test(jobs, test_list_refused);

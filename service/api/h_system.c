@@ -9,6 +9,7 @@
 
 #include "describe.h"
 #include "jobspec.h"
+#include "outcome.h"
 #include "pagecache.h"
 #include "shares.h"
 
@@ -48,7 +49,7 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
 {
     struct app *a = rq->app;
     json_t *backends = json_array(), *stops = json_array(), *states = json_array();
-    json_t *waits = json_array(), *fields = json_array();
+    json_t *waits = json_array(), *fields = json_array(), *outcomes = json_array();
 
     (void)who;
     for (int b = 0; backends && b < JOBSPEC_BACKEND_COUNT; b++)
@@ -82,18 +83,24 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
                               "suffixes", ops, "meaning",
                               store_job_field_meaning((enum store_job_field)f)));
     }
+    for (int o = 0; outcomes && o < OUTCOME_COUNT; o++)
+        json_array_append_new(outcomes, json_pack("{s:s, s:s, s:i}", "name",
+                                                  outcome_name((enum outcome)o), "meaning",
+                                                  outcome_meaning((enum outcome)o),
+                                                  "exit_status",
+                                                  outcome_exit_status((enum outcome)o)));
     for (int s = 0; states && s < STORE_JOB_STATE_COUNT; s++)
         json_array_append_new(states, json_pack("{s:s, s:b}", "name",
                                                 store_job_state_name((enum store_job_state)s),
                                                 "final",
                                                 store_job_state_is_final((enum store_job_state)s)));
     return http_reply_json(rs, 200,
-                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
+                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
                                      "algorithms", describe_algorithms(), "compressors",
                                      describe_compressors(), "losses", describe_losses(),
                                      "backends", backends, "stop_reasons", stops,
-                                     "queue_reasons", waits, "job_fields", fields, "states",
-                                     states));
+                                     "queue_reasons", waits, "job_fields", fields,
+                                     "outcomes", outcomes, "states", states));
 }
 
 int h_openapi(struct http_req *rq, struct http_resp *rs, const struct token *who)

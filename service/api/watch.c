@@ -326,9 +326,10 @@ static void send_state(struct waiter *w, struct http_stream *st,
 
     if ((int)job->state == w->last_state)
         return;
-    o = json_pack("{s:s, s:s, s:o}", "id", job->id, "state",
+    o = json_pack("{s:s, s:s, s:o, s:o}", "id", job->id, "state",
                   store_job_state_name(job->state), "reason",
-                  job->reason ? json_string(job->reason) : json_null());
+                  job->reason ? json_string(job->reason) : json_null(), "outcome",
+                  job->outcome ? json_string(job->outcome) : json_null());
     text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (text)
         http_sse_event(st, "state", NULL, text);

@@ -252,6 +252,8 @@ struct store_job {
     char *stop_reason;     /* why it ended, a word; NULL while not ended */
     char dataset_sha256[65]; /* the version it runs on; "" when unknown */
     struct store_job_usage usage; /* once ended, what it used */
+    char *outcome;         /* once ended, a word of format/outcome.h's
+                              table; NULL while not ended */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
@@ -459,7 +461,9 @@ int store_job_finish(struct store *st, const char *id,
 int store_job_end(struct store *st, const char *id, enum store_job_state state,
                   const char *stop_reason, const char *reason,
                   struct store_err *err);
-/* The same with what its processes used (usage NULL: nothing known). */
+/* The same with what its processes used (usage NULL: nothing known).
+   Each of these also records the job's outcome (format/outcome.h) from
+   the stop reason and the relative gap of its last stored row. */
 int store_job_end_usage(struct store *st, const char *id, enum store_job_state state,
                         const char *stop_reason, const char *reason,
                         const struct store_job_usage *usage, struct store_err *err);

@@ -280,6 +280,8 @@ if s == 200:
         ("stop_reasons", names(vocab["stop_reasons"]),
          [v for v in jobschema["stop_reason"]["enum"] if v is not None]),
         ("stop_reasons", names(vocab["stop_reasons"]), params["stop_reason"]["schema"]["enum"]),
+        ("outcomes", names(vocab["outcomes"]),
+         [v for v in jobschema["outcome"]["enum"] if v is not None]),
         ("states", names(vocab["states"]), jobschema["state"]["enum"]),
         ("states", names(vocab["states"]), params["state"]["schema"]["enum"]),
     ]

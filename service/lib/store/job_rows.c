@@ -99,6 +99,7 @@ void store_job_clear(struct store_job *job)
     free(job->params);
     free(job->idempotency_key);
     free(job->stop_reason);
+    free(job->outcome);
     memset(job, 0, sizeof *job);
 }
 
@@ -157,6 +158,7 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     out->usage.cpu_seconds = col_real(s, JC_CPU_SECONDS);
     out->usage.max_rss_bytes = col_int_or(s, JC_MAX_RSS_BYTES, -1);
     out->usage.rss_sum_bytes = col_int_or(s, JC_RSS_SUM_BYTES, -1);
+    out->outcome = col_dup(s, JC_OUTCOME, &nomem);
     if (nomem) {
         store_job_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read job: out of memory");
@@ -591,21 +593,42 @@ int store_job_end(struct store *st, const char *id, enum store_job_state state,
     return store_job_end_usage(st, id, state, stop_reason, reason, NULL, err);
 }
 
+/* The relative gap of the job's last stored row: NaN when it was not
+ * finite, when it has none, or when the job is not there. */
+static double last_rel_gap(struct store *st, const char *id)
+{
+    struct use u = use(st, SQL_JOB_REL_GAP);
+    double gap = NAN;
+
+    bind_text(&u, 1, id);
+    if (step(&u) == SQLITE_ROW)
+        gap = col_real(u.s, 0);
+    done(&u);
+    return gap;
+}
+
 int store_job_end_usage(struct store *st, const char *id, enum store_job_state state,
                         const char *stop_reason, const char *reason,
                         const struct store_job_usage *usage, struct store_err *err)
 {
-    struct use u = use(st, SQL_JOB_FINISH);
+    struct use u;
+    const char *stop;
     int rc;
 
     if (!id || !store_job_state_is_final(state))
         return store__set_err(err, STORE_EINVAL, 0,
                               "finish a job: an id and a final state are required");
+    stop = stop_reason ? stop_reason : stop_reason_of(state);
+    /* The outcome reads the last row the writer stored, which comes before
+     * the end (the scheduler flushes a job's rows first). */
+    const char *outcome = outcome_name(outcome_of(stop, last_rel_gap(st, id)));
+    u = use(st, SQL_JOB_FINISH);
     bind_text(&u, 1, id);
     bind_text(&u, 2, store_job_state_name(state));
     bind_text(&u, 3, reason);
     bind_int(&u, 4, store__now_ms());
-    bind_text(&u, 5, stop_reason ? stop_reason : stop_reason_of(state));
+    bind_text(&u, 5, stop);
+    bind_text(&u, 9, outcome);
     if (usage) {
         /* What is unknown stays NULL (unbound). */
         bind_real(&u, 6, usage->cpu_seconds);

@@ -26,6 +26,7 @@
 #include <sqlite3.h>
 
 #include "describe.h"
+#include "outcome.h"
 #include "store_migrations.h"
 
 /* How long a connection waits for another's lock before STORE_EBUSY. */
@@ -46,7 +47,7 @@
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
     "j.experiment_id, j.stop_reason, j.dataset_sha256, j.cpu_seconds, "    \
-    "j.max_rss_bytes, j.rss_sum_bytes"
+    "j.max_rss_bytes, j.rss_sum_bytes, j.outcome"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
@@ -54,7 +55,7 @@ enum job_column {
     JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
     JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256,
-    JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES
+    JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES, JC_OUTCOME
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -149,8 +150,9 @@ enum job_column {
     X(SQL_JOB_FINISH,                                                      \
       "UPDATE jobs SET state = ?2, reason = ?3, finished_at = ?4,"         \
       " stop_reason = ?5, cpu_seconds = ?6, max_rss_bytes = ?7,"           \
-      " rss_sum_bytes = ?8"                                                \
+      " rss_sum_bytes = ?8, outcome = ?9"                                  \
       " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
+    X(SQL_JOB_REL_GAP, "SELECT rel_gap FROM jobs WHERE id = ?1")           \
     X(SQL_JOB_DELETE,                                                      \
       "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
       " AND state NOT IN ('queued', 'running')")                           \
@@ -175,7 +177,7 @@ enum job_column {
     X(SQL_STATE_COUNTS, "SELECT state, count(*) FROM jobs GROUP BY state")  \
     X(SQL_RECOVER,                                                         \
       "UPDATE jobs SET state = 'interrupted', reason = ?1,"                \
-      " finished_at = ?2, stop_reason = 'interrupted'"                     \
+      " finished_at = ?2, stop_reason = 'interrupted', outcome = 'failed'"  \
       " WHERE state = 'running'")                                          \
     X(SQL_METRIC_INSERT,                                                   \
       "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"   \
