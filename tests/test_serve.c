@@ -755,6 +755,43 @@ START_TEST(test_experiment_tune_invalid)
 }
 END_TEST
 
+/* An experiment's mistakes come all in one answer, as a job's do: here
+ * three (an unknown key, a variant's key it may not set, a base field out
+ * of range) give three errors, each naming its field, and no job. */
+START_TEST(test_experiment_errors_at_once)
+{
+    static const char *const fields[] = {"nmae", "variants[1].dataset", "base.workers"};
+    struct server s;
+    struct reply r;
+    json_t *doc, *errors;
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"nmae\": \"typo\", \"base\": {\"dataset\": \"heart_scale\", \"workers\": 0},"
+            " \"variants\": [{\"algorithm\": \"eclk\"}, {\"dataset\": \"a9a\"}],"
+            " \"tune\": {\"step_multiplier\": [0.5, 2]}}", NULL);
+    ck_assert_msg(r.status == 422, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    errors = json_object_get(doc, "errors");
+    ck_assert_msg(json_array_size(errors) == 3, "%s", r.body);
+    for (size_t i = 0; i < 3; i++) {
+        int found = 0;
+
+        for (size_t k = 0; k < json_array_size(errors); k++)
+            found |= strcmp(json_string_value(json_object_get(json_array_get(errors, k),
+                                                              "field")), fields[i]) == 0;
+        ck_assert_msg(found, "no error for %s: %s", fields[i], r.body);
+    }
+    ck_assert_msg(strstr(json_string_value(json_object_get(doc, "detail")),
+                         "(and 2 more: see errors)"), "%s", r.body);
+    json_decref(doc);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
 
 /* Wrong tokens: past 20 failures a minute the address's wrong tokens get
  * 429 with Retry-After; a good token from it is still taken. */
@@ -880,6 +917,7 @@ int main(void)
     tcase_add_test(tc, test_experiment);
     tcase_add_test(tc, test_experiment_tuned);
     tcase_add_test(tc, test_experiment_tune_invalid);
+    tcase_add_test(tc, test_experiment_errors_at_once);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

@@ -147,18 +147,33 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
     struct store_experiment x = {0};
     struct store_err e = {0};
     struct spec_problem sp;
-    char location[64];
+    json_t *errors = json_array();
+    char location[64], detail[512];
+    size_t more;
     int rc;
 
-    if (!doc)
-        return 0;
+    if (!doc || !errors) {
+        json_decref(errors);
+        return doc ? http_reply_problem(rs, 500, NULL, "out of memory", NULL) : 0;
+    }
     if (api_work_refused(rq, rs, who)) {
+        json_decref(errors);
         json_decref(doc);
         return 0;
     }
-    switch (experiments_create(a, who->name, who->admin, doc, &x, &sp, &e)) {
+    switch (experiments_create(a, who->name, who->admin, doc, &x, errors, &sp, &e)) {
     case EXPERIMENTS_INVALID:
-        rc = api_reply_spec_problem(rs, "Invalid experiment", &sp);
+        /* All at once, as for a job: the detail is the first, whole. */
+        more = json_array_size(errors) ? json_array_size(errors) - 1 : 0;
+        if (more)
+            snprintf(detail, sizeof detail, "%s: %s (and %zu more: see errors)", sp.field,
+                     sp.detail, more);
+        else
+            snprintf(detail, sizeof detail, "%s: %s", sp.field, sp.detail);
+        rc = api_reply_invalid(rs, "Invalid experiment", detail, json_incref(errors),
+                               sp.limit ? json_pack("{s:s, s:f}", "limit", sp.limit,
+                                                    "value", sp.value)
+                                        : NULL);
         break;
     case EXPERIMENTS_QUEUE_FULL:
         http_reply_header(rs, "Retry-After", "10");
@@ -179,6 +194,7 @@ int h_experiments_create(struct http_req *rq, struct http_resp *rs,
         break;
     }
     store_experiment_clear(&x);
+    json_decref(errors);
     json_decref(doc);
     return rc;
 }

@@ -29,11 +29,36 @@ static int variant_key_ok(const char *key)
     return 0;
 }
 
-static enum experiments_outcome invalid(struct spec_problem *sp, const char *field,
-                                        const char *detail)
+/*
+ * One more problem of the experiment: appended to errors unless its field
+ * has one already (a problem of the base is every run's of a tuned
+ * variant; a variant's unknown key is the shape's and the spec's), at
+ * most EXPERIMENTS_MAX_ERRORS; the first also goes to sp, with its limit.
+ */
+static void note_problem(json_t *errors, struct spec_problem *sp, const struct spec_problem *p)
 {
-    spec_problem_set(sp, field, NULL, 0, "%s", detail);
-    return EXPERIMENTS_INVALID;
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(errors, i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "field")), p->field) == 0)
+            return;
+    }
+    if (json_array_size(errors) >= EXPERIMENTS_MAX_ERRORS)
+        return;
+    if (json_array_size(errors) == 0)
+        *sp = *p;
+    json_array_append_new(errors, json_pack("{s:s, s:s}", "field", p->field, "detail",
+                                            p->detail));
+}
+
+static void note(json_t *errors, struct spec_problem *sp, const char *field,
+                 const char *detail)
+{
+    struct spec_problem p;
+
+    spec_problem_set(&p, field, NULL, 0, "%s", detail);
+    note_problem(errors, sp, &p);
 }
 
 int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
@@ -181,13 +206,32 @@ static void create_buf_clear(struct app *a, struct create_buf *b)
     free(b->specs);
 }
 
+/* Where a problem of a merged spec comes from: the variant's key
+   (variants[i].FIELD), the grid's multiplier (tune.step_multiplier), or
+   the base's (base.FIELD), so that the base's is told once. */
+static void problem_field(char *out, size_t len, const char *field, json_t *v, size_t i,
+                          double m)
+{
+    char top[96];
+    size_t n = strcspn(field, ".[");
+
+    snprintf(top, sizeof top, "%.*s", (int)(n < sizeof top ? n : sizeof top - 1), field);
+    if (json_object_get(v, top))
+        snprintf(out, len, "variants[%zu].%s", i, field);
+    else if (m > 0 && strcmp(top, "step_multiplier") == 0)
+        snprintf(out, len, "tune.%s", field);
+    else
+        snprintf(out, len, "base%s%s", field[0] ? "." : "", field);
+}
+
 /* Job j of variant i: the variant merged into the base (at multiplier m
-   when m > 0), checked as a submission is, into b's slot j. */
+   when m > 0), checked as a submission is, into b's slot j; every problem
+   of its spec goes to errors. */
 static enum experiments_outcome make_job(struct app *a, const char *owner, int admin,
                                          json_t *base,
                                          json_t *v, size_t i, double m,
                                          struct create_buf *b, size_t j,
-                                         struct spec_problem *sp)
+                                         json_t *errors, struct spec_problem *sp)
 {
     json_t *merged = json_deep_copy(base);
     struct jobspec_errors errs = {0};
@@ -203,13 +247,18 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
     rc = jobspec_from_json(merged, &b->specs[j], &errs);
     json_decref(merged);
     if (rc < 0) {
-        snprintf(field, sizeof field, "variants[%zu].%s", i,
-                 errs.count ? errs.item[0].field : "");
-        return invalid(sp, field, errs.count ? errs.item[0].detail : "invalid");
+        for (unsigned k = 0; k < errs.count; k++) {
+            problem_field(field, sizeof field, errs.item[k].field, v, i, m);
+            note(errors, sp, field, errs.item[k].detail);
+        }
+        if (!errs.count)
+            note(errors, sp, "base", "invalid");
+        return EXPERIMENTS_INVALID;
     }
     if (jobs_check_spec(a, &b->specs[j], owner, admin, &vp, b->versions[j]) < 0) {
-        snprintf(field, sizeof field, "variants[%zu].%s", i, vp.field);
-        return invalid(sp, field, vp.detail);
+        problem_field(field, sizeof field, vp.field, v, i, m);
+        note(errors, sp, field, vp.detail);
+        return EXPERIMENTS_INVALID;
     }
     if (m > 0)
         name_with_multiplier(b->specs[j].name, &b->specs[j], m);
@@ -220,116 +269,165 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
     return EXPERIMENTS_CREATED;
 }
 
-enum experiments_outcome experiments_create(struct app *a, const char *owner,
-                                            int admin, json_t *doc, struct store_experiment *x,
-                                            struct spec_problem *sp,
-                                            struct store_err *e)
+/*
+ * The document's shape: its keys, base, variants, name and tune, each
+ * problem into errors. *nvar and, when tuned, the grid of runs (*runs of
+ * them) once it holds; returns whether jobs can be made of it to check
+ * further (base an object and variants an array of objects).
+ */
+static int check_shape(json_t *doc, double *grid, size_t *nvar, size_t *runs,
+                       json_t *errors, struct spec_problem *sp)
 {
     json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
     json_t *name = json_object_get(doc, "name"), *tune = json_object_get(doc, "tune");
     json_t *value;
-    double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
-    struct create_buf b = {0};
-    struct store_experiment_new xn = {0};
-    char *xspec = NULL, field[160];
-    enum experiments_outcome out = EXPERIMENTS_CREATED;
-    size_t nvar, runs = 1, ngrid = 0;
+    struct spec_problem p;
     const char *key;
+    char field[160];
+    size_t ngrid = 0;
+    int shaped = 1;
 
-    memset(sp, 0, sizeof *sp);
     json_object_foreach(doc, key, value) {
         if (strcmp(key, "base") && strcmp(key, "variants") && strcmp(key, "name") &&
             strcmp(key, "tune")) {
             snprintf(field, sizeof field, "%s", key);
-            return invalid(sp, field,
-                           "unknown key; allowed keys are: name, base, variants, tune");
+            note(errors, sp, field, "unknown key; allowed keys are: name, base, variants, tune");
         }
     }
-    if (!json_is_object(base))
-        return invalid(sp, "base", "must be a job spec object (as for POST /v1/jobs)");
+    if (!json_is_object(base)) {
+        note(errors, sp, "base", "must be a job spec object (as for POST /v1/jobs)");
+        shaped = 0;
+    }
     if (!json_is_array(variants) || json_array_size(variants) < 1 ||
-        json_array_size(variants) > EXPERIMENTS_MAX_VARIANTS)
-        return invalid(sp, "variants", "must be an array of 1..32 objects");
+        json_array_size(variants) > EXPERIMENTS_MAX_VARIANTS) {
+        note(errors, sp, "variants", "must be an array of 1..32 objects");
+        shaped = 0;
+    }
     if (name && !json_is_string(name))
-        return invalid(sp, "name", "must be a string");
-    nvar = json_array_size(variants);
+        note(errors, sp, "name", "must be a string");
+    *nvar = json_array_size(variants);
+    *runs = 1;
     if (tune) {
-        if (experiments_tune_parse(tune, grid, &ngrid, sp) < 0 ||
-            tune_conflict(base, "base", sp) < 0)
-            return EXPERIMENTS_INVALID;
-        runs = tune_runs(grid, ngrid);
-        if (nvar * runs > EXPERIMENTS_MAX_JOBS) {
-            spec_problem_set(sp, "tune.step_multiplier", "max_experiment_jobs",
+        if (experiments_tune_parse(tune, grid, &ngrid, &p) < 0) {
+            note_problem(errors, sp, &p);
+            grid[0] = 1.0;          /* the variants are checked at their default */
+        } else {
+            *runs = tune_runs(grid, ngrid);
+        }
+        if (json_is_object(base) && tune_conflict(base, "base", &p) < 0)
+            note_problem(errors, sp, &p);
+        if (*nvar * *runs > EXPERIMENTS_MAX_JOBS) {
+            spec_problem_set(&p, "tune.step_multiplier", "max_experiment_jobs",
                              EXPERIMENTS_MAX_JOBS,
                              "%zu variants x %zu step multipliers%s make %zu jobs; an "
-                             "experiment has at most %d (max_experiment_jobs)", nvar,
-                             runs, runs > ngrid ? " (the default x1 added)" : "",
-                             nvar * runs, EXPERIMENTS_MAX_JOBS);
-            return EXPERIMENTS_INVALID;
+                             "experiment has at most %d (max_experiment_jobs)", *nvar,
+                             *runs, *runs > ngrid ? " (the default x1 added)" : "",
+                             *nvar * *runs, EXPERIMENTS_MAX_JOBS);
+            note_problem(errors, sp, &p);
+            shaped = 0;
         }
     }
-    for (size_t i = 0; i < nvar; i++) {
+    for (size_t i = 0; shaped && i < *nvar; i++) {
         json_t *v = json_array_get(variants, i);
 
+        snprintf(field, sizeof field, "variants[%zu]", i);
         if (!json_is_object(v)) {
-            snprintf(field, sizeof field, "variants[%zu]", i);
-            return invalid(sp, field, "must be an object");
+            note(errors, sp, field, "must be an object");
+            shaped = 0;
+            continue;
         }
+        if (tune && tune_conflict(v, field, &p) < 0)
+            note_problem(errors, sp, &p);
         json_object_foreach(v, key, value) {
             if (!variant_key_ok(key)) {
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
-                return invalid(sp, field, "a variant sets only how it runs: algorithm, "
-                               "compressor, batch, p, step_size, step_multiplier, name, "
-                               "labels, backend; the problem comes from base");
+                note(errors, sp, field, "a variant sets only how it runs: algorithm, "
+                     "compressor, batch, p, step_size, step_multiplier, name, labels, "
+                     "backend; the problem comes from base");
             }
         }
-        snprintf(field, sizeof field, "variants[%zu]", i);
-        if (tune && tune_conflict(v, field, sp) < 0)
-            return EXPERIMENTS_INVALID;
     }
+    return shaped;
+}
+
+/* Stores the checked jobs as one experiment, if the owner's queue has
+   room for all of them. */
+static enum experiments_outcome store_all(struct app *a, const char *owner, json_t *doc,
+                                          struct create_buf *b, size_t nvar, size_t runs,
+                                          struct store_experiment *x,
+                                          struct spec_problem *sp, struct store_err *e)
+{
+    struct store_experiment_new xn = {0};
+    struct store_counts c = {0};
+    enum experiments_outcome out = EXPERIMENTS_CREATED;
+    char what[96], *xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+
+    if (!xspec)
+        return EXPERIMENTS_NO_MEMORY;
+    xn.owner = owner;
+    xn.name = json_string_value(json_object_get(doc, "name"));
+    xn.spec = xspec;
+    if (json_object_get(doc, "tune"))
+        snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
+                 b->n, nvar, runs);
+    else
+        snprintf(what, sizeof what, "%zu variants", b->n);
+    /* Its jobs are queued jobs like any other: all of them count against
+     * the owner's queue quota, or none is made. */
+    pthread_mutex_lock(&a->wlock);
+    if (store_counts(a->writer, owner, &c, e) < 0)
+        out = EXPERIMENTS_STORE_FAILED;
+    else if (c.owner_queued + b->n > a->cfg.max_queued_per_token) {
+        spec_problem_set(sp, "variants", "max_queued_per_token",
+                         a->cfg.max_queued_per_token,
+                         "max_queued_per_token: at most %u queued jobs per token; "
+                         "you have %lld and the experiment's %s would make %lld",
+                         a->cfg.max_queued_per_token, (long long)c.owner_queued,
+                         what, (long long)c.owner_queued + (long long)b->n);
+        out = EXPERIMENTS_QUEUE_FULL;
+    } else if (store_experiment_create(a->writer, &xn, b->in, b->n, x, NULL, e) < 0)
+        out = EXPERIMENTS_STORE_FAILED;
+    pthread_mutex_unlock(&a->wlock);
+    if (out == EXPERIMENTS_CREATED)
+        sched_wake(a->sched);
+    free(xspec);
+    return out;
+}
+
+enum experiments_outcome experiments_create(struct app *a, const char *owner,
+                                            int admin, json_t *doc, struct store_experiment *x,
+                                            json_t *errors, struct spec_problem *sp,
+                                            struct store_err *e)
+{
+    json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
+    int tuned = json_object_get(doc, "tune") != NULL;
+    double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
+    struct create_buf b = {0};
+    enum experiments_outcome out = EXPERIMENTS_CREATED, one;
+    size_t nvar, runs;
+
+    memset(sp, 0, sizeof *sp);
+    if (!check_shape(doc, grid, &nvar, &runs, errors, sp))
+        return EXPERIMENTS_INVALID;
     if (create_buf_init(&b, nvar * runs) < 0) {
         create_buf_clear(a, &b);
         return EXPERIMENTS_NO_MEMORY;
     }
     /* Variant-major: variant i's runs are jobs i*runs .. i*runs+runs-1, in
-     * the grid's order (the comparison reads them back so). */
-    for (size_t j = 0; j < b.n && out == EXPERIMENTS_CREATED; j++)
-        out = make_job(a, owner, admin, base, json_array_get(variants, j / runs), j / runs,
-                       tune ? grid[j % runs] : 0, &b, j, sp);
-    if (out == EXPERIMENTS_CREATED) {
-        xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-        xn.owner = owner;
-        xn.name = json_string_value(name);
-        xn.spec = xspec;
-        struct store_counts c = {0};
-        char what[96];
-
-        if (tune)
-            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
-                     b.n, nvar, runs);
-        else
-            snprintf(what, sizeof what, "%zu variants", b.n);
-        /* Its jobs are queued jobs like any other: all of them count
-         * against the owner's queue quota, or none is made. */
-        pthread_mutex_lock(&a->wlock);
-        if (store_counts(a->writer, owner, &c, e) < 0)
-            out = EXPERIMENTS_STORE_FAILED;
-        else if (c.owner_queued + b.n > a->cfg.max_queued_per_token) {
-            spec_problem_set(sp, "variants", "max_queued_per_token",
-                             a->cfg.max_queued_per_token,
-                             "max_queued_per_token: at most %u queued jobs per token; "
-                             "you have %lld and the experiment's %s would make %lld",
-                             a->cfg.max_queued_per_token, (long long)c.owner_queued,
-                             what, (long long)c.owner_queued + (long long)b.n);
-            out = EXPERIMENTS_QUEUE_FULL;
-        } else if (store_experiment_create(a->writer, &xn, b.in, b.n, x, NULL, e) < 0)
-            out = EXPERIMENTS_STORE_FAILED;
-        pthread_mutex_unlock(&a->wlock);
-        if (out == EXPERIMENTS_CREATED)
-            sched_wake(a->sched);
+     * the grid's order (the comparison reads them back so). Every job is
+     * checked, so that all problems are told at once. */
+    for (size_t j = 0; j < b.n && out != EXPERIMENTS_NO_MEMORY; j++) {
+        one = make_job(a, owner, admin, base, json_array_get(variants, j / runs), j / runs,
+                       tuned ? grid[j % runs] : 0, &b, j,
+                       errors, sp);
+        if (one != EXPERIMENTS_CREATED)
+            out = one == EXPERIMENTS_NO_MEMORY ? one : EXPERIMENTS_INVALID;
     }
+    if (out == EXPERIMENTS_CREATED && json_array_size(errors))
+        out = EXPERIMENTS_INVALID;
+    if (out == EXPERIMENTS_CREATED)
+        out = store_all(a, owner, doc, &b, nvar, runs, x, sp, e);
     create_buf_clear(a, &b);
-    free(xspec);
     return out;
 }
 

@@ -15,10 +15,11 @@
 #define EXPERIMENTS_MAX_VARIANTS 32
 #define EXPERIMENTS_MAX_TUNE_VALUES 16   /* max_tune_values */
 #define EXPERIMENTS_MAX_JOBS 256         /* max_experiment_jobs: variants x runs */
+#define EXPERIMENTS_MAX_ERRORS 32        /* problems told in one answer */
 
 enum experiments_outcome {
     EXPERIMENTS_CREATED,
-    EXPERIMENTS_INVALID,        /* sp names the field and what is wrong */
+    EXPERIMENTS_INVALID,        /* errors has every problem, sp the first */
     EXPERIMENTS_QUEUE_FULL,     /* its variants would take the owner past
                                    max_queued_per_token: sp says so */
     EXPERIMENTS_STORE_FAILED,   /* e says why */
@@ -33,12 +34,13 @@ enum experiments_outcome {
  * variant runs once per multiplier, and once more at 1 (its default) when
  * the grid lacks 1; variant i's runs are consecutive jobs, in the grid's
  * order (1 last when added). On EXPERIMENTS_CREATED *x is the experiment
- * (the caller clears it).
+ * (the caller clears it). On EXPERIMENTS_INVALID the caller's array errors
+ * holds every problem found, as jobs report theirs ({field, detail}, one
+ * per field, at most EXPERIMENTS_MAX_ERRORS), and sp the first of them.
  */
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
-                                            int admin, json_t *doc,
-                                            struct store_experiment *x,
-                                            struct spec_problem *sp,
+                                            int admin, json_t *doc, struct store_experiment *x,
+                                            json_t *errors, struct spec_problem *sp,
                                             struct store_err *e);
 
 /*
