@@ -455,15 +455,26 @@ START_TEST(test_retry_and_log)
     old = job_get(&s, ALICE, endless);
     ck_assert(json_equal(json_object_get(doc, "spec"), json_object_get(old, "spec")));
     ck_assert_str_eq(str_of(doc, "owner"), "alice");
+    ck_assert_str_eq(str_of(doc, "retry_of"), endless);    /* it says where it came from */
+    ck_assert(json_is_null(json_object_get(old, "retry_of")));
     json_decref(old);
     json_decref(doc);
     free(r.body);
+    /* A job not ended yet is not retried: 409, saying so. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/retry", again);
+    r = req(&s, "POST", path, ALICE, NULL, NULL);
+    ck_assert_msg(r.status == 409, "%ld %s", r.status, r.body);
+    ck_assert_msg(strstr(r.body, "a job is retried once it has ended"), "%s", r.body);
+    free(r.body);
     job_cancel(&s, ALICE, again, 30);
-    /* A succeeded job is not retried. */
+    /* A succeeded job is rerun too, pointing back to its origin. */
     snprintf(path, sizeof path, "/v1/jobs/%s/retry", done);
     r = req(&s, "POST", path, ALICE, NULL, NULL);
-    ck_assert_int_eq(r.status, 409);
-    ck_assert_msg(strstr(r.body, "only a failed, cancelled or interrupted job"), "%s", r.body);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    doc = json_of(&r);
+    ck_assert_str_eq(str_of(doc, "retry_of"), done);
+    json_decref(job_wait(&s, ALICE, str_of(doc, "id"), "succeeded", 60));
+    json_decref(doc);
     free(r.body);
     /* Labels and name edited after submit; the list's label filter sees it. */
     snprintf(path, sizeof path, "/v1/jobs/%s", done);

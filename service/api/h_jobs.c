@@ -52,6 +52,7 @@ static json_t *job_json_base(const struct store_job *j)
     json_object_set_new(o, "stop_reason",
                         j->stop_reason ? json_string(j->stop_reason) : json_null());
     json_object_set_new(o, "outcome", j->outcome ? json_string(j->outcome) : json_null());
+    json_object_set_new(o, "retry_of", j->retry_of[0] ? json_string(j->retry_of) : json_null());
     json_object_set_new(o, "owner", json_string(j->owner));
     json_object_set_new(o, "name", json_string(j->name ? j->name : ""));
     json_object_set_new(o, "labels", parsed_or_null(j->labels));

@@ -159,10 +159,11 @@ int jobs_check_memory(const struct jobspec *spec, const struct catalog_file *df,
                             mib, (long long)df->d, job->workers, cfg->max_job_memory);
 }
 
-enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
-                              const char *version, const char *idempotency_key,
-                              struct store_job *job,
-                              long long *queued, struct store_err *e)
+/* jobs_submit, of a retry when retry_of is not NULL. */
+static enum jobs_outcome submit(struct app *a, const struct jobspec *spec, const char *owner,
+                                const char *version, const char *idempotency_key,
+                                const char *retry_of, struct store_job *job,
+                                long long *queued, struct store_err *e)
 {
     struct store_job_new in = {0};
     struct store_counts c = {0};
@@ -175,6 +176,7 @@ enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const c
         goto done;
     }
     in.dataset_sha256 = version;
+    in.retry_of = retry_of;
     in.idempotency_key = idempotency_key;
     in.request_hash = idempotency_key ? spec_text : NULL;
 
@@ -206,6 +208,14 @@ done:
     free(spec_text);
     free(labels_text);
     return out;
+}
+
+enum jobs_outcome jobs_submit(struct app *a, const struct jobspec *spec, const char *owner,
+                              const char *version, const char *idempotency_key,
+                              struct store_job *job,
+                              long long *queued, struct store_err *e)
+{
+    return submit(a, spec, owner, version, idempotency_key, NULL, job, queued, e);
 }
 
 int jobs_get(struct app *a, const char *id, const char *owner, struct store_job *job,
@@ -326,11 +336,10 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
 
     if (jobs_get(a, id, owner, &old, e) < 0)
         return JOBS_STORE_FAILED;
-    if (old.state != STORE_JOB_FAILED && old.state != STORE_JOB_CANCELLED &&
-        old.state != STORE_JOB_INTERRUPTED) {
+    if (!store_job_state_is_final(old.state)) {
         e->code = STORE_ESTATE;
         snprintf(e->msg, sizeof e->msg,
-                 "job %s is %s: only a failed, cancelled or interrupted job is retried",
+                 "job %s is %s: a job is retried once it has ended (cancel it first)",
                  old.id, store_job_state_name(old.state));
         *job = old;
         return JOBS_STORE_FAILED;
@@ -347,7 +356,7 @@ enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
         store_job_clear(&old);
         return JOBS_INVALID;
     }
-    out = jobs_submit(a, &spec, old.owner, version, NULL, job, queued, e);
+    out = submit(a, &spec, old.owner, version, NULL, old.id, job, queued, e);
     store_job_clear(&old);
     return out;
 }

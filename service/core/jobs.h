@@ -106,11 +106,11 @@ int jobs_log(struct app *a, const char *id, const char *owner, size_t max, char 
 int jobs_queue(struct app *a, struct queue_place **plan, size_t *n, struct store_err *e);
 
 /*
- * Submits an ended job (failed, cancelled or interrupted) again: a new
- * job of the same spec and owner, on its dataset's current version,
- * checked as any submission is. Outcomes
- * as for jobs_submit; JOBS_STORE_FAILED with STORE_ESTATE when the job has
- * not ended or succeeded, *job then the original.
+ * Submits an ended job (any final state, succeeded too: a rerun) again:
+ * a new job of the same spec and owner, on its dataset's current version,
+ * checked as any submission is, whose retry_of is the original's id.
+ * Outcomes as for jobs_submit; JOBS_STORE_FAILED with STORE_ESTATE when
+ * the job is queued or running, *job then the original.
  */
 enum jobs_outcome jobs_retry(struct app *a, const char *id, const char *owner,
                              struct store_job *job, struct spec_problem *sp,

@@ -207,6 +207,7 @@ struct store_job_new {
     uint32_t workers;            /* >= 1; counted against the limits */
     const char *idempotency_key; /* NULL: none */
     const char *request_hash;    /* required with idempotency_key */
+    const char *retry_of;        /* the job it retries; NULL: none */
 };
 
 /*
@@ -254,6 +255,7 @@ struct store_job {
     struct store_job_usage usage; /* once ended, what it used */
     char *outcome;         /* once ended, a word of format/outcome.h's
                               table; NULL while not ended */
+    char retry_of[STORE_ID_LEN + 1]; /* the job it retries; "" when none */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */

@@ -159,6 +159,7 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     out->usage.max_rss_bytes = col_int_or(s, JC_MAX_RSS_BYTES, -1);
     out->usage.rss_sum_bytes = col_int_or(s, JC_RSS_SUM_BYTES, -1);
     out->outcome = col_dup(s, JC_OUTCOME, &nomem);
+    col_copy(s, JC_RETRY_OF, out->retry_of, sizeof out->retry_of);
     if (nomem) {
         store_job_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read job: out of memory");
@@ -291,6 +292,7 @@ static int job_insert(struct store *st, const struct store_job_new *in,
         bind_text(&u, 14, experiment_id);
         bind_text(&u, 15, in->dataset_sha256 && *in->dataset_sha256 ? in->dataset_sha256
                                                                    : NULL);
+        bind_text(&u, 16, in->retry_of);
         rc = step(&u);
         if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT_UNIQUE)
             store__sql_fail(st->db, err, rc, "create a job");

@@ -47,7 +47,7 @@
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
     "j.experiment_id, j.stop_reason, j.dataset_sha256, j.cpu_seconds, "    \
-    "j.max_rss_bytes, j.rss_sum_bytes, j.outcome"
+    "j.max_rss_bytes, j.rss_sum_bytes, j.outcome, j.retry_of"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
@@ -55,7 +55,8 @@ enum job_column {
     JC_WORKERS, JC_CREATED_AT, JC_STARTED_AT, JC_FINISHED_AT, JC_PID,
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
     JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256,
-    JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES, JC_OUTCOME
+    JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES, JC_OUTCOME,
+    JC_RETRY_OF
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -117,9 +118,9 @@ enum job_column {
     X(SQL_JOB_INSERT,                                                      \
       "INSERT INTO jobs (id, owner, spec, name, labels, algorithm,"        \
       " compressor, dataset, backend, workers, created_at, idem_key,"      \
-      " idem_hash, experiment_id, dataset_sha256)"                         \
+      " idem_hash, experiment_id, dataset_sha256, retry_of)"               \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"   \
-      " ?14, ?15)")                                                        \
+      " ?14, ?15, ?16)")                                                   \
     X(SQL_LABELS_INSERT, "INSERT INTO job_labels (job_seq, key, value)"    \
                          " SELECT ?1, key, value FROM json_each(?2)")      \
     /* Two paths: a token's own list walks the (owner, seq) index. The    \
