@@ -1,4 +1,4 @@
-/* ecopt: one binary, several commands (run now; serve and the client later). */
+/* ecopt: one binary, several commands (run, serve, gen and the client's). */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +34,9 @@ int main(int argc, char **argv)
         argv += 2;
     }
     if (argc < 2) {
+        /* Every command, the client's too: what a new user types first. */
         fputs(usage, stderr);
+        fputs(cmd_client_usage(), stderr);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -57,6 +59,6 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if ((rc = cmd_client(argv[1], argc - 1, argv + 1, url, token)) >= 0)
         return rc;
-    fprintf(stderr, "ecopt: unknown command '%s'\n%s", argv[1], usage);
+    fprintf(stderr, "ecopt: unknown command '%s'\n%s%s", argv[1], usage, cmd_client_usage());
     return EXIT_USAGE;
 }

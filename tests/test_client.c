@@ -23,8 +23,9 @@ static struct out client(const struct server *s, const char *token, const char *
     size_t n = 0, r;
     int st;
 
+    /* s NULL: no server (a command that needs none) */
     snprintf(cmd, sizeof cmd,
-             "ECOPT_URL=http://127.0.0.1:%u ECOPT_TOKEN=%s %s %s 2>&1", s->port,
+             "ECOPT_URL=http://127.0.0.1:%u ECOPT_TOKEN=%s %s %s 2>&1", s ? s->port : 1,
              token ? token : "", bin && *bin ? bin : "build/ecopt", args);
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -189,6 +190,144 @@ START_TEST(test_watch_outcomes)
 }
 END_TEST
 
+/* A job's id from "ID state" or "ID state (retry of ...)". */
+static void first_word(const char *text, char *id, size_t len)
+{
+    snprintf(id, len, "%.*s", (int)strcspn(text, " \n"), text);
+}
+
+/*
+ * What Ray and Slurm users type first, against the real server: logs
+ * (and -f until the job ends), retry of a succeeded job pointing back to
+ * it, compare, experiment list, plot into a file, metrics --follow, show
+ * with ISO 8601 times, and bare ecopt listing every command.
+ */
+START_TEST(test_more_commands)
+{
+    static const char *const commands[] = {"submit", "list", "show", "watch", "logs",
+                                           "metrics", "plot", "compare", "retry",
+                                           "cancel", "experiment", "datasets"};
+    struct server s;
+    struct out o;
+    char id[32], again[32], args[512], svg[96], xp[64], *p;
+    FILE *f;
+
+    o = client(NULL, ALICE, "");
+    ck_assert_int_eq(o.status, 2);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        snprintf(args, sizeof args, "\n  %s ", commands[i]);
+        ck_assert_msg(strstr(o.text, args), "bare ecopt does not list %s: %s", commands[i],
+                      o.text);
+    }
+    server_start(&s, 0);
+    o = client(&s, ALICE, "submit --dataset heart_scale --workers 3 --max-rounds 300 --watch");
+    ck_assert_msg(o.status == 5, "%d: %s", o.status, o.text);
+    first_word(o.text, id, sizeof id);
+
+    snprintf(args, sizeof args, "logs %s", id);         /* the coordinator's log */
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0 && strstr(o.text, "outcome    budget_exhausted"), "%d: %s",
+                  o.status, o.text);
+    o = client(&s, ALICE, "logs j_0000000000000000");
+    ck_assert_msg(o.status == 1 && strstr(o.text, "(HTTP 404)"), "%d: %s", o.status, o.text);
+
+    snprintf(args, sizeof args, "show %s", id);         /* times people read */
+    o = client(&s, ALICE, args);
+    ck_assert_int_eq(o.status, 0);
+    p = strstr(o.text, "\"created_at\": \"");
+    ck_assert_msg(p && p[15 + 4] == '-' && p[15 + 10] == 'T' && strstr(p, "Z\""), "%s", o.text);
+
+    snprintf(args, sizeof args, "retry %s", id);        /* a succeeded job, rerun */
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    snprintf(args, sizeof args, "(retry of %s)", id);
+    ck_assert_msg(strstr(o.text, args), "%s", o.text);
+    first_word(o.text, again, sizeof again);
+    ck_assert_str_ne(again, id);
+    /* its rows as they come, to its end: the last is round 300 */
+    snprintf(args, sizeof args, "metrics %s --follow --format csv", again);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0 && strstr(o.text, "\n300,"), "%d: %s", o.status, o.text);
+    snprintf(args, sizeof args, "show %s", again);
+    o = client(&s, ALICE, args);
+    snprintf(args, sizeof args, "\"retry_of\": \"%s\"", id);
+    ck_assert_msg(strstr(o.text, args), "%s", o.text);
+
+    snprintf(args, sizeof args, "compare %s %s", id, again);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0 && strstr(o.text, id) && strstr(o.text, again) &&
+                  strstr(o.text, "FINAL GAP"), "%d: %s", o.status, o.text);
+    o = client(&s, ALICE, "compare j_0000000000000000");
+    ck_assert_msg(o.status == 1 && strstr(o.text, "j_0000000000000000"), "%s", o.text);
+
+    snprintf(svg, sizeof svg, "%s/plot.svg", s.dir);     /* plot ID > x.svg, or -o */
+    snprintf(args, sizeof args, "plot %s > %s", id, svg);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    f = fopen(svg, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_gt(fread(o.text, 1, sizeof o.text - 1, f), 0);
+    fclose(f);
+    ck_assert_msg(strstr(o.text, "<svg"), "%.200s", o.text);
+    snprintf(args, sizeof args, "plot %s %s --x bits -o %s", id, again, svg);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+
+    /* experiment list, and logs -f of a job still running: it returns at
+       the job's end with the summary */
+    tu_write_temp_str("{\"name\": \"listed\", \"base\": {\"dataset\": \"heart_scale\","
+                      " \"workers\": 2, \"max_rounds\": 20000, \"target\": 0,"
+                      " \"eval_every\": 1000}, \"variants\": [{}]}", xp, sizeof xp);
+    snprintf(args, sizeof args, "experiment submit %s", xp);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0, "%d: %s", o.status, o.text);
+    o = client(&s, ALICE, "experiment list");
+    ck_assert_msg(o.status == 0 && strstr(o.text, "listed") && strstr(o.text, "x_"), "%s",
+                  o.text);
+    o = client(&s, ALICE, "list --limit 1");
+    p = strstr(o.text, "\nj_");
+    ck_assert_ptr_nonnull(p);
+    first_word(p + 1, again, sizeof again);
+    snprintf(args, sizeof args, "logs %s -f", again);
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 0 && strstr(o.text, "dataset    heart_scale") &&
+                  strstr(o.text, "\noutcome    "), "%d: %s", o.status, o.text);
+    unlink(xp);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* A queued job has no round and no gap yet: the list says "-", not -1
+ * and nan. One job runs at a time here, so the second waits. */
+START_TEST(test_list_queued)
+{
+    static const char *const one[] = {"--max-running", "1", NULL};
+    struct server s;
+    struct out o;
+    char first[32], second[32], args[256], *line;
+
+    server_start_with(&s, 0, one);
+    o = client(&s, ALICE, "submit --dataset a9a --workers 2 --max-rounds 40000000 --target 0");
+    first_word(o.text, first, sizeof first);
+    o = client(&s, ALICE, "submit --dataset a9a --workers 2 --max-rounds 40000000 --target 0");
+    first_word(o.text, second, sizeof second);
+    o = client(&s, ALICE, "list --state queued");
+    ck_assert_msg(o.status == 0 && (line = strstr(o.text, second)), "%s", o.text);
+    ck_assert_msg(strstr(line, " queued ") && strstr(line, "  -            -  -") &&
+                  !strstr(line, "nan") && !strstr(line, " -1 "), "%s", o.text);
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "cancel %s", i ? first : second);
+        o = client(&s, ALICE, args);
+        ck_assert_msg(o.status == 0, "%s", o.text);
+    }
+    snprintf(args, sizeof args, "watch %s", first);      /* cancelled: 3 */
+    o = client(&s, ALICE, args);
+    ck_assert_msg(o.status == 3 && strstr(o.text, ", cancelled: "), "%d: %s", o.status,
+                  o.text);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 START_TEST(test_experiment_table)
 {
     struct server s;
@@ -279,6 +418,8 @@ int main(void)
     tcase_add_test(tc, test_submit_watch_metrics);
     tcase_add_test(tc, test_cancel_and_failures);
     tcase_add_test(tc, test_watch_outcomes);
+    tcase_add_test(tc, test_more_commands);
+    tcase_add_test(tc, test_list_queued);
     tcase_add_test(tc, test_experiment_table);
     tcase_add_test(tc, test_datasets_upload);
     suite_add_tcase(s, tc);
