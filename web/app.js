@@ -611,9 +611,12 @@
         return el('span', {class: 'badge state-' + state, 'data-state': state, text: state});
     }
 
+    // Why it ended, and its outcome when that says more (docs/api.md, "Outcomes").
     function stopReason(job) {
-        return job && job.stop_reason ? el('div', {class: 'muted stop-reason', 'data-stop': job.stop_reason,
-                                                   text: job.stop_reason.replace(/_/g, ' ')}) : null;
+        if (!job || !job.stop_reason) return null;
+        const more = job.outcome && job.outcome !== job.stop_reason ? ' · ' + job.outcome : '';
+        return el('div', {class: 'muted stop-reason', 'data-stop': job.stop_reason,
+                          'data-outcome': job.outcome || '', text: (job.stop_reason + more).replace(/_/g, ' ')});
     }
 
     function progressCell(job) {
