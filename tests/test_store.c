@@ -1486,6 +1486,7 @@ START_TEST(test_job_outcome)
         {"max_rounds", STORE_JOB_SUCCEEDED, 1.0, "budget_exhausted"},
         {"max_rounds", STORE_JOB_SUCCEEDED, 11.1, "worse_than_start"},
         {"max_seconds", STORE_JOB_FAILED, 3.0, "worse_than_start"},
+        {"quota", STORE_JOB_FAILED, 0.2, "budget_exhausted"},
         {"diverged", STORE_JOB_FAILED, 2e6, "worse_than_start"},
         {"diverged", STORE_JOB_FAILED, INFINITY, "non_finite"},
         {"cancelled", STORE_JOB_CANCELLED, 0.5, "cancelled"},
@@ -1515,6 +1516,40 @@ START_TEST(test_job_outcome)
                       "case %zu: %s", i, job.outcome ? job.outcome : "(null)");
         store_job_clear(&job);
     }
+}
+END_TEST
+
+/* Datasets stored before privacy were seen by every token, and stay so:
+ * the migration that adds `shared` marks them shared. */
+START_TEST(test_dataset_shared_migration)
+{
+    char path[160];
+    struct store *old;
+    int before = 0;
+
+    for (int i = 0; i < store_migration_count; i++)
+        if (strstr(store_migrations[i].sql, "ADD COLUMN shared")) {
+            before = store_migrations[i].version - 1;
+            break;
+        }
+    ck_assert_msg(before > 0, "no migration adds datasets.shared");
+    snprintf(path, sizeof path, "%s/v%d.db", dir, before);
+    for (int i = 0; i < store_migration_count && store_migrations[i].version <= before; i++)
+        raw_exec(path, store_migrations[i].sql);
+    {
+        char sql[512];
+
+        snprintf(sql, sizeof sql,
+                 "PRAGMA user_version = %d;"
+                 "INSERT INTO datasets (name, sha256, rows, d, nnz, labels, bytes,"
+                 " uploaded_at, owner) VALUES ('mine', '%064d', 3, 2, 4, '[-1,1]', 20,"
+                 " 1, 'bob');", before, 0);
+        raw_exec(path, sql);
+    }
+    old = open_ok(path);
+    ck_assert_int_eq(raw_int(path, "PRAGMA user_version"), store_schema_version());
+    ck_assert_int_eq(raw_int(path, "SELECT shared FROM datasets WHERE name = 'mine'"), 1);
+    store_close(old);
 }
 END_TEST
 
@@ -2060,6 +2095,7 @@ static Suite *store_suite(void)
     tcase_add_test(jobs, test_stop_reasons_cover_the_engine);
     tcase_add_test(jobs, test_job_outcome);
     tcase_add_test(jobs, test_job_outcome_backfill);
+    tcase_add_test(caches, test_dataset_shared_migration);
     tcase_add_loop_test(jobs, test_create_refused, 0, COUNT_OF(bad_jobs));
     tcase_add_loop_test(jobs, test_list_filters, 0, COUNT_OF(filter_cases));
     tcase_add_test(jobs, test_list_refused);
