@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ecopt/error.h"
+#include "utf8.h"
 
 /* The top-level keys, in the order the canonical form writes them. */
 static const char *const top_keys[] = {
@@ -84,35 +85,6 @@ static void text_init(struct text *t, char *buf, size_t cap)
     buf[0] = '\0';
 }
 
-/* The length of the valid UTF-8 character at s, or 0 if it is not one. */
-static size_t utf8_char_len(const unsigned char *s, size_t n)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        len = 2;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        len = 3;
-        lo = s[0] == 0xe0 ? 0xa0 : 0x80;    /* no overlong forms */
-        hi = s[0] == 0xed ? 0x9f : 0xbf;    /* no surrogates */
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        len = 4;
-        lo = s[0] == 0xf0 ? 0x90 : 0x80;
-        hi = s[0] == 0xf4 ? 0x8f : 0xbf;    /* nothing above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return len;
-}
-
 /*
  * Appends n bytes of valid UTF-8. What does not fit is dropped, and then
  * the tail is cut back to a whole character, so the buffer stays valid.
@@ -136,8 +108,7 @@ static void text_put(struct text *t, const char *s, size_t n)
     while (start > 0 && t->len - start < 4 &&
            ((unsigned char)t->buf[start] & 0xc0) == 0x80)
         start--;
-    if (utf8_char_len((const unsigned char *)t->buf + start,
-                      t->len - start) != t->len - start) {
+    if (utf8_char(t->buf + start, t->len - start, NULL) != t->len - start) {
         t->len = start;
         t->buf[t->len] = '\0';
     }
@@ -175,7 +146,7 @@ static void text_escape(struct text *t, const char *s, size_t n,
     size_t i = 0, chars = 0;
 
     while (i < n) {
-        size_t len = utf8_char_len(p + i, n - i);
+        size_t len = utf8_char(p + i, n - i, NULL);
 
         if (chars++ == max_chars) {
             text_put(t, "...", 3);

@@ -1,8 +1,11 @@
 /*
- * HTTP, the pure parts: small helpers, UTF-8, quoting, the status table,
- * query strings, path patterns, bearer tokens and JSON content types.
+ * HTTP, the pure parts: small helpers, text made valid UTF-8 (utf8.h),
+ * quoting, the status table, query strings, path patterns, bearer tokens
+ * and JSON content types.
  */
 #include "http_int.h"
+
+#include "utf8.h"
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                        */
@@ -39,46 +42,6 @@ void http__fmt(char *buf, size_t len, const char *f, ...)
     va_end(ap);
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 (overlongs, surrogates
-   and code points above U+10FFFF are invalid). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp, min;
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) {
-        len = 2, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
-static int utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-
-    for (size_t i = 0, k; i < n; i += k)
-        if (!(k = utf8_seq(p + i, n - i)))
-            return 0;
-    return 1;
-}
-
 /* A JSON string of s with each invalid byte replaced by U+FFFD, because a
    detail may quote whatever a client sent. */
 json_t *http__json_text(const char *s)
@@ -93,7 +56,7 @@ json_t *http__json_text(const char *s)
     if (!(clean = malloc(3 * n + 1)))
         return NULL;
     for (size_t i = 0, k; i < n; i += k) {
-        if ((k = utf8_seq(p + i, n - i))) {
+        if ((k = utf8_char(p + i, n - i, NULL))) {
             memcpy(clean + o, s + i, k);
             o += k;
         } else {
