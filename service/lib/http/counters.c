@@ -1,6 +1,8 @@
 /* HTTP request counters and their Prometheus text. */
 #include "http_int.h"
 
+#include "strbuf.h"
+
 /* Latency histogram bounds in seconds; one more bucket holds +Inf. */
 static const double bucket_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                    0.1,   0.25,   0.5,   1,    2.5,   5,
@@ -25,59 +27,15 @@ void http__record(struct http_server *srv, struct http_exchange *x,
     atomic_fetch_add_explicit(&s->sum_us, ns / 1000, memory_order_relaxed);
 }
 
-/* The end of a request, however it ended: count, log, free. */
-
 /* ------------------------------------------------------------------ */
-/* Metrics                                                              */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *f, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *f, ...)
-{
-    va_list ap;
-    int n;
-
-    if (b->oom)
-        return;
-    for (;;) {
-        va_start(ap, f);
-        n = vsnprintf(b->p + b->len, b->cap - b->len, f, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        char *p = realloc(b->p, 2 * b->cap + (size_t)n);
-
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = 2 * b->cap + (size_t)n;
-    }
-}
+/* The Prometheus text                                                  */
 
 char *http_metrics_text(const struct http_server *srv)
 {
-    struct sbuf b = {malloc(4096), 0, 4096, 0};
+    struct strbuf b = STRBUF_INIT;
 
-    if (!b.p)
-        return NULL;
-    b.p[0] = '\0';
     /* Patterns and methods were checked at start: no label escaping. */
-    sb_printf(&b, "# HELP ecopt_http_requests_total HTTP requests answered, "
+    strbuf_addf(&b, "# HELP ecopt_http_requests_total HTTP requests answered, "
               "by route, method and status code.\n"
               "# TYPE ecopt_http_requests_total counter\n");
     for (size_t r = 0; r <= srv->nroutes; r++) {
@@ -96,11 +54,11 @@ char *http_metrics_text(const struct http_server *srv)
                 http__fmt(code, sizeof code, "%d", http__status_table[k].code);
             else
                 http__fmt(code, sizeof code, "other");
-            sb_printf(&b, "ecopt_http_requests_total{route=\"%s\",method="
+            strbuf_addf(&b, "ecopt_http_requests_total{route=\"%s\",method="
                       "\"%s\",code=\"%s\"} %llu\n", route, method, code, c);
         }
     }
-    sb_printf(&b, "# HELP ecopt_http_request_duration_seconds Time from the "
+    strbuf_addf(&b, "# HELP ecopt_http_request_duration_seconds Time from the "
               "request line to the end of the reply.\n"
               "# TYPE ecopt_http_request_duration_seconds histogram\n");
     for (size_t r = 0; r <= srv->nroutes; r++) {
@@ -124,20 +82,16 @@ char *http_metrics_text(const struct http_server *srv)
                 http__fmt(le, sizeof le, "%g", bucket_le[k]);
             else
                 http__fmt(le, sizeof le, "+Inf");
-            sb_printf(&b, "ecopt_http_request_duration_seconds_bucket{route="
+            strbuf_addf(&b, "ecopt_http_request_duration_seconds_bucket{route="
                       "\"%s\",method=\"%s\",le=\"%s\"} %llu\n", route, method,
                       le, cum);
         }
-        sb_printf(&b, "ecopt_http_request_duration_seconds_sum{route=\"%s\","
+        strbuf_addf(&b, "ecopt_http_request_duration_seconds_sum{route=\"%s\","
                   "method=\"%s\"} %.6f\n", route, method,
                   (double)atomic_load_explicit(&srv->stats[r].sum_us,
                                                memory_order_relaxed) / 1e6);
-        sb_printf(&b, "ecopt_http_request_duration_seconds_count{route=\"%s\","
+        strbuf_addf(&b, "ecopt_http_request_duration_seconds_count{route=\"%s\","
                   "method=\"%s\"} %llu\n", route, method, cum);
     }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return strbuf_detach(&b, NULL);
 }
