@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+#include "utf8.h"
+
 #define PLOT_DEFAULT_WIDTH 720
 #define PLOT_DEFAULT_HEIGHT 450
 #define PLOT_DEFAULT_POINTS 1000
@@ -44,130 +47,31 @@ static const char *dash_of(const plot_spec *sp, size_t i)
     return dashes[(sp->dash ? sp->dash[i] : i) % NDASHES];
 }
 
-/* A growing output buffer; after a failed allocation every append is a
-   no-op and the result is NULL. */
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-};
-
-static void sb_reserve(struct sbuf *b, size_t more)
-{
-    size_t cap;
-    char *p;
-
-    if (b->failed || b->len + more + 1 <= b->cap)
-        return;
-    cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more + 1)
-        cap *= 2;
-    if (!(p = realloc(b->p, cap))) {
-        b->failed = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-static void sb_mem(struct sbuf *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->failed)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_mem(b, s, strlen(s));
-}
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = 1;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        sb_mem(b, small, (size_t)n);
-        return;
-    }
-    sb_reserve(b, (size_t)n);
-    if (b->failed)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t avail)
-{
-    size_t n;
-    unsigned cp;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        n = 2;
-        cp = s[0] & 0x1f;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        n = 3;
-        cp = s[0] & 0x0f;
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        n = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (avail < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff)
-        return 0;
-    return n;
-}
-
 /* Text as XML character data or attribute value: the five markup
    characters as entities, and bytes XML cannot hold (control characters,
    invalid UTF-8) as U+FFFD, so any name gives a well-formed document. */
-static void sb_escape(struct sbuf *b, const char *text)
+static void xml_escape(struct strbuf *b, const char *text)
 {
     const unsigned char *s = (const unsigned char *)text;
     size_t len = strlen(text);
 
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq(s + i, len - i);
+        uint32_t cp = 0;
+        size_t n = utf8_char(s + i, len - i, &cp);
+
+        if (cp == 0xfffe || cp == 0xffff)
+            n = 0;              /* UTF-8, but not characters XML holds */
         switch (n == 1 ? s[i] : 0) {
-        case '&': sb_str(b, "&amp;"); break;
-        case '<': sb_str(b, "&lt;"); break;
-        case '>': sb_str(b, "&gt;"); break;
-        case '"': sb_str(b, "&quot;"); break;
-        case '\'': sb_str(b, "&apos;"); break;
+        case '&': strbuf_addstr(b, "&amp;"); break;
+        case '<': strbuf_addstr(b, "&lt;"); break;
+        case '>': strbuf_addstr(b, "&gt;"); break;
+        case '"': strbuf_addstr(b, "&quot;"); break;
+        case '\'': strbuf_addstr(b, "&apos;"); break;
         default:
             if (n == 0 || (n == 1 && s[i] < 0x20 && s[i] != '\t' && s[i] != '\n'))
-                sb_str(b, "\xef\xbf\xbd");
+                strbuf_addstr(b, "\xef\xbf\xbd");
             else
-                sb_mem(b, (const char *)s + i, n);
+                strbuf_add(b, (const char *)s + i, n);
         }
         i += n ? n : 1;
     }
@@ -431,8 +335,19 @@ static size_t downsample(struct pt *p, size_t m, size_t max)
 /* The frame in pixels, and how data maps into it. */
 struct frame {
     const struct axis *ax, *ay;
-    double left, bottom, pw, ph;
+    double left, right, top, bottom, pw, ph;
 };
+
+/* A data point's place in pixels. */
+static double frame_x(const struct frame *f, double x)
+{
+    return f->left + axis_frac(f->ax, transform(f->ax->log, x)) * f->pw;
+}
+
+static double frame_y(const struct frame *f, double y)
+{
+    return f->bottom - axis_frac(f->ay, transform(f->ay->log, y)) * f->ph;
+}
 
 /* How many drawable points of all series fall inside a box: the legend
    goes where it hides the fewest. */
@@ -448,8 +363,8 @@ static size_t points_in(const struct frame *f, const plot_series *s, size_t ns,
             double x = s[i].x[j], y = s[i].y[j], px, py;
             if (!drawable(f->ax->log, x) || !drawable(f->ay->log, y))
                 continue;
-            px = f->left + axis_frac(f->ax, transform(f->ax->log, x)) * f->pw;
-            py = f->bottom - axis_frac(f->ay, transform(f->ay->log, y)) * f->ph;
+            px = frame_x(f, x);
+            py = frame_y(f, y);
             count += px >= bx && px <= bx + bw && py >= by && py <= by + bh;
         }
     }
@@ -458,52 +373,39 @@ static size_t points_in(const struct frame *f, const plot_series *s, size_t ns,
 
 /* Coordinates as text with one decimal: enough on a screen, and the
    same bytes everywhere. */
-static void sb_coord(struct sbuf *b, double v)
+static void put_coord(struct strbuf *b, double v)
 {
-    sb_printf(b, "%.1f", v);
+    strbuf_addf(b, "%.1f", v);
 }
 
-static void draw_log_label(struct sbuf *b, const char *cls, double x, double y,
+static void draw_log_label(struct strbuf *b, const char *cls, double x, double y,
                            const char *anchor, double exponent)
 {
-    sb_printf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">"
+    strbuf_addf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">"
                  "10<tspan dy=\"-6\" font-size=\"9\">%.0f</tspan></text>\n",
               cls, x, y, anchor, exponent);
 }
 
-char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
-               size_t *len)
+/* Fits both axes to the data's range over drawable points only; 1 when
+   there is such a point. *maxn gets the longest series' length. */
+static int fit_axes(const plot_series *s, size_t ns, struct axis *ax,
+                    struct axis *ay, size_t *maxn)
 {
-    struct sbuf b = {0};
-    struct axis ax = {0}, ay = {0};
-    int w = sp->width > 0 ? sp->width : PLOT_DEFAULT_WIDTH;
-    int h = sp->height > 0 ? sp->height : PLOT_DEFAULT_HEIGHT;
-    size_t maxp = sp->max_points ? sp->max_points : PLOT_DEFAULT_POINTS;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
-    double left, right, top, bottom, pw, ph;
     int have = 0;
-    struct pt *pts = NULL;
-    size_t maxn = 0;
 
-    if (maxp < 2)
-        maxp = 2;
-    w = w < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : w > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : w;
-    h = h < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : h > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : h;
-    ax.log = sp->xlog != 0;
-    ay.log = sp->ylog != 0;
-
-    /* The data's range, over drawable points only. */
+    *maxn = 0;
     for (size_t i = 0; i < ns; i++) {
         if (!s[i].x || !s[i].y)
             continue;
-        if (s[i].n > maxn)
-            maxn = s[i].n;
+        if (s[i].n > *maxn)
+            *maxn = s[i].n;
         for (size_t j = 0; j < s[i].n; j++) {
             double x = s[i].x[j], y = s[i].y[j];
-            if (!drawable(ax.log, x) || !drawable(ay.log, y))
+            if (!drawable(ax->log, x) || !drawable(ay->log, y))
                 continue;
-            x = transform(ax.log, x);
-            y = transform(ay.log, y);
+            x = transform(ax->log, x);
+            y = transform(ay->log, y);
             xlo = fmin(xlo, x);
             xhi = fmax(xhi, x);
             ylo = fmin(ylo, y);
@@ -511,239 +413,304 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
             have = 1;
         }
     }
-    axis_fit(&ax, have, xlo, xhi);
-    axis_fit(&ay, have, ylo, yhi);
+    axis_fit(ax, have, xlo, xhi);
+    axis_fit(ay, have, ylo, yhi);
+    return have;
+}
 
-    left = 74;
-    right = w - 16;
-    top = sp->title ? 38 : 16;
-    bottom = h - (sp->xlabel ? 46 : 30);
-    pw = right - left;
-    ph = bottom - top;
-
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+/* The document's head, its white background and the title. */
+static void draw_head(struct strbuf *b, const plot_spec *sp, int w, int h)
+{
+    strbuf_addf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
                   "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
                   "font-size=\"12\">\n",
               w, h, w, h);
-    sb_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", w, h);
+    strbuf_addf(b, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", w, h);
     if (sp->title) {
-        sb_printf(&b, "<text class=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
+        strbuf_addf(b, "<text class=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\" "
                       "font-size=\"15\">",
                   w / 2.0);
-        sb_escape(&b, sp->title);
-        sb_str(&b, "</text>\n");
+        xml_escape(b, sp->title);
+        strbuf_addstr(b, "</text>\n");
     }
+}
 
-    /* Grid and ticks. */
-    sb_str(&b, "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n");
+/* The grid lines at the major ticks (none without data), and the frame. */
+static void draw_grid(struct strbuf *b, const struct frame *f, int have)
+{
+    strbuf_addstr(b, "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n");
     if (have) {
-        for (int i = 0; i < ax.nticks; i++) {
-            double px = left + axis_frac(&ax, tick_value(&ax, i)) * pw;
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
-                      px, top, px, bottom);
+        for (int i = 0; i < f->ax->nticks; i++) {
+            double px = f->left + axis_frac(f->ax, tick_value(f->ax, i)) * f->pw;
+            strbuf_addf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                      px, f->top, px, f->bottom);
         }
-        for (int i = 0; i < ay.nticks; i++) {
-            double py = bottom - axis_frac(&ay, tick_value(&ay, i)) * ph;
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
-                      left, py, right, py);
+        for (int i = 0; i < f->ay->nticks; i++) {
+            double py = f->bottom - axis_frac(f->ay, tick_value(f->ay, i)) * f->ph;
+            strbuf_addf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n",
+                      f->left, py, f->right, py);
         }
     }
-    sb_str(&b, "</g>\n");
-    sb_printf(&b, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+    strbuf_addstr(b, "</g>\n");
+    strbuf_addf(b, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                   "height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
-              left, top, pw, ph);
-    if (have) {
-        sb_str(&b, "<g class=\"ticks\" stroke=\"#333\">\n");
-        for (int axis = 0; axis < 2; axis++) {
-            const struct axis *a = axis ? &ay : &ax;
-            for (int i = 0; i < a->nticks; i++) {
-                double f = axis_frac(a, tick_value(a, i));
-                for (int minor = 0; minor <= (a->minor ? 8 : 0); minor++) {
-                    double g = f, len = 5;
-                    if (minor) {
-                        if (i == a->nticks - 1)
-                            break;
-                        g = axis_frac(a, tick_value(a, i) + log10(minor + 1.0));
-                        len = 3;
-                    }
-                    if (axis == 0)
-                        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                                      "y2=\"%.1f\"/>\n",
-                                  left + g * pw, bottom, left + g * pw, bottom + len);
-                    else
-                        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                                      "y2=\"%.1f\"/>\n",
-                                  left - len, bottom - g * ph, left, bottom - g * ph);
+              f->left, f->top, f->pw, f->ph);
+}
+
+/* The tick marks of both axes: major ones, and the minor 2..9 of each
+   decade on a log axis that has them. */
+static void draw_ticks(struct strbuf *b, const struct frame *f)
+{
+    strbuf_addstr(b, "<g class=\"ticks\" stroke=\"#333\">\n");
+    for (int axis = 0; axis < 2; axis++) {
+        const struct axis *a = axis ? f->ay : f->ax;
+        for (int i = 0; i < a->nticks; i++) {
+            double t = axis_frac(a, tick_value(a, i));
+            for (int minor = 0; minor <= (a->minor ? 8 : 0); minor++) {
+                double g = t, len = 5;
+                if (minor) {
+                    if (i == a->nticks - 1)
+                        break;
+                    g = axis_frac(a, tick_value(a, i) + log10(minor + 1.0));
+                    len = 3;
                 }
+                if (axis == 0)
+                    strbuf_addf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                                  "y2=\"%.1f\"/>\n",
+                              f->left + g * f->pw, f->bottom, f->left + g * f->pw,
+                              f->bottom + len);
+                else
+                    strbuf_addf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                                  "y2=\"%.1f\"/>\n",
+                              f->left - len, f->bottom - g * f->ph, f->left,
+                              f->bottom - g * f->ph);
             }
         }
-        sb_str(&b, "</g>\n<g class=\"labels\" fill=\"#222\">\n");
-        for (int axis = 0; axis < 2; axis++) {
-            const struct axis *a = axis ? &ay : &ax;
-            const char *cls = axis ? "ytick" : "xtick";
-            for (int i = 0; i < a->nticks; i++) {
-                double t = tick_value(a, i), f = axis_frac(a, t);
-                double x = axis ? left - 8 : left + f * pw;
-                double y = axis ? bottom - f * ph + 4 : bottom + 18;
-                const char *anchor = axis ? "end" : "middle";
-                if (a->log) {
-                    draw_log_label(&b, cls, x, y, anchor, t);
-                } else {
-                    char label[64];
-                    format_linear(label, sizeof label, a, t);
-                    sb_printf(&b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" "
-                                  "text-anchor=\"%s\">%s</text>\n",
-                              cls, x, y, anchor, label);
-                }
-            }
-        }
-        sb_str(&b, "</g>\n");
-    } else {
-        sb_printf(&b, "<text class=\"nodata\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                      "fill=\"#777\" font-size=\"16\">no data</text>\n",
-                  left + pw / 2, top + ph / 2);
     }
+    strbuf_addstr(b, "</g>\n");
+}
+
+/* The labels of the major ticks: powers of ten on log axes. */
+static void draw_tick_labels(struct strbuf *b, const struct frame *f)
+{
+    strbuf_addstr(b, "<g class=\"labels\" fill=\"#222\">\n");
+    for (int axis = 0; axis < 2; axis++) {
+        const struct axis *a = axis ? f->ay : f->ax;
+        const char *cls = axis ? "ytick" : "xtick";
+        for (int i = 0; i < a->nticks; i++) {
+            double t = tick_value(a, i), at = axis_frac(a, t);
+            double x = axis ? f->left - 8 : f->left + at * f->pw;
+            double y = axis ? f->bottom - at * f->ph + 4 : f->bottom + 18;
+            const char *anchor = axis ? "end" : "middle";
+            if (a->log) {
+                draw_log_label(b, cls, x, y, anchor, t);
+            } else {
+                char label[64];
+                format_linear(label, sizeof label, a, t);
+                strbuf_addf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\" "
+                              "text-anchor=\"%s\">%s</text>\n",
+                          cls, x, y, anchor, label);
+            }
+        }
+    }
+    strbuf_addstr(b, "</g>\n");
+}
+
+/* The axes' titles, below the x axis and turned beside the y axis. */
+static void draw_axis_titles(struct strbuf *b, const plot_spec *sp,
+                             const struct frame *f, int h)
+{
     if (sp->xlabel) {
-        sb_printf(&b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
-                  left + pw / 2, (double)h - 10);
-        sb_escape(&b, sp->xlabel);
-        sb_str(&b, "</text>\n");
+        strbuf_addf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+                  f->left + f->pw / 2, (double)h - 10);
+        xml_escape(b, sp->xlabel);
+        strbuf_addstr(b, "</text>\n");
     }
     if (sp->ylabel) {
-        sb_printf(&b, "<text class=\"ylabel\" x=\"0\" y=\"0\" text-anchor=\"middle\" "
+        strbuf_addf(b, "<text class=\"ylabel\" x=\"0\" y=\"0\" text-anchor=\"middle\" "
                       "transform=\"translate(18 %.1f) rotate(-90)\">",
-                  top + ph / 2);
-        sb_escape(&b, sp->ylabel);
-        sb_str(&b, "</text>\n");
+                  f->top + f->ph / 2);
+        xml_escape(b, sp->ylabel);
+        strbuf_addstr(b, "</text>\n");
     }
+}
 
-    /* The curves. */
+/* The m points as one path of runs, points alone between breaks left
+   out (draw_series draws them as dots). */
+static void draw_path(struct strbuf *b, const struct pt *pts, size_t m,
+                      const char *dash)
+{
+    int runs = 1;
+
+    strbuf_addstr(b, "<path fill=\"none\" stroke-width=\"1.6\" stroke-linejoin=\"round\"");
+    if (dash)
+        strbuf_addf(b, " stroke-dasharray=\"%s\"", dash);
+    strbuf_addstr(b, " d=\"");
+    for (size_t j = 0; j < m; j++) {
+        int starts = j == 0 || pts[j].brk;
+        int alone = starts && (j + 1 == m || pts[j + 1].brk);
+        if (alone)
+            continue;
+        if (runs++ > 1)
+            strbuf_addstr(b, " ");
+        strbuf_addstr(b, starts ? "M" : "L");
+        put_coord(b, pts[j].px);
+        strbuf_addstr(b, " ");
+        put_coord(b, pts[j].py);
+    }
+    strbuf_addstr(b, "\"/>\n");
+}
+
+/* Series i (s) as a path and dots in its colour and dash (sp),
+   downsampled to maxp points; pts has room for all of its points. */
+static void draw_series(struct strbuf *b, const plot_spec *sp, const struct frame *f,
+                        const plot_series *s, size_t i, struct pt *pts, size_t maxp)
+{
+    size_t m = 0, j;
+    int gap = 0, any_run = 0;
+
+    if (!s->x || !s->y)
+        return;
+    for (j = 0; j < s->n; j++) {
+        double x = s->x[j], y = s->y[j];
+        if (!drawable(f->ax->log, x) || !drawable(f->ay->log, y)) {
+            gap = 1;
+            continue;
+        }
+        pts[m].px = frame_x(f, x);
+        pts[m].py = frame_y(f, y);
+        pts[m].brk = m > 0 && gap;
+        gap = 0;
+        m++;
+    }
+    if (m == 0)
+        return;
+    m = downsample(pts, m, maxp);
+    strbuf_addf(b, "<g class=\"series\" data-index=\"%zu\" stroke=\"%s\" fill=\"%s\">\n",
+              i, colour_of(sp, i), colour_of(sp, i));
+    /* Points alone between breaks are dots; runs are one path. */
+    for (j = 0; j + 1 < m; j++)
+        if (!pts[j + 1].brk)
+            any_run = 1;
+    if (any_run)
+        draw_path(b, pts, m, dash_of(sp, i));
+    for (j = 0; j < m; j++) {
+        int starts = j == 0 || pts[j].brk;
+        if (starts && (j + 1 == m || pts[j + 1].brk))
+            strbuf_addf(b, "<circle class=\"dot\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
+                          "stroke=\"none\"/>\n",
+                      pts[j].px, pts[j].py);
+    }
+    strbuf_addstr(b, "</g>\n");
+}
+
+/* The legend (ns > 0), top right inside the frame, in as many columns as
+   the height needs; moved to the corner that hides the fewest points. */
+static void draw_legend(struct strbuf *b, const plot_spec *sp, const struct frame *f,
+                        const plot_series *s, size_t ns, int have)
+{
+    size_t rows_fit = (size_t)((f->ph - 12) / LEGEND_ROW), cols, rows;
+    size_t widest = 0;
+
+    if (rows_fit < 1)
+        rows_fit = 1;
+    cols = (ns + rows_fit - 1) / rows_fit;
+    rows = (ns + cols - 1) / cols;
+    for (size_t i = 0; i < ns; i++) {
+        size_t tw = text_width(s[i].name ? s[i].name : "");
+        widest = tw > widest ? tw : widest;
+    }
+    if (widest > 60)
+        widest = 60;
+    double colw = 34 + 7.0 * (double)widest;
+    double lw = colw * (double)cols + 8, lh = (double)rows * LEGEND_ROW + 8;
+    /* Top right, bottom right, bottom left or top left: the first
+       of those that covers the fewest points. */
+    double lx = f->right - lw - 6, ly = f->top + 6;
+    if (lx < f->left + 4)
+        lx = f->left + 4;
+    if (have) {
+        const double cx[4] = {lx, lx, f->left + 6, f->left + 6};
+        const double cy[4] = {ly, f->bottom - lh - 6, f->bottom - lh - 6, ly};
+        size_t best = (size_t)-1;
+        for (int c = 0; c < 4; c++) {
+            size_t n = points_in(f, s, ns, cx[c], cy[c], lw, lh);
+            if (n < best) {
+                best = n;
+                lx = cx[c];
+                ly = cy[c];
+            }
+            if (n == 0)
+                break;
+        }
+    }
+    strbuf_addf(b, "<g class=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                  "height=\"%.1f\" fill=\"#fff\" fill-opacity=\"0.85\" "
+                  "stroke=\"#bbb\"/>\n",
+              lx, ly, lw, lh);
+    for (size_t i = 0; i < ns; i++) {
+        double cx = lx + 6 + colw * (double)(i / rows);
+        double cy = ly + 4 + LEGEND_ROW * ((double)(i % rows) + 0.5);
+        const char *dash = dash_of(sp, i);
+        strbuf_addf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                      "stroke=\"%s\" stroke-width=\"2\"",
+                  cx, cy, cx + 24, cy, colour_of(sp, i));
+        if (dash)
+            strbuf_addf(b, " stroke-dasharray=\"%s\"", dash);
+        strbuf_addf(b, "/>\n<text class=\"legend-name\" x=\"%.1f\" y=\"%.1f\">",
+                  cx + 30, cy + 4);
+        xml_escape(b, s[i].name ? s[i].name : "");
+        strbuf_addstr(b, "</text>\n");
+    }
+    strbuf_addstr(b, "</g>\n");
+}
+
+char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
+               size_t *len)
+{
+    struct strbuf b = STRBUF_INIT;
+    struct axis ax = {0}, ay = {0};
+    struct frame f = {&ax, &ay, 0, 0, 0, 0, 0, 0};
+    int w = sp->width > 0 ? sp->width : PLOT_DEFAULT_WIDTH;
+    int h = sp->height > 0 ? sp->height : PLOT_DEFAULT_HEIGHT;
+    size_t maxp = sp->max_points ? sp->max_points : PLOT_DEFAULT_POINTS;
+    struct pt *pts = NULL;
+    size_t maxn;
+    int have;
+
+    if (maxp < 2)
+        maxp = 2;
+    w = w < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : w > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : w;
+    h = h < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : h > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : h;
+    ax.log = sp->xlog != 0;
+    ay.log = sp->ylog != 0;
+    have = fit_axes(s, ns, &ax, &ay, &maxn);
+    f.left = 74;
+    f.right = w - 16;
+    f.top = sp->title ? 38 : 16;
+    f.bottom = h - (sp->xlabel ? 46 : 30);
+    f.pw = f.right - f.left;
+    f.ph = f.bottom - f.top;
+
+    draw_head(&b, sp, w, h);
+    draw_grid(&b, &f, have);
+    if (have) {
+        draw_ticks(&b, &f);
+        draw_tick_labels(&b, &f);
+    } else {
+        strbuf_addf(&b, "<text class=\"nodata\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                      "fill=\"#777\" font-size=\"16\">no data</text>\n",
+                  f.left + f.pw / 2, f.top + f.ph / 2);
+    }
+    draw_axis_titles(&b, sp, &f, h);
     if (maxn && !(pts = malloc(maxn * sizeof *pts)))
         b.failed = 1;
-    for (size_t i = 0; i < ns && have && !b.failed; i++) {
-        size_t m = 0, j;
-        int gap = 0;
-        const char *dash = dash_of(sp, i);
-
-        if (!s[i].x || !s[i].y)
-            continue;
-        for (j = 0; j < s[i].n; j++) {
-            double x = s[i].x[j], y = s[i].y[j];
-            if (!drawable(ax.log, x) || !drawable(ay.log, y)) {
-                gap = 1;
-                continue;
-            }
-            pts[m].px = left + axis_frac(&ax, transform(ax.log, x)) * pw;
-            pts[m].py = bottom - axis_frac(&ay, transform(ay.log, y)) * ph;
-            pts[m].brk = m > 0 && gap;
-            gap = 0;
-            m++;
-        }
-        if (m == 0)
-            continue;
-        m = downsample(pts, m, maxp);
-        sb_printf(&b, "<g class=\"series\" data-index=\"%zu\" stroke=\"%s\" fill=\"%s\">\n",
-                  i, colour_of(sp, i), colour_of(sp, i));
-        /* Points alone between breaks are dots; runs are one path. */
-        int any_run = 0;
-        for (j = 0; j < m; j++)
-            if (j + 1 < m && !pts[j + 1].brk)
-                any_run = 1;
-        if (any_run) {
-            sb_str(&b, "<path fill=\"none\" stroke-width=\"1.6\" stroke-linejoin=\"round\"");
-            if (dash)
-                sb_printf(&b, " stroke-dasharray=\"%s\"", dash);
-            sb_str(&b, " d=\"");
-            for (j = 0; j < m; j++) {
-                int starts = j == 0 || pts[j].brk;
-                int alone = starts && (j + 1 == m || pts[j + 1].brk);
-                if (alone)
-                    continue;
-                if (any_run++ > 1)
-                    sb_str(&b, " ");
-                sb_str(&b, starts ? "M" : "L");
-                sb_coord(&b, pts[j].px);
-                sb_str(&b, " ");
-                sb_coord(&b, pts[j].py);
-            }
-            sb_str(&b, "\"/>\n");
-        }
-        for (j = 0; j < m; j++) {
-            int starts = j == 0 || pts[j].brk;
-            if (starts && (j + 1 == m || pts[j + 1].brk))
-                sb_printf(&b, "<circle class=\"dot\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
-                              "stroke=\"none\"/>\n",
-                          pts[j].px, pts[j].py);
-        }
-        sb_str(&b, "</g>\n");
-    }
+    for (size_t i = 0; i < ns && have && !b.failed; i++)
+        draw_series(&b, sp, &f, &s[i], i, pts, maxp);
     free(pts);
-
-    /* The legend, top right inside the frame, in as many columns as the
-       height needs. */
-    if (ns > 0) {
-        size_t rows_fit = (size_t)((ph - 12) / LEGEND_ROW), cols, rows;
-        size_t widest = 0;
-        if (rows_fit < 1)
-            rows_fit = 1;
-        cols = (ns + rows_fit - 1) / rows_fit;
-        rows = (ns + cols - 1) / cols;
-        for (size_t i = 0; i < ns; i++) {
-            size_t tw = text_width(s[i].name ? s[i].name : "");
-            widest = tw > widest ? tw : widest;
-        }
-        if (widest > 60)
-            widest = 60;
-        double colw = 34 + 7.0 * (double)widest;
-        double lw = colw * (double)cols + 8, lh = (double)rows * LEGEND_ROW + 8;
-        /* Top right, bottom right, bottom left or top left: the first
-           of those that covers the fewest points. */
-        const struct frame fr = {&ax, &ay, left, bottom, pw, ph};
-        double lx = right - lw - 6, ly = top + 6;
-        if (lx < left + 4)
-            lx = left + 4;
-        if (have) {
-            const double cx[4] = {lx, lx, left + 6, left + 6};
-            const double cy[4] = {ly, bottom - lh - 6, bottom - lh - 6, ly};
-            size_t best = (size_t)-1;
-            for (int c = 0; c < 4; c++) {
-                size_t n = points_in(&fr, s, ns, cx[c], cy[c], lw, lh);
-                if (n < best) {
-                    best = n;
-                    lx = cx[c];
-                    ly = cy[c];
-                }
-                if (n == 0)
-                    break;
-            }
-        }
-        sb_printf(&b, "<g class=\"legend\">\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                      "height=\"%.1f\" fill=\"#fff\" fill-opacity=\"0.85\" "
-                      "stroke=\"#bbb\"/>\n",
-                  lx, ly, lw, lh);
-        for (size_t i = 0; i < ns; i++) {
-            double cx = lx + 6 + colw * (double)(i / rows);
-            double cy = ly + 4 + LEGEND_ROW * ((double)(i % rows) + 0.5);
-            const char *dash = dash_of(sp, i);
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                          "stroke=\"%s\" stroke-width=\"2\"",
-                      cx, cy, cx + 24, cy, colour_of(sp, i));
-            if (dash)
-                sb_printf(&b, " stroke-dasharray=\"%s\"", dash);
-            sb_printf(&b, "/>\n<text class=\"legend-name\" x=\"%.1f\" y=\"%.1f\">",
-                      cx + 30, cy + 4);
-            sb_escape(&b, s[i].name ? s[i].name : "");
-            sb_str(&b, "</text>\n");
-        }
-        sb_str(&b, "</g>\n");
-    }
-    sb_str(&b, "</svg>\n");
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    if (len)
-        *len = b.len;
-    return b.p;
+    if (ns > 0)
+        draw_legend(&b, sp, &f, s, ns, have);
+    strbuf_addstr(&b, "</svg>\n");
+    return strbuf_detach(&b, len);
 }
