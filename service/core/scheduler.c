@@ -224,13 +224,6 @@ static ec_metric *batch_slot(struct running *r)
 }
 
 /*
- * The P* cache's entries for the job's dataset and loss, written where
- * the coordinator reads them (ecopt run --pstar-hint) with the identity
- * of the file they were found for. 0 with r->sha256 and r->loss set, or
- * -1 when there is nothing to offer; the coordinator then solves, so a
- * failure here costs time, never the job.
- */
-/*
  * The version of its dataset the job runs on, in r->sha256, and its loss:
  * the one it recorded at submit, kept in the versions folder meanwhile
  * (catalog_pin); for a job that recorded none, the name's version now.
@@ -258,6 +251,14 @@ static int job_version(struct app *a, struct running *r, const struct store_job 
     return 0;
 }
 
+/*
+ * The P* cache's entries for the job's dataset and loss (r->sha256 and
+ * r->loss, set by job_version), written to path where the coordinator
+ * reads them (ecopt run --pstar-hint) with the identity of the file they
+ * were found for. 1 when written, 0 when the cache has nothing to offer,
+ * -1 when the file could not be written; the coordinator then solves, so
+ * a failure here costs time, never the job.
+ */
 static int write_pstar_hint(struct app *a, struct running *r, const char *path)
 {
     struct store_pstar *v = NULL;
@@ -818,198 +819,260 @@ int sched_queue(struct sched *s, struct store *st, struct queue_place **out, siz
     return 0;
 }
 
+/* What starting the job at the head of the queue needs, from its spec
+ * and the limits. */
+struct start_plan {
+    uint32_t procs;                /* processes its workers may run on */
+    uint32_t asked;                /* the procs it asked for (0: none) */
+    uint32_t uid;                  /* its worker uid; 0 none */
+    double max_seconds;
+};
+
+/* How many listed jobs still run, and in *workers their processes. */
+static size_t count_running(struct sched *s, unsigned *workers)
+{
+    size_t nrun = 0;
+
+    *workers = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nrun; i++)
+        if (!s->run[i]->reaped) {
+            *workers += s->run[i]->workers;
+            nrun++;
+        }
+    pthread_mutex_unlock(&s->lock);
+    return nrun;
+}
+
+/*
+ * The queued job that starts next, moved to (*q)[0] with its plan, while
+ * the limits allow one: 1, or 0 when none starts now (*q is then freed).
+ */
+static int next_job(struct sched *s, struct store_job **q, size_t *n,
+                    struct start_plan *plan)
+{
+    struct app *a = s->app;
+    struct store_err e = {0};
+    unsigned workers_now;
+    size_t nrun = count_running(s, &workers_now), pick;
+    int rc;
+
+    *q = NULL;
+    *n = 0;
+    if (s->stopping || nrun >= a->cfg.max_running)
+        return 0;
+    wlock(a);
+    rc = store_jobs_queued_heads(a->writer, q, n, &e);
+    wunlock(a);
+    pick = rc == 0 ? pick_job(s, *q, *n) : *n;
+    if (rc < 0 || pick == *n)
+        goto none;
+    if (pick) {
+        struct store_job t = (*q)[0];
+        (*q)[0] = (*q)[pick];
+        (*q)[pick] = t;
+    }
+    spec_run((*q)[0].spec, (*q)[0].workers, a->cfg.max_seconds, &plan->max_seconds,
+             &plan->procs, &plan->asked);
+    if (nrun > 0 && workers_now + plan->procs > a->cfg.max_total_workers)
+        goto none;              /* wait for workers to free up */
+    plan->uid = 0;
+    if (a->cfg.worker_uid_count && !(plan->uid = free_uid(s)))
+        goto none;              /* every uid still held by a job that ended */
+    return 1;
+none:
+    store_jobs_free(*q, *n);
+    *q = NULL;
+    *n = 0;
+    return 0;
+}
+
+/*
+ * Writes the job's spec file and spawns its coordinator into r->rj. 0, or
+ * -1 with a sentence in err and, when a system call failed, its errno in
+ * *werr; *no_data is set when the job's data cannot be had (err is then
+ * the whole reason).
+ */
+static int spawn_job(struct app *a, struct running *r, const struct store_job *job,
+                     const struct start_plan *plan, char *err, size_t errlen,
+                     int *werr, int *no_data)
+{
+    char spec_path[PATH_MAX + 64], log_path[PATH_MAX + 64];
+    char hint_path[PATH_MAX + 64];
+    struct runner_opts o = {0};
+    FILE *f;
+
+    snprintf(spec_path, sizeof spec_path, "%s/%s.json", a->cfg.state_dir, job->id);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", a->cfg.state_dir, job->id);
+    snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir,
+             job->id);
+    o.exe = a->cfg.exe;
+    o.spec_path = spec_path;
+    o.data_dir = a->cfg.data_dir;
+    o.log_path = log_path;
+    o.coord.worker_user = a->cfg.worker_user;
+    o.coord.worker_uid = plan->uid;
+    o.coord.worker_cpu_limit = a->cfg.worker_cpu_limit;
+    o.coord.worker_mem_limit = a->cfg.worker_mem_limit;
+    /* A job without procs counts min(workers, CPUs), the most ecopt
+     * run takes for it, and lets ecopt run choose from the data's
+     * shape (one CPU fewer for a light round). */
+    o.coord.procs = plan->asked;
+    o.coord.mem_limits = 1; /* from the job's estimate (--worker-mem-limit
+                               fixes the workers' own) */
+    if (job->backend && strcmp(job->backend, "mpi") == 0 && a->cfg.mpi_hostfile[0])
+        o.coord.hostfile = a->cfg.mpi_hostfile;
+    if (job_version(a, r, job, err, errlen) < 0) {
+        *no_data = 1;
+        return -1;
+    }
+    o.coord.dataset_sha256 = r->sha256;
+    if (write_pstar_hint(a, r, hint_path) > 0)
+        o.coord.pstar_hint = hint_path;
+    if (!(f = fopen(spec_path, "we"))) {
+        *werr = errno;
+        snprintf(err, errlen, "%.180s: %.60s", spec_path, strerror(*werr));
+        return -1;
+    }
+    if (!write_close(f, job->spec)) {
+        *werr = errno;
+        snprintf(err, errlen, "writing %.180s: %.50s", spec_path, strerror(*werr));
+        if (*werr == ENOSPC || *werr == EDQUOT)
+            unlink(spec_path);  /* the job waits: no half-written spec */
+        return -1;
+    }
+    if (runner_spawn(&o, &r->rj, err, errlen) < 0)
+        return -1;
+    r->read_last = ec_clock();
+    return 0;
+}
+
+/* Lists r as running; 0, or -1 when there is no memory to track it.
+ * Listed before the store says running, so that a cancel which sees the
+ * job running always finds its coordinator here. */
+static int list_job(struct sched *s, struct running *r)
+{
+    int listed;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->nrun == s->caprun) {
+        size_t ncap = s->caprun ? s->caprun * 2 : 8;
+        struct running **nr = realloc(s->run, ncap * sizeof *nr);
+        if (nr) {
+            s->run = nr;
+            s->caprun = ncap;
+        }
+    }
+    listed = s->nrun < s->caprun;
+    if (listed)
+        s->run[s->nrun++] = r;
+    pthread_mutex_unlock(&s->lock);
+    return listed ? 0 : -1;
+}
+
+/* The job could not start: it fails with reason. 1 when the store
+ * refused for now (the queue is tried again later), else 0. */
+static int fail_start(struct sched *s, const char *id, const char *reason)
+{
+    struct store_err e = {0};
+    int rc;
+
+    wlock(s->app);
+    rc = store_job_end(s->app->writer, id, STORE_JOB_FAILED,
+                       store_stop_name(STORE_STOP_START_FAILED), reason, &e);
+    wunlock(s->app);
+    if (rc < 0 && transient(&e)) {
+        s->retry_at = ec_clock() + 1.0;     /* else it comes back at once */
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * Starts job, which next_job chose. 0 when the next queued job may be
+ * looked at, 1 when starting stops for now (a full disk, a store that
+ * refuses writes).
+ */
+static int start_job(struct sched *s, const struct store_job *job,
+                     const struct start_plan *plan)
+{
+    struct app *a = s->app;
+    struct running *r = calloc(1, sizeof *r);
+    struct store_err e = {0};
+    char err[256] = "", reason[300];
+    int werr = 0, no_data = 0, rc;
+
+    mark_served(s, job->owner);
+    if (!r)
+        return fail_start(s, job->id, "could not start the coordinator: out of memory");
+    r->uid = plan->uid;
+    r->usage.rss_sum_bytes = -1;        /* until a final record says */
+    memcpy(r->id, job->id, sizeof r->id);
+    snprintf(r->owner, sizeof r->owner, "%s", job->owner ? job->owner : "");
+    r->app = a;
+    if (spawn_job(a, r, job, plan, err, sizeof err, &werr, &no_data) < 0) {
+        free(r);
+        if (werr == ENOSPC || werr == EDQUOT) {
+            /* The disk is full: the job waits in the queue, not fails. */
+            fprintf(stderr, "ecopt serve: job %s waits: %s\n", job->id, err);
+            s->retry_at = ec_clock() + 1.0;
+            return 1;
+        }
+        snprintf(reason, sizeof reason, "%s%s",
+                 no_data ? "" : "could not start the coordinator: ", err);
+        return fail_start(s, job->id, reason);
+    }
+    r->workers = plan->procs;     /* processes, as max_total_workers counts */
+    r->max_seconds = plan->max_seconds;
+    r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
+    quota_init(r);
+    if (list_job(s, r) < 0) {
+        /* No memory to track it: end it now rather than lose it. */
+        runner_cancel(r->rj);
+        runner_reap(r->rj, 2.0, NULL);
+        runner_free(r->rj);
+        free(r);
+        fail_start(s, job->id, "out of memory tracking the coordinator");
+        return 0;
+    }
+    wlock(a);
+    rc = store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e);
+    wunlock(a);
+    if (rc < 0 && transient(&e)) {
+        /* The store still says queued: stop this run, start it later. */
+        fprintf(stderr, "ecopt serve: job %s waits: %s\n", r->id, e.msg);
+        r->requeued = 1;
+        s->retry_at = ec_clock() + 1.0;
+        pthread_mutex_lock(&s->lock);
+        stop_job(r);
+        pthread_mutex_unlock(&s->lock);
+        return 1;
+    }
+    if (rc < 0) {
+        pthread_mutex_lock(&s->lock);
+        r->cancel_requested = 1;    /* cancelled meanwhile: end it */
+        stop_job(r);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return 0;
+}
+
 /* Starts queued jobs, fairly between owners (pick_job), while the limits
  * allow. */
 static void start_jobs(struct sched *s)
 {
-    struct app *a = s->app;
-
     for (;;) {
-        struct store_job *q = NULL;
-        struct store_err e = {0};
-        size_t n = 0;
-        unsigned workers_now = 0;
-        size_t pick;
-        int werr = 0;
+        struct store_job *q;
+        struct start_plan plan;
+        size_t n;
+        int stop;
 
-        if (ec_clock() < s->retry_at)
+        if (ec_clock() < s->retry_at || !next_job(s, &q, &n, &plan))
             return;
-        pthread_mutex_lock(&s->lock);
-        size_t nrun = 0;
-        for (size_t i = 0; i < s->nrun; i++)
-            if (!s->run[i]->reaped) {
-                workers_now += s->run[i]->workers;
-                nrun++;
-            }
-        pthread_mutex_unlock(&s->lock);
-        if (s->stopping || nrun >= a->cfg.max_running)
-            return;
-        wlock(a);
-        int rc = store_jobs_queued_heads(a->writer, &q, &n, &e);
-        wunlock(a);
-        pick = rc == 0 ? pick_job(s, q, n) : n;
-        if (rc < 0 || pick == n) {
-            store_jobs_free(q, n);
-            return;
-        }
-        if (pick) {
-            struct store_job t = q[0];
-            q[0] = q[pick];
-            q[pick] = t;
-        }
-        uint32_t procs, asked;
-        double max_seconds;
-        spec_run(q[0].spec, q[0].workers, a->cfg.max_seconds, &max_seconds, &procs,
-                 &asked);
-        if (nrun > 0 && workers_now + procs > a->cfg.max_total_workers) {
-            store_jobs_free(q, n);
-            return;             /* wait for workers to free up */
-        }
-
-        uint32_t uid = 0;
-        if (a->cfg.worker_uid_count && !(uid = free_uid(s))) {
-            store_jobs_free(q, n);
-            return;             /* every uid still held by a job that ended */
-        }
-        mark_served(s, q[0].owner);
-
-        struct running *r = calloc(1, sizeof *r);
-        char spec_path[PATH_MAX + 64], log_path[PATH_MAX + 64], err[256];
-        char hint_path[PATH_MAX + 64];
-        struct runner_opts o = {0};
-        FILE *f;
-
-        snprintf(spec_path, sizeof spec_path, "%s/%s.json", a->cfg.state_dir, q[0].id);
-        snprintf(log_path, sizeof log_path, "%s/%s.log", a->cfg.state_dir, q[0].id);
-        o.exe = a->cfg.exe;
-        o.spec_path = spec_path;
-        o.data_dir = a->cfg.data_dir;
-        o.log_path = log_path;
-        o.coord.worker_user = a->cfg.worker_user;
-        o.coord.worker_uid = uid;
-        o.coord.worker_cpu_limit = a->cfg.worker_cpu_limit;
-        o.coord.worker_mem_limit = a->cfg.worker_mem_limit;
-        /* A job without procs counts min(workers, CPUs), the most ecopt
-         * run takes for it, and lets ecopt run choose from the data's
-         * shape (one CPU fewer for a light round). */
-        o.coord.procs = asked;
-        o.coord.mem_limits = 1; /* from the job's estimate (--worker-mem-limit
-                                   fixes the workers' own) */
-        if (q[0].backend && strcmp(q[0].backend, "mpi") == 0 && a->cfg.mpi_hostfile[0])
-            o.coord.hostfile = a->cfg.mpi_hostfile;
-        snprintf(hint_path, sizeof hint_path, "%s/%s.pstar.json", a->cfg.state_dir, q[0].id);
-        if (r) {
-            r->uid = uid;
-            r->usage.rss_sum_bytes = -1;        /* until a final record says */
-            memcpy(r->id, q[0].id, sizeof r->id);
-            snprintf(r->owner, sizeof r->owner, "%s", q[0].owner ? q[0].owner : "");
-            r->app = a;
-        }
-        err[0] = '\0';
-        int no_data = 0;
-        if (!r) {
-            snprintf(err, sizeof err, "out of memory");
-        } else if (job_version(a, r, &q[0], err, sizeof err) < 0) {
-            no_data = 1;        /* err says why: the job fails */
-        } else {
-            o.coord.dataset_sha256 = r->sha256;
-            if (write_pstar_hint(a, r, hint_path) > 0)
-                o.coord.pstar_hint = hint_path;
-        }
-        if (err[0])
-            ;
-        else if (!(f = fopen(spec_path, "we"))) {
-            werr = errno;
-            snprintf(err, sizeof err, "%.180s: %.60s", spec_path, strerror(werr));
-        } else if (!write_close(f, q[0].spec)) {
-            werr = errno;
-            snprintf(err, sizeof err, "writing %.180s: %.50s", spec_path, strerror(werr));
-        } else {
-            runner_spawn(&o, &r->rj, err, sizeof err);   /* fills err on failure */
-            r->read_last = ec_clock();
-        }
-        if (err[0] && (werr == ENOSPC || werr == EDQUOT)) {
-            /* The disk is full: the job waits in the queue, not fails. */
-            fprintf(stderr, "ecopt serve: job %s waits: %s\n", q[0].id, err);
-            s->retry_at = ec_clock() + 1.0;
-            unlink(spec_path);
-            free(r);
-            store_jobs_free(q, n);
-            return;
-        }
-        if (err[0]) {
-            char reason[300];
-            snprintf(reason, sizeof reason, "%s%s",
-                     no_data ? "" : "could not start the coordinator: ", err);
-            wlock(a);
-            rc = store_job_end(a->writer, q[0].id, STORE_JOB_FAILED,
-                               store_stop_name(STORE_STOP_START_FAILED),
-                               reason, &e);
-            wunlock(a);
-            free(r);
-            store_jobs_free(q, n);
-            if (rc < 0 && transient(&e)) {
-                s->retry_at = ec_clock() + 1.0;     /* else it comes back at once */
-                return;
-            }
-            continue;
-        }
-        memcpy(r->id, q[0].id, sizeof r->id);
-        r->workers = procs;      /* processes, as max_total_workers counts */
-        r->app = a;
-        r->max_seconds = max_seconds;
-        r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
-        quota_init(r);
-        /* Listed before the store says running, so that a cancel which
-         * sees the job running always finds its coordinator here. */
-        pthread_mutex_lock(&s->lock);
-        if (s->nrun == s->caprun) {
-            size_t ncap = s->caprun ? s->caprun * 2 : 8;
-            struct running **nr = realloc(s->run, ncap * sizeof *nr);
-            if (nr) {
-                s->run = nr;
-                s->caprun = ncap;
-            }
-        }
-        int listed = s->nrun < s->caprun;
-        if (listed)
-            s->run[s->nrun++] = r;
-        pthread_mutex_unlock(&s->lock);
-        if (!listed) {
-            /* No memory to track it: end it now rather than lose it. */
-            runner_cancel(r->rj);
-            runner_reap(r->rj, 2.0, NULL);
-            runner_free(r->rj);
-            free(r);
-            wlock(a);
-            store_job_end(a->writer, q[0].id, STORE_JOB_FAILED,
-                          store_stop_name(STORE_STOP_START_FAILED),
-                          "out of memory tracking the coordinator", &e);
-            wunlock(a);
-            store_jobs_free(q, n);
-            continue;
-        }
-        wlock(a);
-        rc = store_job_set_running(a->writer, r->id, runner_pid(r->rj), NULL, NULL, &e);
-        wunlock(a);
-        if (rc < 0 && transient(&e)) {
-            /* The store still says queued: stop this run, start it later. */
-            fprintf(stderr, "ecopt serve: job %s waits: %s\n", r->id, e.msg);
-            r->requeued = 1;
-            s->retry_at = ec_clock() + 1.0;
-            pthread_mutex_lock(&s->lock);
-            stop_job(r);
-            pthread_mutex_unlock(&s->lock);
-            store_jobs_free(q, n);
-            return;
-        }
-        if (rc < 0) {
-            pthread_mutex_lock(&s->lock);
-            r->cancel_requested = 1;    /* cancelled meanwhile: end it */
-            stop_job(r);
-            pthread_mutex_unlock(&s->lock);
-        }
+        stop = start_job(s, &q[0], &plan);
         store_jobs_free(q, n);
+        if (stop)
+            return;
     }
 }
 
@@ -1195,16 +1258,6 @@ int sched_cancel(struct sched *s, const char *id)
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
-}
-
-unsigned sched_running(struct sched *s)
-{
-    unsigned n;
-
-    pthread_mutex_lock(&s->lock);
-    n = (unsigned)s->nrun;
-    pthread_mutex_unlock(&s->lock);
-    return n;
 }
 
 void sched_stop(struct sched *s)

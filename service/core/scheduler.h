@@ -25,7 +25,6 @@ int sched_cancel(struct sched *s, const char *id);
 /* Stops starting jobs, ends the running ones (marked interrupted), joins.
  * NULL is a no-op. */
 void sched_stop(struct sched *s);
-unsigned sched_running(struct sched *s);
 /*
  * Where each queued job stands (queue.h), read through st (a reader):
  * *out sorted by id for queue_find, *n of them (free() it). s NULL: none.
