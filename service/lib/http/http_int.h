@@ -353,7 +353,16 @@ void http__sink_check_peer(struct http_exchange *x, uint64_t now);
 void http__sink_abort(struct http_exchange *x);
 int http__body_append(struct http_exchange *x, const char *data, size_t n);
 
-/* counters.c */
+/* server.c: libmicrohttpd's callbacks, which start.c gives it. */
+void *http__on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+enum MHD_Result http__on_request(void *cls, struct MHD_Connection *conn,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls);
+void http__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                        enum MHD_RequestTerminationCode toe);
+void http__mhd_log(void *cls, const char *f, va_list ap);
+
 /* conns.c: which deadline a connection is under from now on. */
 enum { HTTP__DL_NONE, HTTP__DL_HEADERS, HTTP__DL_BODY, HTTP__DL_UPLOAD };
 void http__conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -362,6 +371,8 @@ void http__conn_deadline(struct http_exchange *x, unsigned which);
 /* Shuts down the connections past their deadline; the next deadline of
    those left, or UINT64_MAX. */
 uint64_t http__conns_expire(struct http_server *srv, uint64_t now);
+
+/* counters.c */
 void http__record(struct http_server *srv, struct http_exchange *x,
                   uint64_t ns);
 

@@ -1,23 +1,9 @@
 /*
- * The HTTP server: MHD's callbacks, routing and dispatch, the timer thread,
- * start and stop.
+ * The HTTP server's requests: MHD's callbacks, the checks made before a
+ * body is read, routing and dispatch. Starting and stopping it, and its
+ * timer thread, are start.c's.
  */
 #include "http_int.h"
-
-/*
- * libmicrohttpd's strictest reading of requests. 0.9.75 (Debian 12) has
- * MHD_OPTION_STRICT_FOR_CLIENT, where 1 is its strictest level (-1 checks
- * only for whitespace before a header's colon, which framing_refused
- * checks at any level); 1.0 replaced it with
- * MHD_OPTION_CLIENT_DISCIPLINE_LVL, strictest at 3.
- */
-#if MHD_VERSION >= 0x01000000
-#define STRICTNESS_OPTION MHD_OPTION_CLIENT_DISCIPLINE_LVL
-#define STRICTNESS_LEVEL 3
-#else
-#define STRICTNESS_OPTION MHD_OPTION_STRICT_FOR_CLIENT
-#define STRICTNESS_LEVEL 1
-#endif
 
 static void client_address(struct MHD_Connection *conn, char *out,
                            size_t len)
@@ -54,64 +40,6 @@ static void request_id(struct http_exchange *x)
 }
 
 /* ------------------------------------------------------------------ */
-/* The timer thread: timeouts, keep-alives, streaming clients gone     */
-
-static void *timer_main(void *arg)
-{
-    struct http_server *srv = arg;
-
-    pthread_mutex_lock(&srv->lock);
-    while (!srv->timer_quit) {
-        uint64_t now = http__mono_ns(), next = now + 60 * 1000000000ull;
-        struct http_deferred *expired = NULL;
-        struct timespec until;
-
-        for (struct http_deferred *d = srv->deferreds; d; d = d->next) {
-            if (d->deadline_ns <= now) {
-                if (http__d_claim_locked(d)) {
-                    d->claimed_next = expired;
-                    expired = d;
-                }
-            } else if (d->deadline_ns < next) {
-                next = d->deadline_ns;
-            }
-        }
-        for (struct http_stream *st = srv->streams; st; st = st->next) {
-            pthread_mutex_lock(&st->mu);
-            if (st->suspended && st->deadline_ns <= now) {
-                st->suspended = 0;
-                MHD_resume_connection(st->conn);
-            } else if (st->suspended && st->deadline_ns < next) {
-                next = st->deadline_ns;
-            }
-            pthread_mutex_unlock(&st->mu);
-        }
-        for (struct http_exchange *x = srv->sinks; x; x = x->sink_next)
-            http__sink_check_peer(x, now);
-        /* Connection deadlines are of whole seconds: a look each second
-           keeps them within one, whenever they were set. */
-        http__conns_expire(srv, now);
-        if (now + 1000000000ull < next)
-            next = now + 1000000000ull;
-        if (srv->sinks && now + PEER_CHECK_MS * 1000000ull < next)
-            next = now + PEER_CHECK_MS * 1000000ull;
-        if (expired) {
-            /* Fill functions are the app's code: call them unlocked. */
-            pthread_mutex_unlock(&srv->lock);
-            http__d_fill_batch(expired, 0);
-            pthread_mutex_lock(&srv->lock);
-            continue;
-        }
-        until = http__ns_to_timespec(next);
-        srv->timer_next_ns = next;
-        pthread_cond_timedwait(&srv->tick, &srv->lock, &until);
-        srv->timer_next_ns = 0;     /* looking now: everyone signals */
-    }
-    pthread_mutex_unlock(&srv->lock);
-    return NULL;
-}
-
-/* ------------------------------------------------------------------ */
 /* MHD callbacks                                                        */
 
 static void exchange_free(struct http_exchange *x)
@@ -127,7 +55,7 @@ static void exchange_free(struct http_exchange *x)
 
 /* Called by MHD once per request with the raw URI, before the headers:
    the object made here is the request's state until on_completed. */
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+void *http__on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     struct http_exchange *x = calloc(1, sizeof *x);
 
@@ -433,6 +361,84 @@ static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
+/* Finds x->path's route for method (x->rq.method, HEAD as GET): 0 with
+   x->route set, or -1 with the 405 (with Allow) or 404 reply made. */
+static int match_route(struct http_exchange *x, const char *method, size_t plen)
+{
+    struct http_server *srv = x->srv;
+    struct http_resp *rs = &x->rs;
+    struct http_parse_error perr = {"", ""};
+    int found_path = 0;
+    char shown[160];
+    size_t n;
+
+    http__quote(shown, sizeof shown, x->path, plen, 100);
+    for (size_t i = 0; i < srv->nroutes && x->route < 0; i++) {
+        struct route *r = &srv->routes[i];
+        struct http_parse_error e;
+        int m = http_path_match(r->pattern, x->path, x->params, &n,
+                                x->param_buf, &e);
+
+        if (m < 0 && !perr.detail[0])
+            perr = e;
+        if (m <= 0)
+            continue;
+        found_path = 1;
+        if (strcmp(r->method, x->rq.method) == 0) {
+            x->route = (int)i;
+            x->rq.nparams = n;
+            x->rq.params = x->params;
+            x->rq.route = r->pattern;
+        }
+    }
+    if (x->route >= 0)
+        return 0;
+    if (found_path) {
+        char allow[128];
+        json_t *list = json_array();
+
+        allowed_methods(srv, x->path, allow, sizeof allow, list);
+        http_reply_header(rs, "Allow", allow);
+        http__problem(rs, 405, json_pack("{s:o*}", "allow", list),
+                      "%s is not allowed on \"%s\"; allowed: %s", method, shown,
+                      allow);
+    } else if (perr.detail[0]) {
+        http__problem(rs, 404, json_pack("{s:s}", "parameter", perr.param),
+                      "nothing at \"%s\": %s", shown, perr.detail);
+    } else {
+        http__problem(rs, 404, NULL, "nothing at \"%s\"", shown);
+    }
+    return -1;
+}
+
+/* 1 with the 415 reply made when x's route takes JSON and the request
+   has a body (by its Content-Length cl, a Transfer-Encoding or a
+   Content-Type) that is not declared as JSON; else 0. */
+static int content_type_refused(struct http_exchange *x, const char *cl)
+{
+    const char *te = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *ct = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    json_t *accept;
+    char got[80];
+
+    if (!(x->srv->routes[x->route].flags & HTTP_JSON_BODY) ||
+        !((cl && strtoull(cl, NULL, 10) > 0) || te || ct) ||
+        (ct && http__json_content_type(ct)))
+        return 0;
+    accept = json_pack("{s:[s]}", "accept", "application/json");
+    if (ct) {
+        http__quote(got, sizeof got, ct, strlen(ct), 60);
+        http__problem(&x->rs, 415, accept, "this resource takes application/json, "
+                      "not \"%s\"", got);
+    } else {
+        http__problem(&x->rs, 415, accept, "this resource takes application/json; "
+                      "the request has a body without a Content-Type");
+    }
+    return 1;
+}
+
 /* Routing, the query, the content type and the declared length: every
    check that needs no body, decided before the body is read. */
 static enum MHD_Result begin(struct http_exchange *x, const char *method)
@@ -442,9 +448,8 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
     struct http_parse_error perr = {"", ""};
     const char *q = strchr(x->uri, '?');
     size_t plen = q ? (size_t)(q - x->uri) : strlen(x->uri);
-    int is_head = strcmp(method, "HEAD") == 0, found_path = 0;
-    const char *cl, *te, *ct;
-    char shown[160];
+    int is_head = strcmp(method, "HEAD") == 0;
+    const char *cl;
     size_t n;
 
     http__fmt(x->method, sizeof x->method, "%s", method);
@@ -481,47 +486,8 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
         !(x->param_buf = malloc(plen + PATTERN_MAX + 2)))
         return MHD_NO;
     x->rq.path = x->path;
-    http__quote(shown, sizeof shown, x->path, plen, 100);
-
-    for (size_t i = 0; i < srv->nroutes && x->route < 0; i++) {
-        struct route *r = &srv->routes[i];
-        struct http_parse_error e;
-        int m = http_path_match(r->pattern, x->path, x->params, &n,
-                                x->param_buf, &e);
-
-        if (m < 0 && !perr.detail[0])
-            perr = e;
-        if (m <= 0)
-            continue;
-        found_path = 1;
-        if (strcmp(r->method, x->rq.method) == 0) {
-            x->route = (int)i;
-            x->rq.nparams = n;
-            x->rq.params = x->params;
-            x->rq.route = r->pattern;
-        }
-    }
-    if (x->route < 0 && found_path) {
-        char allow[128];
-        json_t *list = json_array();
-
-        allowed_methods(srv, x->path, allow, sizeof allow, list);
-        http_reply_header(rs, "Allow", allow);
-        http__problem(rs, 405, json_pack("{s:o*}", "allow", list),
-                      "%s is not allowed on \"%s\"; allowed: %s", method, shown,
-                      allow);
+    if (match_route(x, method, plen) < 0)
         return early_reply(x);
-    }
-    if (x->route < 0 && perr.detail[0]) {
-        http__problem(rs, 404, json_pack("{s:s}", "parameter", perr.param),
-                      "nothing at \"%s\": %s", shown, perr.detail);
-        return early_reply(x);
-    }
-    if (x->route < 0) {
-        http__problem(rs, 404, NULL, "nothing at \"%s\"", shown);
-        return early_reply(x);
-    }
-
     if (http_query_parse(q ? q + 1 : "", q ? strlen(q + 1) : 0, &x->query,
                          &perr) < 0) {
         http__problem(rs, 400,
@@ -535,26 +501,8 @@ static enum MHD_Result begin(struct http_exchange *x, const char *method)
 
     cl = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-    te = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
-                                     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    ct = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND,
-                                     MHD_HTTP_HEADER_CONTENT_TYPE);
-    if ((srv->routes[x->route].flags & HTTP_JSON_BODY) &&
-        ((cl && strtoull(cl, NULL, 10) > 0) || te || ct) &&
-        !(ct && http__json_content_type(ct))) {
-        json_t *accept = json_pack("{s:[s]}", "accept", "application/json");
-        char got[80];
-
-        if (ct) {
-            http__quote(got, sizeof got, ct, strlen(ct), 60);
-            http__problem(rs, 415, accept, "this resource takes application/json, "
-                          "not \"%s\"", got);
-        } else {
-            http__problem(rs, 415, accept, "this resource takes application/json; "
-                          "the request has a body without a Content-Type");
-        }
+    if (content_type_refused(x, cl))
         return early_reply(x);
-    }
     /* Who is asking, before any byte of a body is read or kept. */
     if (srv->admit) {
         x->phase = PH_HANDLER;
@@ -626,11 +574,10 @@ static enum MHD_Result dispatch(struct http_exchange *x)
     return MHD_YES;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
-                                  const char *url, const char *method,
-                                  const char *version,
-                                  const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+enum MHD_Result http__on_request(void *cls, struct MHD_Connection *conn,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
 {
     struct http_exchange *x = *con_cls;
 
@@ -682,8 +629,8 @@ static const char *termination_name(enum MHD_RequestTerminationCode toe)
     }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **con_cls, enum MHD_RequestTerminationCode toe)
+void http__on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                        enum MHD_RequestTerminationCode toe)
 {
     struct http_server *srv = cls;
     struct http_exchange *x = *con_cls;
@@ -718,7 +665,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
     exchange_free(x);
 }
 
-static void mhd_log(void *cls, const char *f, va_list ap)
+void http__mhd_log(void *cls, const char *f, va_list ap)
 {
     struct http_server *srv = cls;
     char msg[512];
@@ -728,369 +675,4 @@ static void mhd_log(void *cls, const char *f, va_list ap)
     vsnprintf(msg, sizeof msg, f, ap);
     msg[strcspn(msg, "\n")] = '\0';
     fprintf(stderr, "http libmicrohttpd: %s\n", msg);
-}
-
-/* ------------------------------------------------------------------ */
-/* Start and stop                                                       */
-
-static int check_routes(const struct http_route *routes, size_t n, char *err,
-                        size_t errlen)
-{
-    if (n > HTTP_MAX_ROUTES) {
-        http__fmt(err, errlen, "%zu routes, more than the limit of %d", n,
-                  HTTP_MAX_ROUTES);
-        return EC_ELIMIT;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const struct http_route *r = &routes[i];
-        const char *p = r->pattern;
-        char names[HTTP_MAX_PATH_PARAMS][PARAM_NAME_MAX + 1];
-        size_t nparams = 0, mlen = r->method ? strlen(r->method) : 0;
-
-        if (!mlen || mlen > 16 ||
-            strspn(r->method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != mlen) {
-            http__fmt(err, errlen, "route %zu: the method must be 1..16 upper-case "
-                      "letters", i);
-            return EC_EINVAL;
-        }
-        if (!r->handler) {
-            http__fmt(err, errlen, "route %zu (%s): no handler", i, r->method);
-            return EC_EINVAL;
-        }
-        if (!p || p[0] != '/' || strlen(p) > PATTERN_MAX) {
-            http__fmt(err, errlen, "route %zu: the pattern must start with '/' and "
-                      "be at most %d bytes", i, PATTERN_MAX);
-            return EC_EINVAL;
-        }
-        for (p++;; p++) {
-            size_t len = strcspn(p, "/");
-
-            if (http__segment_is_param(p, len)) {
-                size_t nl = len - 2;
-
-                if (nl > PARAM_NAME_MAX ||
-                    strspn(p + 1, "abcdefghijklmnopqrstuvwxyz_") < nl ||
-                    nparams == HTTP_MAX_PATH_PARAMS) {
-                    http__fmt(err, errlen, "route %zu (%s): parameters are {name} "
-                              "with name [a-z_]{1,%d}, at most %d of them", i,
-                              r->pattern, PARAM_NAME_MAX, HTTP_MAX_PATH_PARAMS);
-                    return EC_EINVAL;
-                }
-                memcpy(names[nparams], p + 1, nl);
-                names[nparams][nl] = '\0';
-                for (size_t k = 0; k < nparams; k++)
-                    if (strcmp(names[k], names[nparams]) == 0) {
-                        http__fmt(err, errlen, "route %zu (%s): parameter {%s} "
-                                  "appears twice", i, r->pattern, names[k]);
-                        return EC_EINVAL;
-                    }
-                nparams++;
-            } else {
-                for (size_t k = 0; k < len; k++)
-                    if (!http__is_id_char((unsigned char)p[k]) && p[k] != '~') {
-                        http__fmt(err, errlen, "route %zu (%s): a literal segment "
-                                  "may hold only [A-Za-z0-9_.~-]", i, r->pattern);
-                        return EC_EINVAL;
-                    }
-            }
-            p += len;
-            if (!*p)
-                break;
-        }
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(routes[k].method, r->method) == 0 &&
-                strcmp(routes[k].pattern, r->pattern) == 0) {
-                http__fmt(err, errlen, "route %zu: %s %s is already route %zu", i,
-                          r->method, r->pattern, k);
-                return EC_EINVAL;
-            }
-    }
-    return 0;
-}
-
-/* Our own listening socket, so that a bind failure can say why (MHD only
-   says that it failed) and port 0 can be read back at once. */
-static int open_listener(const char *host, unsigned port, int *ipv6,
-                         unsigned *bound, char *err, size_t errlen)
-{
-    struct sockaddr_storage ss;
-    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-    socklen_t sl;
-    int fd, one = 1;
-
-    memset(&ss, 0, sizeof ss);
-    if (strcmp(host, "localhost") == 0)
-        host = DEFAULT_HOST;
-    if (port > 65535) {
-        http__fmt(err, errlen, "port %u is not in 0..65535", port);
-        return -1;
-    }
-    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t)port);
-        sl = sizeof *in4;
-        *ipv6 = 0;
-    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        sl = sizeof *in6;
-        *ipv6 = 1;
-    } else {
-        http__fmt(err, errlen, "host \"%s\" is not a numeric IPv4 or IPv6 address",
-                  host);
-        return -1;
-    }
-    if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
-        http__fmt(err, errlen, "cannot create a socket: %s", strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    /* Accepted sockets inherit it: a reply written in two parts must not
-     * wait for the client's delayed ACK (40 ms on Linux) before its body. */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 512) < 0 ||
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-        http__fmt(err, errlen, "cannot listen on %s port %u: %s", host, port,
-                  strerror(errno));
-        close(fd);
-        return -1;
-    }
-    sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *bound = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
-    return fd;
-}
-
-/*
- * Each connection is a descriptor, and the database, the coordinators'
- * pipes and MHD's own need some more: the soft open-file limit (often
- * 1024) is raised toward the hard one so that the connection limit, not
- * EMFILE on accept, is what turns clients away. 0, or -1 with err set.
- */
-static int raise_nofile(unsigned maxconn, char *err, size_t errlen)
-{
-    struct rlimit rl;
-    rlim_t want = (rlim_t)maxconn + 256;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
-        return 0;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
-        http__fmt(err, errlen, "%u connections need %llu open files, and the hard "
-                  "limit is %llu: lower the connection limit or raise ulimit -Hn",
-                  maxconn, (unsigned long long)want, (unsigned long long)rl.rlim_max);
-        return -1;
-    }
-    rl.rlim_cur = want;
-    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-        http__fmt(err, errlen, "cannot raise the open-file limit to %llu: %s",
-                  (unsigned long long)want, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static void free_server(struct http_server *srv)
-{
-    for (size_t i = 0; i < srv->nroutes; i++) {
-        free(srv->routes[i].method);
-        free(srv->routes[i].pattern);
-    }
-    free(srv->routes);
-    free(srv->stats);
-    pthread_mutex_destroy(&srv->lock);
-    pthread_mutex_destroy(&srv->conn_lock);
-    pthread_cond_destroy(&srv->tick);
-    pthread_cond_destroy(&srv->drained);
-    free(srv);
-}
-
-struct http_server *http_start(const struct http_config *cfg,
-                               const struct http_route *routes,
-                               size_t nroutes, void *app, char *err,
-                               size_t errlen)
-{
-    static const struct http_config defaults = {0};
-    struct http_server *srv;
-    pthread_condattr_t ca;
-    unsigned threads, maxconn, timeout;
-    int ipv6 = 0;
-    char dummy[8];
-
-    if (!err || !errlen)
-        err = dummy, errlen = sizeof dummy;
-    cfg = cfg ? cfg : &defaults;
-    if (check_routes(routes, nroutes, err, errlen) < 0)
-        return NULL;
-    if (!(srv = calloc(1, sizeof *srv))) {
-        http__fmt(err, errlen, "out of memory");
-        return NULL;
-    }
-    pthread_mutex_init(&srv->lock, NULL);
-    pthread_mutex_init(&srv->conn_lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&srv->tick, &ca);
-    pthread_cond_init(&srv->drained, &ca);
-    pthread_condattr_destroy(&ca);
-    srv->listen_fd = -1;
-    srv->app = app;
-    srv->quiet = cfg->access_log_off;
-    srv->max_body = cfg->max_body ? cfg->max_body : DEFAULT_MAX_BODY;
-    srv->header_timeout_ns = (cfg->header_timeout_s ? cfg->header_timeout_s
-                                                    : DEFAULT_HEADER_TIMEOUT_S) * 1000000000ull;
-    srv->body_timeout_ns = (cfg->body_timeout_s ? cfg->body_timeout_s
-                                                : DEFAULT_BODY_TIMEOUT_S) * 1000000000ull;
-    srv->upload_timeout_ns = (cfg->upload_timeout_s ? cfg->upload_timeout_s
-                                                    : DEFAULT_UPLOAD_TIMEOUT_S) * 1000000000ull;
-    srv->max_per_address = cfg->max_per_address;
-    srv->admit = cfg->admit;
-    srv->id_salt = (unsigned)(http__mono_ns() ^ ((uint64_t)getpid() << 16));
-    srv->routes = calloc(nroutes ? nroutes : 1, sizeof *srv->routes);
-    srv->stats = calloc(nroutes + 1, sizeof *srv->stats);
-    if (!srv->routes || !srv->stats)
-        goto oom;
-    for (size_t i = 0; i < nroutes; i++, srv->nroutes++) {
-        srv->routes[i].method = strdup(routes[i].method);
-        srv->routes[i].pattern = strdup(routes[i].pattern);
-        srv->routes[i].handler = routes[i].handler;
-        srv->routes[i].flags = routes[i].flags;
-        if (!srv->routes[i].method || !srv->routes[i].pattern) {
-            srv->nroutes++;
-            goto oom;
-        }
-    }
-    srv->listen_fd = open_listener(cfg->host ? cfg->host : DEFAULT_HOST,
-                                   cfg->port, &ipv6, &srv->port, err, errlen);
-    if (srv->listen_fd < 0)
-        goto fail;
-    if (pthread_create(&srv->timer, NULL, timer_main, srv) != 0) {
-        http__fmt(err, errlen, "cannot start the timer thread");
-        goto fail;
-    }
-    srv->timer_running = 1;
-    threads = cfg->threads ? cfg->threads : DEFAULT_THREADS;
-    maxconn = cfg->max_connections ? cfg->max_connections
-                                   : DEFAULT_MAX_CONNECTIONS;
-    timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s
-                                  : DEFAULT_CONN_TIMEOUT_S;
-    srv->max_connections = maxconn;
-    if (raise_nofile(maxconn + CONN_RESERVE, err, errlen) < 0)
-        goto fail;
-    /*
-     * A pool of epoll threads; suspend/resume needs MHD's wake-up pipe.
-     * MHD answers a few errors itself, before any callback of ours and so
-     * not as problem+json: 431 and 414 when the request line and headers
-     * outgrow its per-connection pool (MHD_POOL; URL_MAX and HEADERS_MAX
-     * answer long ones below that), 505 for an unknown HTTP version; a
-     * request line it cannot parse just closes the connection. At its
-     * strictest (STRICTNESS_LEVEL) it also answers 400 to an HTTP/1.1
-     * request without Host and closes a connection whose request line has
-     * a space in the URL; framing_refused does the rest.
-     */
-    srv->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-            MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0),
-        0, NULL, NULL, on_request, srv,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
-        MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
-        MHD_OPTION_THREAD_POOL_SIZE, threads,
-        MHD_OPTION_CONNECTION_LIMIT, maxconn + CONN_RESERVE,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_POOL,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-        STRICTNESS_OPTION, STRICTNESS_LEVEL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-        MHD_OPTION_NOTIFY_CONNECTION, http__conn_notify, srv,
-        MHD_OPTION_END);
-    if (!srv->daemon) {
-        http__fmt(err, errlen, "libmicrohttpd did not start (%u threads, %u "
-                  "connections)", threads, maxconn);
-        goto fail;
-    }
-    return srv;
-oom:
-    http__fmt(err, errlen, "out of memory");
-fail:
-    if (srv->timer_running) {
-        pthread_mutex_lock(&srv->lock);
-        srv->timer_quit = 1;
-        pthread_cond_signal(&srv->tick);
-        pthread_mutex_unlock(&srv->lock);
-        pthread_join(srv->timer, NULL);
-    }
-    if (srv->listen_fd >= 0)
-        close(srv->listen_fd);
-    free_server(srv);
-    return NULL;
-}
-
-unsigned http_port(const struct http_server *srv)
-{
-    return srv ? srv->port : 0;
-}
-
-void http_stop(struct http_server *srv)
-{
-    struct http_deferred *batch = NULL;
-    struct timespec until;
-
-    if (!srv)
-        return;
-    /*
-     * MHD_quiesce_daemon is not used to stop accepting first: with a pool
-     * of epoll threads (0.9.75) it races the workers removing the listening
-     * socket from their epoll sets, and the loser's MHD_PANIC aborts the
-     * process. Connections accepted during the short drain below are
-     * served, except that nothing can park or stream any more.
-     *
-     * MHD must not be stopped with a connection suspended, so every parked
-     * reply is answered (503) and every stream ended first; stopping
-     * keeps new ones from parking meanwhile.
-     */
-    pthread_mutex_lock(&srv->lock);
-    srv->stopping = 1;
-    for (struct http_deferred *d = srv->deferreds; d; d = d->next)
-        if (http__d_claim_locked(d)) {
-            d->claimed_next = batch;
-            batch = d;
-        }
-    for (struct http_stream *st = srv->streams; st; st = st->next) {
-        pthread_mutex_lock(&st->mu);
-        st->stopping = 1;
-        if (st->suspended) {
-            st->suspended = 0;
-            MHD_resume_connection(st->conn);
-        }
-        pthread_mutex_unlock(&st->mu);
-    }
-    pthread_mutex_unlock(&srv->lock);
-    http__d_fill_batch(batch, 1);
-    /* A fill the app started before we came must finish and resume. */
-    pthread_mutex_lock(&srv->lock);
-    for (struct http_deferred *d = srv->deferreds; d; d = d->next) {
-        pthread_mutex_lock(&d->mu);
-        while (d->state == D_FILLING)
-            pthread_cond_wait(&d->done, &d->mu);
-        pthread_mutex_unlock(&d->mu);
-    }
-    /*
-     * MHD_stop_daemon closes connections at once, even one just resumed
-     * whose last reply is not yet written; give those replies a moment to
-     * go out. Each request leaves its list when it is over.
-     */
-    until = http__ns_to_timespec(http__mono_ns() + STOP_DRAIN_MS * 1000000ull);
-    while ((srv->deferreds || srv->streams) &&
-           pthread_cond_timedwait(&srv->drained, &srv->lock, &until) == 0)
-        ;
-    pthread_mutex_unlock(&srv->lock);
-
-    MHD_stop_daemon(srv->daemon);   /* closes the listening socket too */
-
-    pthread_mutex_lock(&srv->lock);
-    srv->timer_quit = 1;
-    pthread_cond_signal(&srv->tick);
-    pthread_mutex_unlock(&srv->lock);
-    pthread_join(srv->timer, NULL);
-    free_server(srv);
 }
