@@ -101,6 +101,19 @@ $(ENGINE_LIB): $(ENGINE_OBJ)
 $(BUILD)/ecopt: $(BUILD)/cli/main.o $(APP_OBJ) $(ENGINE_LIB)
 	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
 
+# The test build (docs/testing.md, "Test hooks"): the same program with
+# the hooks the tests inject faults through (ECOPT_FAULT) compiled in.
+# The suites find it as ECOPT_TEST_BIN; the shipped build/ecopt has no hook.
+TEST_HOOKS_OBJ := $(BUILD)/test-hooks/engine/src/proc.o
+$(TEST_HOOKS_OBJ): OBJ_OPT = $(ENGINE_OPT)
+$(TEST_HOOKS_OBJ): engine/src/proc.c
+	@mkdir -p $(dir $@)
+	$(CC_ALL) -DECOPT_TEST_HOOKS -c $< -o $@
+
+$(BUILD)/ecopt-test: $(BUILD)/cli/main.o $(APP_OBJ) $(TEST_HOOKS_OBJ) \
+                     $(filter-out $(BUILD)/engine/src/proc.o,$(ENGINE_OBJ))
+	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
+
 $(BUILD)/mpi/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(XCFLAGS) $(CFLAGS) $(SAN) -DECOPT_WITH_MPI -c $< -o $@
@@ -143,7 +156,7 @@ $(BUILD)/bench/%: bench/%.c $(APP_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC_ALL) $(LDFLAGS) -o $@ $< $(APP_OBJ) $(ENGINE_LIB) $(LDLIBS_APP)
 
-tests: $(TEST_BIN) $(BUILD)/ecopt $(MPI_BIN)
+tests: $(TEST_BIN) $(BUILD)/ecopt $(BUILD)/ecopt-test $(MPI_BIN)
 
 deps:
 	@sh docker/install-deps.sh
@@ -152,14 +165,16 @@ deps:
 # then the independent reference of every algorithm (mk/reference.mk).
 check: deps
 	@$(MAKE) --no-print-directory tests engine-linkcheck layercheck citecheck
-	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) sh tests/run-suites.sh $(TEST_BIN)
+	@ECOPT_BIN=$(abspath $(BUILD)/ecopt) ECOPT_TEST_BIN=$(abspath $(BUILD)/ecopt-test) \
+	    sh tests/run-suites.sh $(TEST_BIN)
 	@$(MAKE) --no-print-directory reference-check
 
 asan-check: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g" MPICC= \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    tests
-	@ECOPT_BIN=$(abspath build-asan/ecopt) CK_DEFAULT_TIMEOUT=600 \
+	@ECOPT_BIN=$(abspath build-asan/ecopt) ECOPT_TEST_BIN=$(abspath build-asan/ecopt-test) \
+	    CK_DEFAULT_TIMEOUT=600 \
 	    sh tests/run-suites.sh $(TEST_SRC:tests/%.c=build-asan/tests/%)
 
 # The service on 127.0.0.1:8080 (make run LISTEN=127.0.0.1:9000 moves it)

@@ -125,9 +125,18 @@ struct job_proc {
     int exit_status;
 };
 
-/* Starts ecopt run on a long job with its report channel on a pipe. */
-static void start_job(struct job_proc *jp, const char *extra_env,
-                      const char *extra_args, const char *spec)
+/* The shipped binary (ECOPT_BIN), or with test set the test build with
+   its hooks (ECOPT_TEST_BIN; docs/testing.md, "Test hooks"). */
+static const char *ecopt_bin(int test)
+{
+    const char *bin = getenv(test ? "ECOPT_TEST_BIN" : "ECOPT_BIN");
+
+    return bin && *bin ? bin : test ? "build/ecopt-test" : "build/ecopt";
+}
+
+/* Starts bin's ecopt run on a job with its report channel on a pipe. */
+static void start_job_with(struct job_proc *jp, const char *bin, const char *extra_env,
+                           const char *extra_args, const char *spec)
 {
     int rp[2], op[2];
     char specpath[64];
@@ -139,7 +148,6 @@ static void start_job(struct job_proc *jp, const char *extra_env,
     jp->pid = fork();
     ck_assert_int_ge(jp->pid, 0);
     if (jp->pid == 0) {
-        const char *bin = getenv("ECOPT_BIN");
         char cmd[1024];
 
         dup2(rp[1], 3);
@@ -147,8 +155,8 @@ static void start_job(struct job_proc *jp, const char *extra_env,
         dup2(op[1], 2);
         if (extra_env)
             putenv((char *)extra_env);
-        snprintf(cmd, sizeof cmd, "exec %s run %s --quiet --report-fd 3 %s",
-                 bin && *bin ? bin : "build/ecopt", specpath, extra_args);
+        snprintf(cmd, sizeof cmd, "exec %s run %s --quiet --report-fd 3 %s", bin,
+                 specpath, extra_args);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -158,6 +166,13 @@ static void start_job(struct job_proc *jp, const char *extra_env,
     /* stdout/stderr: collected after exit through a non-blocking read */
     fcntl(op[0], F_SETFL, O_NONBLOCK);
     jp->exit_status = op[0];   /* stash the fd until wait_job */
+}
+
+/* The same with the shipped binary. */
+static void start_job(struct job_proc *jp, const char *extra_env,
+                      const char *extra_args, const char *spec)
+{
+    start_job_with(jp, ecopt_bin(0), extra_env, extra_args, spec);
 }
 
 /* Reads report lines until one of the given type arrives (or EOF). */
@@ -353,7 +368,7 @@ START_TEST(test_sigkill_coordinator)
 }
 END_TEST
 
-/* Misbehaving workers, injected through ECOPT_FAULT. */
+/* Misbehaving workers, injected through ECOPT_FAULT into the test build. */
 START_TEST(test_worker_faults)
 {
     static const struct {
@@ -379,7 +394,7 @@ START_TEST(test_worker_faults)
         int n;
         double took;
 
-        start_job(&jp, cases[i].env, cases[i].args, long_job);
+        start_job_with(&jp, ecopt_bin(1), cases[i].env, cases[i].args, long_job);
         ck_assert(wait_record(&jp, "start", 30));
         n = children(jp.pid, kids, 16);
         took = wait_job(&jp, 20);
@@ -389,6 +404,30 @@ START_TEST(test_worker_faults)
         ck_assert_double_lt(took, 10.0);
         all_gone(kids, n);
     }
+}
+END_TEST
+
+/* The shipped binary has no test hook: a fault that stops the test
+ * build's job at round 30 changes nothing in build/ecopt's, which runs
+ * its 200 rounds and ends well. */
+START_TEST(test_shipped_ignores_faults)
+{
+    static const char short_job[] =
+        "{\"dataset\": \"a9a\", \"workers\": 3, \"procs\": 3, \"algorithm\": \"eclk\","
+        " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 200,"
+        " \"target\": 0, \"eval_every\": 50}";
+    struct job_proc jp;
+
+    start_job_with(&jp, ecopt_bin(1), "ECOPT_FAULT=exit:1:30", "", short_job);
+    wait_job(&jp, 120);
+    ck_assert_msg(jp.exit_status == 3, "the test build: exit %d: %s", jp.exit_status, jp.out);
+    ck_assert_msg(strstr(jp.reason, "worker 1 exited with status 3 at round 30"), "'%s'",
+                  jp.reason);
+    start_job_with(&jp, ecopt_bin(0), "ECOPT_FAULT=exit:1:30", "", short_job);
+    wait_job(&jp, 120);
+    ck_assert_msg(jp.exit_status == 0, "the shipped build: exit %d: %s (%s)", jp.exit_status,
+                  jp.out, jp.reason);
+    ck_assert_str_ne(jp.status, "failed");
 }
 END_TEST
 
@@ -543,6 +582,7 @@ int main(void)
     tcase_add_test(faults, test_sigterm_coordinator);
     tcase_add_test(faults, test_sigkill_coordinator);
     tcase_add_test(faults, test_worker_faults);
+    tcase_add_test(faults, test_shipped_ignores_faults);
     tcase_add_test(faults, test_default_procs);
 #ifndef __SANITIZE_ADDRESS__
     /* AddressSanitizer reserves terabytes of shadow address space, so an

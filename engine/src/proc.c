@@ -24,10 +24,12 @@
 #include "ecopt/wire.h"
 
 /*
- * Fault injection for the runtime's own tests: ECOPT_FAULT=KIND:WORKER:ROUND
- * makes one worker misbehave at one exchange. KIND is garbage (a frame
- * with a bad magic), truncate (half a frame, then exit), hang (stop
- * answering) or exit (exit with status 3). Unset, it costs one getenv.
+ * Fault injection for the runtime's own tests, compiled only into the
+ * test build (build/ecopt-test, -DECOPT_TEST_HOOKS; docs/testing.md,
+ * "Test hooks"): ECOPT_FAULT=KIND:WORKER:ROUND makes one worker misbehave
+ * at one exchange. KIND is garbage (a frame with a bad magic), truncate
+ * (half a frame, then exit), hang (stop answering) or exit (exit with
+ * status 3). The shipped binary never reads it.
  */
 struct fault {
     enum { FAULT_NONE, FAULT_GARBAGE, FAULT_TRUNCATE, FAULT_HANG, FAULT_EXIT } kind;
@@ -35,6 +37,7 @@ struct fault {
     uint64_t round;
 };
 
+#ifdef ECOPT_TEST_HOOKS
 static struct fault fault_from_env(void)
 {
     struct fault f = {FAULT_NONE, 0, 0};
@@ -57,6 +60,12 @@ static struct fault fault_from_env(void)
         f.kind = FAULT_EXIT;
     return f;
 }
+#else
+static struct fault fault_from_env(void)
+{
+    return (struct fault){FAULT_NONE, 0, 0};
+}
+#endif
 
 /* One process hosting workers first .. first + count - 1. */
 /*

@@ -131,8 +131,8 @@ typedef struct ec_chan {
  * A worker process's whole life over a channel, hosting workers first ..
  * first + count - 1: HELLO, then WELCOME, then STEP -> UPS until STOP.
  * Returns the process exit code (0 after STOP or when the coordinator is
- * gone). Honours ECOPT_FAULT (see proc.c) for tests: the fault of a hosted
- * worker is its process's.
+ * gone). The test build honours ECOPT_FAULT (see proc.c): the fault of a
+ * hosted worker is its process's.
  */
 int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
                     uint32_t first, uint32_t count);
