@@ -530,14 +530,14 @@ START_TEST(test_worker_isolation)
 
     if (geteuid() != 0) {
         /* CI runs as root; a developer's own run cannot switch users. */
-        fprintf(stderr, "test_faults: not root: the drop to nobody is not tested\n");
+        tu_skip("ROOT", "test_faults: not root: the drop to nobody is not tested");
         return;
     }
     if (!(links = can_read_fd_links()))
-        fprintf(stderr, "test_faults: no CAP_SYS_PTRACE (a container's root): "
+        tu_skip("PTRACE", "test_faults: no CAP_SYS_PTRACE (a container's root): "
                 "where the coordinator's and the workers' descriptors lead is "
                 "not read; the workers' are counted, the server's are seen "
-                "to be close-on-exec\n");
+                "to be close-on-exec");
     server_start(&s, 0);
     job_create(&s, ALICE, long_job, id);
     json_decref(job_wait(&s, ALICE, id, "running", 60));
@@ -688,8 +688,8 @@ START_TEST(test_job_confinement)
                       who, (int)procs[i]);
     }
     if (!can_read_fd_links())
-        fprintf(stderr, "test_faults: no CAP_SYS_PTRACE: the job's environment is not "
-                "read\n");
+        tu_skip("PTRACE", "test_faults: no CAP_SYS_PTRACE: the job's environment is not "
+                "read");
     job_cancel(&s, ALICE, id, 30);
     server_stop(&s, SIGTERM);
 }
@@ -724,7 +724,7 @@ START_TEST(test_worker_uids)
     int st;
 
     if (geteuid() != 0) {
-        fprintf(stderr, "test_faults: not root: --worker-uids is not tested\n");
+        tu_skip("ROOT", "test_faults: not root: --worker-uids is not tested");
         return;
     }
     /* Left over "from an earlier job" on the range's first uid: it would
@@ -849,7 +849,7 @@ START_TEST(test_worker_user_errors)
     int fd, rc;
 
     if (geteuid() != 0) {
-        fprintf(stderr, "test_faults: not root: the user switch errors are not tested\n");
+        tu_skip("ROOT", "test_faults: not root: the user switch errors are not tested");
         return;
     }
     fd = open(tu_write_temp_str("{\"dataset\": \"heart_scale\", \"workers\": 2,"

@@ -4,8 +4,9 @@
  * on the CI machines), whose max_usage_in_bytes is the peak of all its
  * processes with shared pages counted once. The estimate is of address
  * space, so it must be at least the peak, and close enough to it to be
- * worth refusing jobs by. Needs root and the memory controller; skips
- * with a message otherwise.
+ * worth refusing jobs by. Needs root and the memory controller; without
+ * them the suite is skipped, and counted so, unless ECOPT_REQUIRE_ROOT or
+ * ECOPT_REQUIRE_CGROUP is set, as CI sets them.
  */
 #include <check.h>
 #include <errno.h>
@@ -156,24 +157,20 @@ int main(void)
     ecopt = getenv("ECOPT_BIN") ? getenv("ECOPT_BIN") : "build/ecopt";
 #ifdef __SANITIZE_ADDRESS__
     /* The sanitizer's shadow memory is no part of the account. */
-    printf("test_memory: skipped under AddressSanitizer\n");
-    return 0;
+    tu_skip_suite(NULL, "test_memory: not under AddressSanitizer");
 #endif
-    if (geteuid() != 0 || stat(CGROOT "/memory.max_usage_in_bytes", &sb) != 0) {
-        printf("test_memory: skipped: needs root and the cgroup v1 memory "
-               "controller at " CGROOT "\n");
-        return 0;
-    }
+    if (geteuid() != 0)
+        tu_skip_suite("ROOT", "test_memory: not root: cgroups cannot be made");
+    if (stat(CGROOT "/memory.max_usage_in_bytes", &sb) != 0)
+        tu_skip_suite("CGROUP", "test_memory: no cgroup v1 memory controller at " CGROOT);
     {
         /* A container sees the hierarchy read-only: nothing to measure in. */
         char probe[96];
 
         snprintf(probe, sizeof probe, CGROOT "/ecopt-probe-%d", (int)getpid());
-        if (mkdir(probe, 0755) != 0) {
-            printf("test_memory: skipped: cannot make a cgroup under " CGROOT
-                   " (%s)\n", strerror(errno));
-            return 0;
-        }
+        if (mkdir(probe, 0755) != 0)
+            tu_skip_suite("CGROUP", "test_memory: cannot make a cgroup under " CGROOT " (%s)",
+                          strerror(errno));
         rmdir(probe);
     }
     write_data();

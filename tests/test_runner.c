@@ -274,7 +274,8 @@ START_TEST(test_roomy_pipe)
     ck_assert(f && fscanf(f, "%ld", &max) == 1);
     fclose(f);
     if (max < (1 << 20) && geteuid() != 0) {
-        fprintf(stderr, "test_runner: pipe-max-size %ld, pipe test skipped\n", max);
+        tu_skip("ROOT", "test_runner: pipe-max-size %ld and not root: the pipe test "
+                "is not run", max);
         return;
     }
     o.argv = argv;

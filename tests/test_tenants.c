@@ -798,8 +798,8 @@ START_TEST(test_http_descriptors)
      * run closes what it inherited, test_http_run_closes_inherited shows
      * (a coordinator of this user, readable). */
     if (!http_fd_links_readable())
-        fprintf(stderr, "test_tenants: no CAP_SYS_PTRACE (a container's root): "
-                "the coordinators' links are not read\n");
+        tu_skip("PTRACE", "test_tenants: no CAP_SYS_PTRACE (a container's root): "
+                "the coordinators' links are not read");
     for (int i = 0; i < nkids; i++)
         if (http_fd_links_readable())
             ck_assert_msg(http_fd_open(kids[i], 3) && http_fds_to(kids[i], marker) == 0,

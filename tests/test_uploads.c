@@ -744,9 +744,9 @@ START_TEST(test_validator_descriptors)
         ck_assert_msg((flags & O_ACCMODE) == O_RDONLY, "the validator's file is open "
                       "with flags 0%lo, not read-only", flags);
     }
-    if (!seen && unreadable && !getenv("ECOPT_REQUIRE_PTRACE"))
-        printf("SKIP test_validator_descriptors: the validator's /proc/PID/fd is not "
-               "readable here (no CAP_SYS_PTRACE)\n");
+    if (!seen && unreadable)
+        tu_skip("PTRACE", "test_uploads: the validator's /proc/PID/fd is not "
+                "readable here (no CAP_SYS_PTRACE)");
     else
         ck_assert_msg(seen, "no validator was seen");
     for (int i = 0; i < 3000 && !u.done; i++)

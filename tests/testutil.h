@@ -3,6 +3,7 @@
 #define ECOPT_TESTUTIL_H
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,68 @@ static inline double tu_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/*
+ * Skips (docs/testing.md, "Skips"). What cannot run here says so on a line
+ * starting "SKIP ", which tests/run-suites.sh counts and repeats in its
+ * summary: a whole suite by exiting TU_SKIP_EXIT (tu_skip_suite), a part
+ * of a test by returning after tu_skip. Each names what it needs (MPI,
+ * CGROUP, ROOT, TMPFS, PTRACE, or NULL for a build that cannot); with
+ * ECOPT_REQUIRE_<NEED> set that skip is a failure instead, so CI, which
+ * sets those its machines satisfy, cannot pass by skipping.
+ */
+#define TU_SKIP_EXIT 77
+
+static inline int tu_required(const char *need)
+{
+    char name[64];
+    const char *v;
+
+    if (!need)
+        return 0;
+    snprintf(name, sizeof name, "ECOPT_REQUIRE_%s", need);
+    v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The whole suite cannot run (call it from main): exits. */
+static inline void tu_skip_suite(const char *need, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+static inline void tu_skip_suite(const char *need, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (tu_required(need)) {
+        fprintf(stderr, "%s, but ECOPT_REQUIRE_%s is set\n", why, need);
+        exit(EXIT_FAILURE);
+    }
+    printf("SKIP %s\n", why);
+    fflush(stdout);
+    exit(TU_SKIP_EXIT);
+}
+
+/* A part of the running test cannot run: says so (the caller then
+   returns or goes on without it), or fails the test if need is required. */
+static inline void tu_skip(const char *need, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static inline void tu_skip(const char *need, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (tu_required(need))
+        ck_abort_msg("%s, but ECOPT_REQUIRE_%s is set", why, need);
+    fprintf(stderr, "SKIP %s\n", why);
 }
 
 /* Runs one suite; the exit status says whether every test passed. */
