@@ -1,4 +1,6 @@
-/* The subcommands of the ecopt binary; each returns the process exit code. */
+/* The subcommands of the ecopt binary; each returns the process exit code,
+   one of those below, with the sentence on stderr: the cli floor's error
+   convention (docs/architecture.md, "Errors"). */
 #ifndef ECOPT_CMD_H
 #define ECOPT_CMD_H
 

@@ -2,6 +2,11 @@
  * The job spec: a strict parser from JSON into an ec_job plus the keys only
  * the service uses (name, labels, backend), and the canonical JSON form the
  * service stores and echoes. `ecopt run JOB.json` and POST /v1/jobs share it.
+ *
+ * Errors, as everywhere on the format floor (docs/architecture.md,
+ * "Errors"): a parser returns 0 or -1 and lists every problem it found in
+ * struct jobspec_errors, each a field path and a sentence; a writer
+ * returns NULL only when memory runs out.
  */
 #ifndef ECOPT_JOBSPEC_H
 #define ECOPT_JOBSPEC_H

@@ -5,6 +5,10 @@
  * handler runs, so a handler is given who is asking and never checks
  * tokens itself. Handlers decode, call service/core, and encode; the
  * helpers below are what they share.
+ *
+ * Errors (docs/architecture.md, "Errors"): a handler returns what the
+ * http_reply_* call that answered returned; every error is problem+json,
+ * and the api_reply_* helpers map the floor below's errors to statuses.
  */
 #ifndef ECOPT_API_H
 #define ECOPT_API_H

@@ -4,6 +4,11 @@
  * processes. It never sees an HTTP request: service/api reads and answers
  * those, and cli/serve.c makes one app, wires it to the HTTP server and
  * the watchers, and frees it.
+ *
+ * Errors, as everywhere on service/core (docs/architecture.md, "Errors"):
+ * 0 or -1 with a sentence in the caller's char *err, size_t errlen; a
+ * refusal the API turns into a status is typed (struct spec_problem,
+ * enum jobs_outcome, struct catalog_failure).
  */
 #ifndef ECOPT_APP_H
 #define ECOPT_APP_H

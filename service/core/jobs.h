@@ -29,10 +29,10 @@ int spec_problem_set(struct spec_problem *sp, const char *field, const char *lim
     __attribute__((format(printf, 5, 6)));
 
 /* The server's rules beyond the spec's own: the dataset exists and fits
-   the spec, and the server's limits. 0, or -1 with sp filled. */
-/* version (may be NULL) gets the SHA-256 of the dataset's version now,
-   which the job is to run on (catalog_file keeps it meanwhile). owner
-   (admin: an administrator) must see the dataset (catalog_visible). */
+   the spec, and the server's limits. 0, or -1 with sp filled. version
+   (may be NULL) gets the SHA-256 of the dataset's version now, which the
+   job is to run on (catalog_file keeps it meanwhile). owner (admin: an
+   administrator) must see the dataset (catalog_visible). */
 int jobs_check_spec(struct app *a, const struct jobspec *spec, const char *owner,
                     int admin, struct spec_problem *sp, char version[65]);
 /* The job's memory estimate (ecopt/memory.h) on this dataset against

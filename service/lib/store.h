@@ -3,6 +3,12 @@
  * the P* cache in one SQLite file, behind a typed API. No SQL leaves
  * service/lib/store/ (its statements are one table, in store_int.h); the
  * schema is migrations/NNNN_slug.sql, embedded at build time.
+ *
+ * Errors, as everywhere on service/lib (docs/architecture.md, "Errors"):
+ * 0 on success, negative on failure (NULL for a constructor), and a
+ * sentence in a caller-owned error passed last: char *err, size_t errlen,
+ * or here struct store_err, which also carries a STORE_E* code because
+ * callers branch on it.
  */
 #ifndef ECOPT_STORE_H
 #define ECOPT_STORE_H

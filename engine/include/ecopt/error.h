@@ -1,6 +1,9 @@
 /*
  * Error codes and the error buffer every engine call that can fail fills in.
- * 0 is success, negative is failure; codes are append-only.
+ * 0 is success, negative is failure; codes are append-only. This is the
+ * engine floor's one error convention (docs/architecture.md, "Errors"):
+ * an int code of this table, the sentence in a caller-owned ec_err when
+ * the call takes one, and a constructor's NULL with the code in int *err.
  */
 #ifndef ECOPT_ERROR_H
 #define ECOPT_ERROR_H
