@@ -83,6 +83,57 @@ static void fill(const char *path)
     close(fd);
 }
 
+/* Cancels job id and waits until it says so. */
+static void cancel_and_wait(struct server *s, const char *id)
+{
+    char path[160];
+    struct reply r;
+    json_t *doc;
+    double t0;
+
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
+    r = req(s, "POST", path, ALICE, "{}", NULL);
+    ck_assert_int_eq(r.status, 202);
+    free(r.body);
+    snprintf(path, sizeof path, "/v1/jobs/%s", id);
+    for (t0 = tu_now();; usleep(50000)) {
+        doc = get_json(s, path);
+        if (strcmp(state_of(doc), "cancelled") == 0)
+            break;
+        ck_assert_msg(tu_now() - t0 < 30, "not cancelled: %s", state_of(doc));
+        json_decref(doc);
+    }
+    json_decref(doc);
+}
+
+/* The rows of job id, page by page: each round follows the one before,
+   from round 0. Returns how many there are. */
+static long long rows_without_hole(struct server *s, const char *id)
+{
+    char path[160];
+    long long seen = 0;
+
+    for (long long after = -1, last = -1;;) {
+        json_t *doc, *rows;
+        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=%lld&limit=10000", id,
+                 after);
+        doc = get_json(s, path);
+        rows = json_object_get(doc, "rows");
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            long long round = json_integer_value(json_object_get(json_array_get(rows, i), "round"));
+            ck_assert_msg(round == last + 1, "rows jump from round %lld to %lld", last, round);
+            last = round;
+            seen++;
+        }
+        after = json_integer_value(json_object_get(doc, "next_after"));
+        int more = json_is_true(json_object_get(doc, "more"));
+        json_decref(doc);
+        if (!more)
+            break;
+    }
+    return seen;
+}
+
 START_TEST(test_disk_full)
 {
     struct server s;
@@ -176,40 +227,10 @@ START_TEST(test_disk_full)
     for (t0 = tu_now(); job_round(&s, long_id) <= before + 100; usleep(50000))
         ck_assert_msg(tu_now() - t0 < 60, "the job's progress did not move on");
 
-    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", long_id);
-    r = req(&s, "POST", path, ALICE, "{}", NULL);
-    ck_assert_int_eq(r.status, 202);
-    free(r.body);
-    snprintf(path, sizeof path, "/v1/jobs/%s", long_id);
-    for (t0 = tu_now();; usleep(50000)) {
-        doc = get_json(&s, path);
-        if (strcmp(state_of(doc), "cancelled") == 0)
-            break;
-        ck_assert_msg(tu_now() - t0 < 30, "not cancelled: %s", state_of(doc));
-        json_decref(doc);
-    }
-    json_decref(doc);
+    cancel_and_wait(&s, long_id);
 
     /* Every round's row is there, through the full disk: no hole. */
-    seen = 0;
-    for (long long after = -1, last = -1;;) {
-        json_t *rows;
-        snprintf(path, sizeof path, "/v1/jobs/%s/metrics?after=%lld&limit=10000", long_id,
-                 after);
-        doc = get_json(&s, path);
-        rows = json_object_get(doc, "rows");
-        for (size_t i = 0; i < json_array_size(rows); i++) {
-            long long round = json_integer_value(json_object_get(json_array_get(rows, i), "round"));
-            ck_assert_msg(round == last + 1, "rows jump from round %lld to %lld", last, round);
-            last = round;
-            seen++;
-        }
-        after = json_integer_value(json_object_get(doc, "next_after"));
-        int more = json_is_true(json_object_get(doc, "more"));
-        json_decref(doc);
-        if (!more)
-            break;
-    }
+    seen = rows_without_hole(&s, long_id);
     ck_assert_int_gt(seen, before + 100);
 
     /* What was taken while the disk was full runs to its end. */
