@@ -1449,6 +1449,62 @@ static int quick_checks(void)
     return fails;
 }
 
+/* --scale: every run's round budget times scale (at least one
+   evaluation); a check keeps to its seed-1 run's budget. */
+static void scale_budgets(double scale)
+{
+    for (unsigned i = 0; i < ntasks; i++)
+        if (tasks[i].part != PART_DETCHECK && tasks[i].part != PART_REPRO)
+            tasks[i].max_rounds = (uint64_t)fmax(
+                (double)tasks[i].eval_every, floor(tasks[i].max_rounds * scale));
+    /* A check compares the rows at the same round as its seed-1 run. */
+    for (unsigned i = 0; i < ntasks; i++)
+        for (unsigned k = 0; k < ntasks; k++)
+            if (tasks[i].part == PART_DETCHECK && tasks[k].part == PART_TABLE &&
+                tasks[k].prob == tasks[i].prob && tasks[k].algo == tasks[i].algo &&
+                tasks[k].slot == tasks[i].slot &&
+                tasks[k].max_rounds < tasks[i].max_rounds)
+                tasks[i].max_rounds = tasks[k].max_rounds;
+}
+
+/* Runs every task on jobs (1..16) processes that take them in turn from
+   shared memory, where their results land; dies unless all finished. */
+static void run_all(int jobs)
+{
+    size_t bytes = sizeof *shared + ntasks * sizeof *results;
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t pids[16];
+
+    if (mem == MAP_FAILED)
+        die("mmap", strerror(errno));
+    shared = mem;
+    results = (struct result *)((char *)mem + sizeof *shared);
+    atomic_init(&shared->next, 0);
+    shared->ntasks = ntasks;
+    fprintf(stderr, "bench_paper: %u runs on %d processes\n", ntasks, jobs);
+    fflush(stderr);
+    for (int j = 0; j < jobs; j++) {
+        if ((pids[j] = fork()) < 0)
+            die("fork", strerror(errno));
+        if (pids[j] == 0) {
+            worker_loop((unsigned)j);
+            fflush(stderr);
+            _exit(0);
+        }
+    }
+    for (int j = 0; j < jobs; j++) {
+        int status;
+
+        if (waitpid(pids[j], &status, 0) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            die("worker process", "failed");
+    }
+    for (unsigned i = 0; i < ntasks; i++)
+        if (!results[i].done)
+            die("results", "a run did not finish");
+}
+
 int main(int argc, char **argv)
 {
     const char *data_dir = getenv("ECOPT_DATA_DIR");
@@ -1458,7 +1514,6 @@ int main(int argc, char **argv)
     double scale = 1.0;          /* budgets times this (development; the
                                     tables' headers then overstate them) */
     int jobs = 2, nseeds = NSEEDS, nlam_accel = 4, fails = 0;
-    pid_t pids[16];
     struct timespec t0, t1;
     struct rusage ru;
     size_t off = 0;
@@ -1531,56 +1586,11 @@ int main(int argc, char **argv)
         if (!ntasks)
             die(part, "no such part (tables, accel, p, steps or tuned)");
     }
-    if (scale > 0 && scale != 1.0) {
-        for (unsigned i = 0; i < ntasks; i++)
-            if (tasks[i].part != PART_DETCHECK && tasks[i].part != PART_REPRO)
-                tasks[i].max_rounds = (uint64_t)fmax(
-                    (double)tasks[i].eval_every, floor(tasks[i].max_rounds * scale));
-        /* A check compares the rows at the same round as its seed-1 run. */
-        for (unsigned i = 0; i < ntasks; i++)
-            for (unsigned k = 0; k < ntasks; k++)
-                if (tasks[i].part == PART_DETCHECK && tasks[k].part == PART_TABLE &&
-                    tasks[k].prob == tasks[i].prob && tasks[k].algo == tasks[i].algo &&
-                    tasks[k].slot == tasks[i].slot &&
-                    tasks[k].max_rounds < tasks[i].max_rounds)
-                    tasks[i].max_rounds = tasks[k].max_rounds;
-    }
+    if (scale > 0 && scale != 1.0)
+        scale_budgets(scale);
     solve_all();
     qsort(tasks, ntasks, sizeof *tasks, cost_cmp);
-
-    {
-        size_t bytes = sizeof *shared + ntasks * sizeof *results;
-        void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-        if (mem == MAP_FAILED)
-            die("mmap", strerror(errno));
-        shared = mem;
-        results = (struct result *)((char *)mem + sizeof *shared);
-        atomic_init(&shared->next, 0);
-        shared->ntasks = ntasks;
-    }
-    fprintf(stderr, "bench_paper: %u runs on %d processes\n", ntasks, jobs);
-    fflush(stderr);
-    for (int j = 0; j < jobs; j++) {
-        if ((pids[j] = fork()) < 0)
-            die("fork", strerror(errno));
-        if (pids[j] == 0) {
-            worker_loop((unsigned)j);
-            fflush(stderr);
-            _exit(0);
-        }
-    }
-    for (int j = 0; j < jobs; j++) {
-        int status;
-
-        if (waitpid(pids[j], &status, 0) < 0 || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0)
-            die("worker process", "failed");
-    }
-    for (unsigned i = 0; i < ntasks; i++)
-        if (!results[i].done)
-            die("results", "a run did not finish");
+    run_all(jobs);
     restore_order();
 
     write_tables(out_dir);
