@@ -710,10 +710,6 @@ static void local_grad(ec_worker *w, const double *x, const double *ref,
     ec_shard_grad_rows(pb, w->tau, w->rows, w->prm->batch, x, ref, g);
 }
 
-/*
- * Error feedback: t = e + gamma g;  q = Q(t);  e = t - q.
- * With Q = none, t is exactly gamma g and e stays exactly zero.
- */
 /* q = Q(e); e = e - q: the second half of error feedback. */
 static void error_feedback_send(ec_worker *w, ec_msg *q)
 {
@@ -722,6 +718,10 @@ static void error_feedback_send(ec_worker *w, ec_msg *q)
         w->e[q->idx[i]] -= q->val[i];
 }
 
+/*
+ * Error feedback: t = e + gamma g;  q = Q(t);  e = t - q.
+ * With Q = none, t is exactly gamma g and e stays exactly zero.
+ */
 static void error_feedback(ec_worker *w, const double *g, double gamma,
                            ec_msg *q)
 {

@@ -67,13 +67,11 @@ static struct fault fault_from_env(void)
 }
 #endif
 
-/* One process hosting workers first .. first + count - 1. */
 /*
  * How long a receive that finds nothing spins before it sleeps, when the
- * job's processes (P
- * and the coordinator) are no more than the online CPUs: on a virtual
- * machine the wake-up of a sleeping CPU costs tens of microseconds, most
- * of a small round. With more processes than CPUs a spin only takes a CPU
+ * job's processes (P and the coordinator) are no more than the online
+ * CPUs: on a virtual machine the wake-up of a sleeping CPU costs tens of
+ * microseconds, most of a small round. With more processes than CPUs a spin only takes a CPU
  * from a process with work, so then nobody spins. Set once before the
  * fork; the workers inherit it.
  */
@@ -123,6 +121,7 @@ static void spin_done(int paid)
     spin_stat.paid = 0;
 }
 
+/* One process hosting workers first .. first + count - 1. */
 struct peer {
     int fd;
     pid_t pid;

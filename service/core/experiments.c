@@ -443,11 +443,11 @@ void experiment_view_clear(struct experiment_view *v)
 }
 
 /*
- * Per job, whether it reached its target and, if so, the rounds and bits
- * it took (its last row, since a job stops at its target), else its final
- * relative gap.
+ * The rows of v's jobs, read through st: per job, whether it reached its
+ * target and, if so, the rounds and bits it took (its last row, since a
+ * job stops at its target), else its final relative gap. 0 or a STORE_*
+ * code.
  */
-/* The rows of v's jobs, read through st. 0 or a STORE_* code. */
 static int view_rows(struct store *st, struct experiment_view *v, struct store_err *e)
 {
     if (v->n && !(v->rows = calloc(v->n, sizeof *v->rows))) {

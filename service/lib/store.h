@@ -217,10 +217,6 @@ struct store_job_new {
 };
 
 /*
- * A stored job. Strings are owned (store_job_clear frees them); those that
- * may be SQL NULL are NULL. Times are unix milliseconds, 0 when not yet.
- */
-/*
  * What an ended job's processes used (migrations/0007): CPU seconds, user
  * and system, of the coordinator and the workers it reaped; the largest
  * peak resident set of one of them; the sum of each one's peak (an upper
@@ -233,6 +229,10 @@ struct store_job_usage {
     int64_t rss_sum_bytes;
 };
 
+/*
+ * A stored job. Strings are owned (store_job_clear frees them); those that
+ * may be SQL NULL are NULL. Times are unix milliseconds, 0 when not yet.
+ */
 struct store_job {
     char id[STORE_ID_LEN + 1];
     char *owner;
@@ -268,17 +268,17 @@ void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
 void store_jobs_free(struct store_job *jobs, size_t n); /* NULL is a no-op */
 
 /*
- * Inserts a queued job and returns it in *out (which the caller clears).
- * Returns 0 for a new job; STORE_EXISTING with the stored job when the same
- * owner already used idempotency_key with the same request_hash;
- * STORE_ECONFLICT when the key was used with another hash.
- */
-/*
  * Whether in's idempotency key is known for its owner: 0 no (or no key),
  * 1 with this very request (a replay), STORE_ECONFLICT with another.
  */
 int store_job_idem_known(struct store *st, const struct store_job_new *in,
                          struct store_err *err);
+/*
+ * Inserts a queued job and returns it in *out (which the caller clears).
+ * Returns 0 for a new job; STORE_EXISTING with the stored job when the same
+ * owner already used idempotency_key with the same request_hash;
+ * STORE_ECONFLICT when the key was used with another hash.
+ */
 int store_job_create(struct store *st, const struct store_job_new *in,
                      struct store_job *out, struct store_err *err);
 

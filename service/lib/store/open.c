@@ -300,12 +300,6 @@ static int migrate(sqlite3 *db, const char *path, struct store_err *err)
     return 0;
 }
 
-/*
- * WAL lets the readers run beside the writer. synchronous=NORMAL syncs at
- * checkpoints, not at every commit: a commit is in the WAL file as soon as
- * it returns, which a killed process cannot undo; only an OS crash or a
- * power cut may take the last commits back, never the file's integrity.
- */
 /* The generation of the writers given none; see store_set_generation(). */
 static struct store_gen process_gen = STORE_GEN_INIT;
 
@@ -344,6 +338,12 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
+/*
+ * WAL lets the readers run beside the writer. synchronous=NORMAL syncs at
+ * checkpoints, not at every commit: a commit is in the WAL file as soon as
+ * it returns, which a killed process cannot undo; only an OS crash or a
+ * power cut may take the last commits back, never the file's integrity.
+ */
 static int configure(struct store *st, const char *path, int reader,
                      struct store_err *err)
 {
