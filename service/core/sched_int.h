@@ -120,7 +120,5 @@ static inline void stop_job(struct running *r)
 /* Starts queued jobs, fairly between owners, while the limits allow
    (sched_start.c). */
 void sched__start_jobs(struct sched *s);
-/* A starting job's share of its token's metric rows (scheduler.c). */
-void sched__quota_init(struct running *r);
 
 #endif

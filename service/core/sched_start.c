@@ -468,6 +468,27 @@ static int fail_start(struct sched *s, const char *id, const char *reason)
 }
 
 /*
+ * The token's metric rows against --quota-metric-rows: at its start a job
+ * may take what the token's stored rows leave, and every row any job of
+ * the token takes counts against each of them. A row past the quota is
+ * dropped and its job stopped (escalate), ending with stop reason quota.
+ */
+static void quota_init(struct running *r)
+{
+    struct store_err e = {0};
+    struct store *st = app_reader(r->app);
+    int64_t held = 0;
+
+    if (store_metrics_count_owner(st, r->owner, &held, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: the token's metric rows are not known "
+                "(%s): counted from 0\n", r->id, e.msg);
+    app_reader_done(r->app, st);
+    r->rows_left = (int64_t)r->app->cfg.quota_metric_rows - held;
+    if (r->rows_left < 0)
+        r->rows_left = 0;
+}
+
+/*
  * Starts job, which next_job chose. 0 when the next queued job may be
  * looked at, 1 when starting stops for now (a full disk, a store that
  * refuses writes).
@@ -504,7 +525,7 @@ static int start_job(struct sched *s, const struct store_job *job,
     r->workers = plan->procs;     /* processes, as max_total_workers counts */
     r->max_seconds = plan->max_seconds;
     r->deadline = r->read_last + r->max_seconds + DEADLINE_SLACK;
-    sched__quota_init(r);
+    quota_init(r);
     if (list_job(s, r) < 0) {
         /* No memory to track it: end it now rather than lose it. */
         runner_cancel(r->rj);

@@ -175,27 +175,6 @@ static void batch_commit(struct running *r, char *doc)
         flush_batch(r);
 }
 
-/*
- * The token's metric rows against --quota-metric-rows: at its start a job
- * may take what the token's stored rows leave, and every row any job of
- * the token takes counts against each of them. A row past the quota is
- * dropped and its job stopped (escalate), ending with stop reason quota.
- */
-void sched__quota_init(struct running *r)
-{
-    struct store_err e = {0};
-    struct store *st = app_reader(r->app);
-    int64_t held = 0;
-
-    if (store_metrics_count_owner(st, r->owner, &held, &e) < 0)
-        fprintf(stderr, "ecopt serve: job %s: the token's metric rows are not known "
-                "(%s): counted from 0\n", r->id, e.msg);
-    app_reader_done(r->app, st);
-    r->rows_left = (int64_t)r->app->cfg.quota_metric_rows - held;
-    if (r->rows_left < 0)
-        r->rows_left = 0;
-}
-
 /* 1 when r may store one more row (counted), 0 when it is over quota. */
 static int quota_take(struct running *r)
 {
