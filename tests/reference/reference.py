@@ -7,8 +7,9 @@ C. It reads a trace the engine wrote (ecopt/trace.h; the format is in
 docs/testing.md, "The reference trace"), takes from it only what is random
 (the rows each worker sampled, the coins, the coordinates rand-k chose, the
 levels dithering rounded to; for top-k the engine's choice only among exact
-near-ties) and ECLK's online contraction estimate, computes everything else
-itself (gradients, compressors, error memories, shifts, steps, prox), and
+near-ties) and ECLK's inflation, computes everything else itself
+(gradients, compressors, error memories, shifts, steps, prox, ECLK's online
+contraction estimate), and
 compares every replicated vector with the engine's after every round.
 
     reference.py TRACE [--tol 1e-10]
@@ -241,6 +242,13 @@ def katyusha_constants(L_eff, mu, p, inflation):
     return eta / L_delta, theta1, eta, sigma
 
 
+def eclk_inflation(delta, c=0.5):
+    """max(1, (1/3) / (c a_max(delta))), a_max(delta) = 2 sin(pi delta /
+    (2 (2 - delta))): docs/algorithms.md, "ECLK's constants"."""
+    a_max = 2.0 * math.sin(math.pi * delta / (2.0 * (2.0 - delta)))
+    return max(1.0, (1.0 / 3.0) / (c * a_max))
+
+
 def close(a, b, tol=1e-12):
     return abs(a - b) <= tol * max(abs(a), abs(b), 1e-300)
 
@@ -290,6 +298,12 @@ class Reference:
             if not close(self.p, float(prm["p"])):
                 raise Mismatch("p: %.17g by docs/algorithms.md, the engine uses %s"
                                % (self.p, prm["p"]))
+        # ECLK's online estimate, kept here from this reference's own error
+        # memories (docs/algorithms.md, "ECLK's contraction estimate").
+        self.rule = prm.get("eclk_rule", "nominal") if self.algo == "eclk" else "nominal"
+        self.delta_eff = self.delta
+        self.est_in = self.est_out = 0.0
+        self.acc_in = self.acc_out = 0.0
         if self.algo in ("ec-sgd-diana", "ec-gd-diana") and not close(self.alpha, float(prm["alpha"])):
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
@@ -386,8 +400,17 @@ class Reference:
         if rec["restarts"]:
             raise Mismatch("round %d: a guard restart, which this reference does not model"
                            % rec["round"])
-        # The constants from the contraction in use (ECLK's online estimate
-        # is taken from the trace, like a coin).
+        # ECLK's contraction in use: the reference's own estimate must be
+        # the engine's; the constants follow from the engine's inflation
+        # (its rule for the inflation is checked where docs/algorithms.md
+        # fixes it: the nominal and online rules before any restart).
+        if not close(self.delta_eff, rec["delta_eff"], 1e-9):
+            raise Mismatch("round %d: delta_eff %.17g by this reference's estimate, the "
+                           "engine %.17g" % (rec["round"], self.delta_eff, rec["delta_eff"]))
+        if self.algo == "eclk" and self.rule in ("nominal", "online") and \
+                not close(eclk_inflation(rec["delta_eff"]), rec["inflation"]):
+            raise Mismatch("round %d: inflation %.17g by docs/algorithms.md, the engine %.17g"
+                           % (rec["round"], eclk_inflation(rec["delta_eff"]), rec["inflation"]))
         gamma, theta1, eta, sigma = katyusha_constants(self.L_eff, self.pb.lam2, self.p,
                                                        rec["inflation"])
         for mine, theirs, name in zip((gamma, theta1, eta, sigma), rec["constants"],
@@ -404,7 +427,10 @@ class Reference:
             if self.algo == "lkatyusha":
                 qs.append(gamma * D)
             else:
+                t = self.e[tau] + gamma * D
+                self.acc_in += float(t @ t)
                 qs.append(self.ef(rec, tau, D, gamma))
+                self.acc_out += float(self.e[tau] @ self.e[tau])
         v = sum(qs) / n
         es = eta * sigma
         z_new = pb.prox((es * x + self.zv - v - gamma * self.u) / (1.0 + es),
@@ -414,6 +440,15 @@ class Reference:
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
         self.y = x + theta1 * (z_new - self.zv)
         self.zv = z_new
+        # On a coin round the workers report their sums since the last one;
+        # from round 1/delta on they enter the estimate, never below the
+        # nominal delta.
+        if rec["coin"] and self.rule == "online":
+            if rec["round"] * self.delta >= 1.0 and self.acc_in > 0.0:
+                self.est_in += self.acc_in
+                self.est_out += self.acc_out
+                self.delta_eff = min(max(1.0 - self.est_out / self.est_in, self.delta), 1.0)
+            self.acc_in = self.acc_out = 0.0
 
     def state(self):
         s = {"x": self.x, "u": self.u}
