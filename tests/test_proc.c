@@ -20,6 +20,7 @@
 #include "ecopt/memory.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
+#include "ecopt/spin.h"
 #include "testutil.h"
 
 /* ---- equivalence ------------------------------------------------------- */
@@ -570,6 +571,53 @@ START_TEST(test_default_procs)
 }
 END_TEST
 
+/* Runs one window of EC_SPIN_WINDOW spins of which paid pay. */
+static void spin_window(ec_spin *sp, uint32_t paid)
+{
+    for (uint32_t i = 0; i < EC_SPIN_WINDOW; i++) {
+        ck_assert_msg(ec_spin_now(sp), "a wait outside a rest blocked at once");
+        ec_spin_done(sp, i < paid);
+    }
+}
+
+/*
+ * The spin policy (ecopt/spin.h): a window where at least half the spins
+ * paid keeps spinning; one where fewer did makes the next EC_SPIN_REST
+ * waits block at once, and then spinning is tried again. Waits during the
+ * rest are no spins: they do not count toward the next window.
+ */
+START_TEST(test_spin_policy)
+{
+    ec_spin sp = {0};
+
+    for (int w = 0; w < 10; w++)
+        spin_window(&sp, EC_SPIN_WINDOW);
+    ck_assert_uint_eq(sp.windows, 10);
+    ck_assert_uint_eq(sp.rests, 0);
+    spin_window(&sp, EC_SPIN_WINDOW / 2);       /* exactly half: still pays */
+    ck_assert_uint_eq(sp.rests, 0);
+    ck_assert(ec_spin_now(&sp));
+    ec_spin_done(&sp, 1);                       /* 1 of the next window */
+    for (uint32_t i = 1; i < EC_SPIN_WINDOW; i++) {
+        ck_assert(ec_spin_now(&sp));
+        ec_spin_done(&sp, i < EC_SPIN_WINDOW / 2 - 1);  /* 15 of 32 paid */
+    }
+    ck_assert_uint_eq(sp.rests, 1);
+    for (uint32_t i = 0; i < EC_SPIN_REST; i++)
+        ck_assert_msg(!ec_spin_now(&sp), "wait %u of the rest spun", i);
+    ck_assert_uint_eq(sp.spins, 0);             /* the rest counted no spin */
+    ck_assert(ec_spin_now(&sp));                /* tried again */
+    ec_spin_done(&sp, 0);
+    for (uint32_t i = 1; i < EC_SPIN_WINDOW; i++) {
+        ck_assert(ec_spin_now(&sp));
+        ec_spin_done(&sp, 0);                   /* nothing paid */
+    }
+    ck_assert_uint_eq(sp.rests, 2);
+    ck_assert_uint_eq(sp.windows, 13);
+    ck_assert(!ec_spin_now(&sp));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("proc");
@@ -593,6 +641,7 @@ int main(void)
     tcase_add_test(faults, test_worker_memory_limit);
     tcase_add_test(faults, test_worker_mem_above_inherited);
 #endif
+    tcase_add_test(eq, test_spin_policy);
     suite_add_tcase(s, eq);
     suite_add_tcase(s, faults);
     rc = tu_run(s);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ecopt/clock.h"
+#include "ecopt/spin.h"
 #include "ecopt/wire.h"
 
 /*
@@ -78,47 +79,18 @@ static struct fault fault_from_env(void)
 #define SPIN_SECONDS 50e-6
 static double spin_seconds;
 
-/*
- * Whether spinning pays, measured as the job runs (docs/architecture.md,
- * "How a job runs"): a spin pays when the message comes before it ends (a
- * receive whose data is already there is no spin). Out of
- * every SPIN_WINDOW spins, if fewer than half paid (on a busy machine the
- * peer waits for a CPU, and the spin only takes one from it), this process
- * blocks for its next SPIN_REST waits and then tries again. Each process
- * keeps its own count; a fork starts from the parent's.
- */
-#define SPIN_WINDOW 32
-#define SPIN_REST 512
-static struct {
-    uint32_t spins, paid;   /* in this window */
-    uint32_t resting;       /* waits left without spinning */
-    uint64_t windows, rests;
-} spin_stat;
+/* Whether spinning pays (ecopt/spin.h): each process keeps its own count;
+   a fork starts from the parent's. */
+static ec_spin spin_stat;
 
 static int spin_now(void)
 {
-    if (spin_seconds <= 0)
-        return 0;
-    if (spin_stat.resting > 0) {
-        spin_stat.resting--;
-        return 0;
-    }
-    return 1;
+    return spin_seconds > 0 && ec_spin_now(&spin_stat);
 }
 
 static void spin_done(int paid)
 {
-    spin_stat.spins++;
-    spin_stat.paid += paid != 0;
-    if (spin_stat.spins < SPIN_WINDOW)
-        return;
-    spin_stat.windows++;
-    if (2 * spin_stat.paid < spin_stat.spins) {
-        spin_stat.resting = SPIN_REST;
-        spin_stat.rests++;
-    }
-    spin_stat.spins = 0;
-    spin_stat.paid = 0;
+    ec_spin_done(&spin_stat, paid);
 }
 
 /* One process hosting workers first .. first + count - 1. */
