@@ -34,9 +34,12 @@ static void on_event(struct watch_ctx *w, const char *event, const char *data)
 
     if (strcmp(event, "metric") == 0) {
         w->round = json_integer_value(json_object_get(doc, "round"));
-        w->rel_gap = json_number_value(json_object_get(doc, "rel_gap"));
+        /* null: not finite (docs/api.md, "Metric rows"), never 0 */
+        json_t *g = json_object_get(doc, "rel_gap");
+        w->rel_gap = json_is_number(g) ? json_number_value(g) : NAN;
         if (w->tty) {
-            double frac = w->rel_gap > 0 ? fmin(1.0, -log10(w->rel_gap) / 9.0) : 1.0;
+            double frac = isnan(w->rel_gap) ? 0.0
+                          : w->rel_gap > 0 ? fmin(1.0, -log10(w->rel_gap) / 9.0) : 1.0;
             int fill = (int)(fmax(0.0, frac) * 30);
             fprintf(stderr, "\r[%.*s%*s] round %lld  rel gap %.3e ", fill,
                     "##############################", 30 - fill, "", w->round, w->rel_gap);
@@ -82,7 +85,7 @@ int client_watch(const struct client *c, const char *id)
     enum outcome outcome;
     CURL *h = curl_easy_init();
     struct curl_slist *hdr = NULL;
-    char url[1024], line[512];
+    char url[1024], line[512], gap[32];
     long status = 0;
     CURLcode rc;
 
@@ -113,8 +116,14 @@ int client_watch(const struct client *c, const char *id)
     free(w.line.data);
     if (w.tty)
         fputc('\n', stderr);
-    printf("%s %s, %s: %s (round %lld, rel gap %.4g)\n", id, w.state,
-           w.outcome[0] ? w.outcome : "no outcome", w.reason, w.round, w.rel_gap);
+    if (w.round < 0)
+        snprintf(gap, sizeof gap, "-");           /* no row came */
+    else if (isnan(w.rel_gap))
+        snprintf(gap, sizeof gap, "not finite");
+    else
+        snprintf(gap, sizeof gap, "%.4g", w.rel_gap);
+    printf("%s %s, %s: %s (round %lld, rel gap %s)\n", id, w.state,
+           w.outcome[0] ? w.outcome : "no outcome", w.reason, w.round, gap);
     /* Only the target reached is a success (format/outcome.h). */
     if (outcome_from_name(w.outcome, &outcome) == 0)
         return outcome_exit_status(outcome);
