@@ -156,8 +156,10 @@ static void print_setup(FILE *o, const struct coord_job *j)
             pb->lambda1, pb->lambda2);
     if (!isnan(job->lambda2_rel) && isnan(job->lambda2))
         fprintf(o, " (lambda2_rel %g)", job->lambda2_rel);
-    fprintf(o, ", %u workers, %s shards\n", pb->n,
-            job->shuffle ? "shuffled" : "contiguous");
+    fprintf(o, ", %u workers, %s shards", pb->n, ec_split_name(pb->split));
+    if (!isnan(pb->split_alpha))
+        fprintf(o, " (alpha %g)", pb->split_alpha);
+    fprintf(o, ", zeta*^2 = %.4g\n", pb->zeta_star);
     fprintf(o, "constants  L = %.6g, L_f = %.6g, ", pb->L, pb->L_f);
     if (!isnan(pb->L_tilde))        /* computed for EF21 alone */
         fprintf(o, "L_tilde = %.6g, ", pb->L_tilde);

@@ -241,8 +241,10 @@ static int resolve(struct coord *c)
     c->hint = NULL;
     /* The solve counts against the job's max_seconds, from this process's
      * start, and ends at once on SIGTERM: a cancel is never deaf. */
-    if (!c->pb.solve_cached &&
-        ec_problem_solve_until(&c->pb, c->started + c->spec.job.max_seconds, &e) < 0) {
+    if ((c->pb.solve_cached
+             ? ec_problem_find_x_star(&c->pb, c->started + c->spec.job.max_seconds, &e)
+             : ec_problem_solve_until(&c->pb, c->started + c->spec.job.max_seconds,
+                                      &e)) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         if (e.code == EC_ECANCELLED || e.code == EC_ETIMEOUT)
             return stopped(c, &e);

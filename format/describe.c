@@ -92,16 +92,42 @@ json_t *describe_dataset(const ec_dataset *ds)
                      describe_real(ds->label_pos));
 }
 
+/* The split: its rule, each shard's rows and positive rows, the range of
+ * the shards' positive fractions, and the heterogeneity zeta*^2. */
+static json_t *describe_split(const ec_problem *pb)
+{
+    json_t *rows = json_array(), *pos = json_array();
+    double fmin = INFINITY, fmax = -INFINITY;
+
+    for (uint32_t t = 0; rows && pos && t < pb->n; t++) {
+        uint32_t m = pb->shards[t].end - pb->shards[t].begin;
+        double f = (double)pb->shards[t].positives / m;
+
+        json_array_append_new(rows, json_integer(m));
+        json_array_append_new(pos, json_integer(pb->shards[t].positives));
+        fmin = f < fmin ? f : fmin;
+        fmax = f > fmax ? f : fmax;
+    }
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:[o, o]}", "type",
+                     ec_split_name(pb->split), "alpha",
+                     describe_real(pb->split_alpha), "zeta_star",
+                     describe_real(pb->zeta_star), "rows",
+                     rows ? rows : json_null(), "positive_rows",
+                     pos ? pos : json_null(), "positive_fraction",
+                     describe_real(fmin), describe_real(fmax));
+}
+
 json_t *describe_problem(const ec_problem *pb)
 {
     uint32_t mmin = UINT32_MAX, mmax = 0;
+    json_t *o;
 
     for (uint32_t t = 0; t < pb->n; t++) {
         uint32_t m = pb->shards[t].end - pb->shards[t].begin;
         mmin = m < mmin ? m : mmin;
         mmax = m > mmax ? m : mmax;
     }
-    return json_pack(
+    o = json_pack(
         "{s:s, s:o, s:o, s:I, s:I, s:[I, I], s:o, s:o, s:o, s:o, s:o, s:o, "
         "s:o, s:o, s:{s:s?, s:i, s:o, s:b}}",
         "loss", ec_loss_name(pb->loss), "lambda1", describe_real(pb->lambda1),
@@ -114,6 +140,9 @@ json_t *describe_problem(const ec_problem *pb)
         "P_star_bound", describe_real(pb->solve_bound), "solver", "method",
         pb->solve_method, "iterations", pb->solve_iters, "bound",
         describe_real(pb->solve_bound), "cached", pb->solve_cached);
+    if (o)
+        json_object_set_new(o, "split", describe_split(pb));
+    return o;
 }
 
 json_t *describe_params(const ec_params *prm)
@@ -198,6 +227,18 @@ json_t *describe_compressors(void)
             return NULL;
         }
     }
+    return list;
+}
+
+json_t *describe_splits(void)
+{
+    json_t *list = json_array();
+
+    for (int s = 0; list && s < EC_SPLIT_COUNT; s++)
+        json_array_append_new(list,
+                              json_pack("{s:s, s:s}", "name",
+                                        ec_split_name((ec_split)s), "summary",
+                                        ec_split_summary((ec_split)s)));
     return list;
 }
 

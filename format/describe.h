@@ -61,6 +61,8 @@ json_t *describe_params(const ec_params *prm);
 json_t *describe_algorithms(void);
 json_t *describe_compressors(void);
 json_t *describe_losses(void);
+/* The splits: [{name, summary}], from EC_SPLITS. */
+json_t *describe_splits(void);
 json_t *describe_metric(const ec_metric *row);
 /* A file's identity, {dev, ino, size, mtime_ns, ctime_ns}: a file replaced
    by rename (as uploads are) has another inode, one changed in place

@@ -20,8 +20,8 @@
 static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
-    "max_rounds", "target", "eval_every", "seed", "shuffle", "max_seconds",
-    "name", "labels", "backend", "procs",
+    "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
+    "max_seconds", "name", "labels", "backend", "procs",
 };
 
 static const char *const compressor_keys[] = {"type", "k", "k_frac", "s"};
@@ -529,6 +529,15 @@ static size_t comp_names(const char **names)
     return n;
 }
 
+static size_t split_names(const char **names)
+{
+    size_t n = 0;
+
+    while (n < MAX_NAMES && ec_split_name((ec_split)n))
+        names[n] = ec_split_name((ec_split)n), n++;
+    return n;
+}
+
 /* ---- The compound fields --------------------------------------------- */
 
 static int takes(ec_comp_type t, ec_comp_param param)
@@ -748,6 +757,36 @@ static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
 #define LAMBDA1_RANGE ((struct range){0, LAMBDA_MAX, 0, 0})
 #define LAMBDA2_RANGE ((struct range){LAMBDA2_MIN, LAMBDA_MAX, 0, 0})
 
+/* The largest Dirichlet concentration taken; past it a split is iid. */
+#define SPLIT_ALPHA_MAX 1e6
+
+/* split, split_alpha and the older `shuffle: true` (= split shuffled). */
+static void read_split(struct check *c, json_t *doc, ec_job *job)
+{
+    const char *names[MAX_NAMES];
+    size_t n = split_names(names), index;
+    int has_split, shuffle = 0;
+
+    has_split = read_choice(c, "split", member(doc, "split"), names, n,
+                            &index) == 1;
+    if (has_split)
+        job->split = (ec_split)index;
+    if (read_bool(c, "shuffle", member(doc, "shuffle"), &shuffle) == 1 &&
+        shuffle) {
+        if (has_split && job->split != EC_SPLIT_SHUFFLED)
+            fail(c, "shuffle", NULL, "true means split \"shuffled\" and "
+                 "cannot be given with split \"%s\"; give split alone",
+                 ec_split_name(job->split));
+        job->split = EC_SPLIT_SHUFFLED;
+    }
+    if (read_number(c, "split_alpha", member(doc, "split_alpha"),
+                    (struct range){0, SPLIT_ALPHA_MAX, 1, 0},
+                    &job->split_alpha) == 1 &&
+        job->split != EC_SPLIT_DIRICHLET)
+        fail(c, "split_alpha", NULL, "applies to split \"dirichlet\" alone "
+             "(split is \"%s\")", ec_split_name(job->split));
+}
+
 static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
 {
     ec_job *job = &spec->job;
@@ -821,7 +860,7 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     if (read_int(c, "seed", member(doc, "seed"), 0,
                  (long long)JOBSPEC_MAX_SEED, &x) == 1)
         job->seed = (uint64_t)x;
-    read_bool(c, "shuffle", member(doc, "shuffle"), &job->shuffle);
+    read_split(c, doc, job);
     read_number(c, "max_seconds", member(doc, "max_seconds"),
                 (struct range){0, JOBSPEC_MAX_SECONDS, 1, 0},
                 &job->max_seconds);

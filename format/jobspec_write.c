@@ -69,7 +69,8 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "target", json_real(job->target), &ok);
     put(doc, "eval_every", json_integer(job->eval_every), &ok);
     put(doc, "seed", json_integer((json_int_t)job->seed), &ok);
-    put(doc, "shuffle", json_boolean(job->shuffle), &ok);
+    put(doc, "split", json_string(ec_split_name(job->split)), &ok);
+    put(doc, "split_alpha", real_or_null(job->split_alpha), &ok);
     put(doc, "max_seconds", json_real(job->max_seconds), &ok);
     put(doc, "name", spec->name[0] ? json_string(spec->name) : json_null(),
         &ok);

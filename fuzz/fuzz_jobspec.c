@@ -73,8 +73,10 @@ static const char *differs(const struct jobspec *a, const struct jobspec *b)
         return "eval_every";
     if (x->seed != y->seed)
         return "seed";
-    if (x->shuffle != y->shuffle)
-        return "shuffle";
+    if (x->split != y->split)
+        return "split";
+    if (!same_double(x->split_alpha, y->split_alpha))
+        return "split_alpha";
     if (!same_double(x->max_seconds, y->max_seconds))
         return "max_seconds";
     if (strcmp(a->name, b->name) != 0)

@@ -900,6 +900,72 @@ static double job_pstar(const json_t *job, int *cached)
     return json_number_value(json_object_get(pb, "P_star"));
 }
 
+/* The job's zeta*^2 (NaN when null), and its split's shard rows. */
+static double job_zeta(const json_t *job, const char *type, size_t shards)
+{
+    json_t *split = json_object_get(json_object_get(job, "problem"), "split");
+    json_t *zeta = json_object_get(split, "zeta_star");
+
+    ck_assert_ptr_nonnull(split);
+    ck_assert_str_eq(json_string_value(json_object_get(split, "type")), type);
+    ck_assert_uint_eq(json_array_size(json_object_get(split, "rows")), shards);
+    ck_assert_uint_eq(json_array_size(json_object_get(split, "positive_rows")),
+                      shards);
+    ck_assert(json_is_number(zeta) || json_is_null(zeta));
+    return json_is_number(zeta) ? json_number_value(zeta) : NAN;
+}
+
+/*
+ * zeta*^2 is in every job's problem, also when P* came from the cache,
+ * where the coordinator finds x* again by Newton; after the slow solve
+ * (lambda1 > 0) a cached P* leaves it null. label_skew on heart_scale
+ * (150 rows -1, then 120 +1) in two shards: one shard all -1.
+ */
+START_TEST(test_zeta_with_cached_pstar)
+{
+    struct server s;
+    json_t *doc, *fr;
+    int cached;
+    double z1, z;
+    static const char skew[] =
+        "{\"dataset\": \"heart_scale\", \"workers\": 2, \"split\": "
+        "\"label_skew\", \"max_rounds\": 20}";
+    static const char lasso[] =
+        "{\"dataset\": \"heart_scale\", \"workers\": 3, \"lambda1\": 1e-3,"
+        " \"max_rounds\": 20}";
+
+    server_start(&s);
+    doc = run_job(&s, skew);
+    job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 0);
+    z1 = job_zeta(doc, "label_skew", 2);
+    ck_assert(z1 > 0);
+    fr = json_object_get(json_object_get(json_object_get(doc, "problem"),
+                                         "split"), "positive_fraction");
+    ck_assert(json_number_value(json_array_get(fr, 0)) == 0.0);
+    ck_assert(json_number_value(json_array_get(fr, 1)) > 0.8);
+    json_decref(doc);
+    doc = run_job(&s, skew);
+    job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 1);
+    z = job_zeta(doc, "label_skew", 2);
+    ck_assert(z == z1);
+    json_decref(doc);
+
+    doc = run_job(&s, lasso);
+    job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(job_zeta(doc, "contiguous", 3) > 0);
+    json_decref(doc);
+    doc = run_job(&s, lasso);
+    job_pstar(doc, &cached);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(isnan(job_zeta(doc, "contiguous", 3)));
+    json_decref(doc);
+    server_stop(&s);
+}
+END_TEST
+
 /*
  * P* is solved once per problem: the second job on the same bytes with
  * the same loss and lambdas takes it from the cache, bit for bit. Other
@@ -1066,6 +1132,7 @@ int main(void)
     tcase_add_test(tc, test_upload_gzip);
     tcase_add_test(tc, test_job_on_upload);
     tcase_add_test(tc, test_pstar_cache);
+    tcase_add_test(tc, test_zeta_with_cached_pstar);
     tcase_add_test(tc, test_concurrent_same_name);
     tcase_add_test(tc, test_cleanup_at_start);
     suite_add_tcase(s, tc);

@@ -111,7 +111,7 @@ static int spec_equal(const struct jobspec *a, const struct jobspec *b)
         !same_double(x->step_multiplier, y->step_multiplier) ||
         x->max_rounds != y->max_rounds || !same_double(x->target, y->target) ||
         x->eval_every != y->eval_every || x->seed != y->seed ||
-        x->shuffle != y->shuffle ||
+        x->split != y->split || !same_double(x->split_alpha, y->split_alpha) ||
         !same_double(x->max_seconds, y->max_seconds))
         return 0;
     if (strcmp(a->name, b->name) || a->nlabels != b->nlabels ||
@@ -176,7 +176,8 @@ static void expect_defaults(const struct jobspec *spec)
     ck_assert(j->target == 1e-9);
     ck_assert_uint_eq(j->eval_every, 10);
     ck_assert_uint_eq(j->seed, 1);
-    ck_assert_int_eq(j->shuffle, 0);
+    ck_assert_int_eq(j->split, EC_SPLIT_CONTIGUOUS);
+    ck_assert(isnan(j->split_alpha));
     ck_assert(j->max_seconds == 3600.0);
     ck_assert_str_eq(spec->name, "");
     ck_assert_uint_eq(spec->nlabels, 0);
@@ -201,7 +202,8 @@ START_TEST(test_null_means_default)
                 "'algorithm':null,'compressor':null,'batch':null,'p':null,"
                 "'step_size':null,'step_multiplier':null,'max_rounds':null,"
                 "'target':null,'eval_every':null,'seed':null,"
-                "'shuffle':null,'max_seconds':null,'name':null,"
+                "'shuffle':null,'split':null,'split_alpha':null,"
+                "'max_seconds':null,'name':null,"
                 "'labels':null,'backend':null}",
                 &spec);
     expect_defaults(&spec);
@@ -237,7 +239,7 @@ START_TEST(test_full_spec)
     ck_assert(spec.job.target == 0.0);
     ck_assert_uint_eq(spec.job.eval_every, 3);
     ck_assert_uint_eq(spec.job.seed, 9007199254740992ULL);
-    ck_assert_int_eq(spec.job.shuffle, 1);
+    ck_assert_int_eq(spec.job.split, EC_SPLIT_SHUFFLED);
     ck_assert(spec.job.max_seconds == 2592000.0);
     ck_assert_str_eq(spec.name, "run 1");
     ck_assert_uint_eq(spec.nlabels, 2);
@@ -312,6 +314,8 @@ static const char *const round_trip_docs[] = {
     "'max_seconds':1e-3,'p':1e-17,'name':'x'}",
     "{'dataset':'a5a','algorithm':'ef21','compressor':{'type':'dither',"
     "'s':17},'lambda2':1,'step_size':3}",
+    "{'dataset':'a9a','split':'dirichlet','split_alpha':0.05,'seed':7}",
+    "{'dataset':'w8a','split':'label_skew'}",
 };
 
 START_TEST(test_round_trip)
@@ -337,7 +341,7 @@ START_TEST(test_canonical_form)
         "\"algorithm\":\"eclk\",\"compressor\":{\"type\":\"none\"},"
         "\"batch\":1,\"step_multiplier\":1.0,\"max_rounds\":10000,"
         "\"target\":1.0000000000000001e-9,\"eval_every\":10,\"seed\":1,"
-        "\"shuffle\":false,\"max_seconds\":3600.0,"
+        "\"split\":\"contiguous\",\"max_seconds\":3600.0,"
         "\"labels\":{},\"backend\":\"process\"}");
     free(text);
 }
@@ -461,6 +465,21 @@ static const struct bad_case bad_cases[] = {
     {WITH("'seed':1.0"), "seed", "must be an integer"},
     {WITH("'shuffle':1"), "shuffle", "must be true or false (got 1)"},
     {WITH("'shuffle':'true'"), "shuffle", "(got \"true\")"},
+    {WITH("'split':'random'"), "split",
+     "must be one of: contiguous, shuffled, label_skew, dirichlet "
+     "(got \"random\")"},
+    {WITH("'split':1"), "split", "(got 1)"},
+    {WITH("'split':'label_skew','shuffle':true"), "shuffle",
+     "true means split \"shuffled\" and cannot be given with split "
+     "\"label_skew\""},
+    {WITH("'split_alpha':0.5"), "split_alpha",
+     "applies to split \"dirichlet\" alone (split is \"contiguous\")"},
+    {WITH("'split':'dirichlet','split_alpha':0"), "split_alpha",
+     "must be a number in (0, 1000000] (got 0)"},
+    {WITH("'split':'dirichlet','split_alpha':1e7"), "split_alpha",
+     "(got 10000000.0)"},
+    {WITH("'split':'dirichlet','split_alpha':'1'"), "split_alpha",
+     "(got \"1\")"},
     {WITH("'max_seconds':0"), "max_seconds",
      "must be a number in (0, 2592000] (got 0)"},
     {WITH("'max_seconds':2592001"), "max_seconds", "(got 2592001)"},
@@ -494,7 +513,8 @@ static const struct bad_case bad_cases[] = {
     {WITH("'workerz':20"), "workerz",
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
      "lambda2_rel, workers, algorithm, compressor, batch, p, step_size, "
-     "step_multiplier, max_rounds, target, eval_every, seed, shuffle, "
+     "step_multiplier, max_rounds, target, eval_every, seed, split, "
+     "split_alpha, shuffle, "
      "max_seconds, name, labels, backend"},
     {WITH("'Dataset':'x'"), "Dataset", "unknown key"},
     {WITH("'w\\u00f6rkers':1"), "w\u00f6rkers", "unknown key"},

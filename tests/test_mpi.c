@@ -72,9 +72,11 @@ START_TEST(test_mpi_rows_equal_process)
 {
     static const char *jobs[] = {
         "{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"eclk\", \"p\": 0.2,"
-        " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 150, \"eval_every\": 10}",
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}, \"max_rounds\": 150, \"eval_every\": 10,"
+        " \"split\": \"dirichlet\", \"split_alpha\": 0.3, \"seed\": 5}",
         "{\"dataset\": \"a1a\", \"workers\": 3, \"algorithm\": \"ec-sgd-diana\","
-        " \"compressor\": {\"type\": \"randk\", \"k\": 5}, \"max_rounds\": 100, \"eval_every\": 10}",
+        " \"compressor\": {\"type\": \"randk\", \"k\": 5}, \"max_rounds\": 100, \"eval_every\": 10,"
+        " \"split\": \"label_skew\"}",
         "{\"dataset\": \"heart_scale\", \"workers\": 5, \"algorithm\": \"ef21\","
         " \"compressor\": {\"type\": \"dither\", \"s\": 3}, \"max_rounds\": 100, \"eval_every\": 10}",
     };

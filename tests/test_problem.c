@@ -432,6 +432,40 @@ START_TEST(test_p_star_newton_cg)
         ec_problem_clear(&pb);
     }
     free(g);
+/* Every split is a permutation of the rows in blocks of at least one row,
+ * the same for the same seed and another for another seed. */
+START_TEST(test_split_deterministic)
+{
+    ec_split split = (ec_split)_i;
+    ec_dataset ds;
+    ec_err e = {0};
+    const uint32_t N = 301, n = 7;
+    uint32_t perm[301], perm2[301], sizes[7], sizes2[7], total = 0;
+    uint8_t seen[301] = {0};
+    ec_job job = base_job(n, EC_LOSS_LOGISTIC, 0, 0.1);
+
+    make_data(&ds, N, 5, 0.5, 11);
+    job.split = split;
+    job.seed = 3;
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm, sizes, &e), 0);
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
+    ck_assert_mem_eq(perm, perm2, sizeof perm);
+    ck_assert_mem_eq(sizes, sizes2, sizeof sizes);
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_uint_lt(perm[i], N);
+        ck_assert_uint_eq(seen[perm[i]]++, 0);
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        ck_assert_uint_ge(sizes[t], 1);
+        total += sizes[t];
+    }
+    ck_assert_uint_eq(total, N);
+    job.seed = 4;
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
+    if (split == EC_SPLIT_CONTIGUOUS)
+        ck_assert_mem_eq(perm, perm2, sizeof perm);
+    else
+        ck_assert(memcmp(perm, perm2, sizeof perm) != 0);
     ec_dataset_clear(&ds);
 }
 END_TEST
@@ -525,6 +559,116 @@ START_TEST(test_lmax_real_data)
         ec_problem_clear(&pb);
         ec_dataset_clear(&ds);
     }
+/* label_skew on mushrooms: equal blocks, and every shard holds one label
+ * but the one where the negatives end. */
+START_TEST(test_split_label_skew_balance)
+{
+    char path[1024];
+    ec_dataset ds = {0};
+    ec_problem pb;
+    ec_err e = {0};
+    ec_job job = base_job(20, EC_LOSS_LOGISTIC, 0, NAN);
+    uint32_t mixed = 0, positives = 0, npos = 0;
+
+    ck_assert_int_eq(ec_libsvm_read(tu_data_path("mushrooms", path, sizeof path),
+                                    NULL, &ds, &e), 0);
+    job.lambda2_rel = 1e-3;
+    job.split = EC_SPLIT_LABEL_SKEW;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    for (uint32_t i = 0; i < ds.n_rows; i++)
+        npos += ds.y[i] > 0;
+    for (uint32_t t = 0; t < 20; t++) {
+        const ec_shard *sh = &pb.shards[t];
+        uint32_t m = sh->end - sh->begin, pos = 0;
+
+        for (uint32_t i = sh->begin; i < sh->end; i++)
+            pos += pb.ds->y[i] > 0;
+        ck_assert_uint_eq(pos, sh->positives);
+        ck_assert_uint_le(m - ds.n_rows / 20, 1);
+        mixed += pos > 0 && pos < m;
+        positives += pos;
+    }
+    ck_assert_uint_le(mixed, 1);
+    ck_assert_uint_eq(positives, npos);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* Dirichlet: alpha shapes the shards' label balance (tiny alpha: nearly
+ * every shard one label; huge: every shard near the whole's balance). */
+START_TEST(test_split_dirichlet_alpha)
+{
+    ec_dataset ds;
+    ec_problem pb;
+    ec_err e = {0};
+    ec_job job = base_job(10, EC_LOSS_LOGISTIC, 0, 0.1);
+    double spread[2];
+    const double alphas[2] = {1e-3, 1e5};
+
+    make_data(&ds, 4000, 3, 0.5, 5);
+    job.split = EC_SPLIT_DIRICHLET;
+    for (int a = 0; a < 2; a++) {
+        double lo = 1, hi = 0;
+
+        job.split_alpha = alphas[a];
+        ck_assert_msg(ec_problem_init(&pb, &ds, &job, &e) == 0, "%s", e.msg);
+        ck_assert(pb.split_alpha == alphas[a]);
+        for (uint32_t t = 0; t < 10; t++) {
+            const ec_shard *sh = &pb.shards[t];
+            double f = (double)sh->positives / (sh->end - sh->begin);
+
+            ck_assert_uint_ge(sh->end - sh->begin, 1);
+            lo = f < lo ? f : lo;
+            hi = f > hi ? f : hi;
+        }
+        spread[a] = hi - lo;
+        ec_problem_clear(&pb);
+    }
+    ck_assert_double_gt(spread[0], 0.9);
+    ck_assert_double_lt(spread[1], 0.1);
+    job.split_alpha = 0.0;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "split_alpha must be > 0"));
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
+/* zeta*^2 on mushrooms, 20 workers, lambda2_rel 1e-3: the file's order
+ * makes the shards far apart (8.4e-3), a shuffle nearly iid (3.3e-4 with
+ * seed 1); and it is (1/n) sum ||grad f_tau(x*)||^2. */
+START_TEST(test_zeta_contiguous_vs_shuffled)
+{
+    char path[1024];
+    ec_dataset ds = {0};
+    ec_problem pb;
+    ec_err e = {0};
+    ec_job job = base_job(20, EC_LOSS_LOGISTIC, 0, NAN);
+    double zeta[2], g[112];
+
+    ck_assert_int_eq(ec_libsvm_read(tu_data_path("mushrooms", path, sizeof path),
+                                    NULL, &ds, &e), 0);
+    job.lambda2_rel = 1e-3;
+    for (int s = 0; s < 2; s++) {
+        double sum = 0;
+
+        job.split = s ? EC_SPLIT_SHUFFLED : EC_SPLIT_CONTIGUOUS;
+        ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+        ck_assert(isnan(pb.zeta_star));
+        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+        zeta[s] = pb.zeta_star;
+        for (uint32_t t = 0; t < 20; t++) {
+            ec_shard_grad(&pb, t, pb.x_star, g);
+            for (int j = 0; j < 112; j++)
+                sum += g[j] * g[j];
+        }
+        ck_assert_double_eq_tol(zeta[s], sum / 20, 1e-12 * sum);
+        ec_problem_clear(&pb);
+    }
+    ck_assert_double_eq_tol(zeta[0], 8.40e-3, 0.01e-3);
+    ck_assert_double_lt(zeta[1], 5e-4);
+    ck_assert_double_gt(zeta[0] / zeta[1], 10);
+    ec_dataset_clear(&ds);
 }
 END_TEST
 
@@ -544,6 +688,10 @@ int main(void)
     tcase_add_test(tc, test_mushrooms_p_star);
     tcase_add_test(tc, test_lmax_real_data);
     tcase_add_test(tc, test_p_star_newton_cg);
+    tcase_add_loop_test(tc, test_split_deterministic, 0, EC_SPLIT_COUNT);
+    tcase_add_test(tc, test_split_label_skew_balance);
+    tcase_add_test(tc, test_split_dirichlet_alpha);
+    tcase_add_test(tc, test_zeta_contiguous_vs_shuffled);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

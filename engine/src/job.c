@@ -56,6 +56,35 @@ int ec_algo_from_name(const char *name, ec_algo_id *out)
     return EC_EINVAL;
 }
 
+static const struct {
+    const char *name, *summary;
+} split_rows[EC_SPLIT_COUNT] = {
+#define EC_SPLIT_ROW(id, name, summary) [id] = {name, summary},
+    EC_SPLITS(EC_SPLIT_ROW)
+#undef EC_SPLIT_ROW
+};
+
+const char *ec_split_name(ec_split s)
+{
+    return (unsigned)s < EC_SPLIT_COUNT ? split_rows[s].name : NULL;
+}
+
+const char *ec_split_summary(ec_split s)
+{
+    return (unsigned)s < EC_SPLIT_COUNT ? split_rows[s].summary : NULL;
+}
+
+int ec_split_from_name(const char *name, ec_split *out)
+{
+    for (int i = 0; i < EC_SPLIT_COUNT; i++) {
+        if (strcmp(name, split_rows[i].name) == 0) {
+            *out = (ec_split)i;
+            return 0;
+        }
+    }
+    return EC_EINVAL;
+}
+
 const char *ec_loss_name(ec_loss l)
 {
     switch (l) {
@@ -97,6 +126,7 @@ void ec_job_defaults(ec_job *job)
     job->target = 1e-9;
     job->eval_every = 10;
     job->seed = 1;
-    job->shuffle = 0;
+    job->split = EC_SPLIT_CONTIGUOUS;
+    job->split_alpha = NAN;
     job->max_seconds = 3600.0;
 }

@@ -190,6 +190,6 @@ void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
     if (!isnan(job->k_frac))
         mj->comp.k = (uint32_t)ceil(job->k_frac * d);
     mj->batch = job->batch;
-    mj->shuffle = job->shuffle;
+    mj->shuffle = job->split != EC_SPLIT_CONTIGUOUS;
     mj->lambda1 = job->lambda1;
 }

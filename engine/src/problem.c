@@ -380,32 +380,20 @@ static double lanczos_lmax(const ec_dataset *ds, uint32_t begin, uint32_t end,
     return theta;
 }
 
-/* A copy of ds with its rows in a seeded random order (Fisher-Yates). */
-static int dataset_permuted(const ec_dataset *ds, uint64_t seed,
+/* A copy of ds with row perm[i] at position i. */
+static int dataset_permuted(const ec_dataset *ds, const uint32_t *perm,
                             ec_dataset *out, ec_err *e)
 {
     uint32_t N = ds->n_rows;
-    uint32_t *perm = malloc((size_t)N * sizeof *perm);
-    ec_rng rng;
 
     memset(out, 0, sizeof *out);
     out->row_ptr = malloc(((size_t)N + 1) * sizeof *out->row_ptr);
     out->col = malloc((ds->nnz ? ds->nnz : 1) * sizeof *out->col);
     out->val = malloc((ds->nnz ? ds->nnz : 1) * sizeof *out->val);
     out->y = malloc((size_t)N * sizeof *out->y);
-    if (!perm || !out->row_ptr || !out->col || !out->val || !out->y) {
-        free(perm);
+    if (!out->row_ptr || !out->col || !out->val || !out->y) {
         ec_dataset_clear(out);
-        return ec_err_set(e, EC_ENOMEM, "out of memory shuffling %u rows", N);
-    }
-    for (uint32_t i = 0; i < N; i++)
-        perm[i] = i;
-    ec_rng_seed(&rng, seed, 0x5u);
-    for (uint32_t i = N - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)ec_rng_below(&rng, (uint64_t)i + 1);
-        uint32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
+        return ec_err_set(e, EC_ENOMEM, "out of memory splitting %u rows", N);
     }
     out->n_rows = N;
     out->d = ds->d;
@@ -423,8 +411,37 @@ static int dataset_permuted(const ec_dataset *ds, uint64_t seed,
         out->row_ptr[i + 1] = out->row_ptr[i] + len;
         out->y[i] = ds->y[src];
     }
-    free(perm);
     return 0;
+}
+
+/* Orders the rows for the job's split, copying them unless contiguous, and
+ * gives the shards' sizes (n entries, the caller frees). */
+static int problem_split(ec_problem *pb, const ec_dataset *ds,
+                         const ec_job *job, uint32_t **sizes, ec_err *e)
+{
+    uint32_t *perm = malloc((size_t)ds->n_rows * sizeof *perm);
+    int rc;
+
+    *sizes = malloc((size_t)job->workers * sizeof **sizes);
+    if (!perm || !*sizes) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory splitting %u rows",
+                        ds->n_rows);
+        goto out;
+    }
+    pb->split = job->split;
+    pb->split_alpha = job->split != EC_SPLIT_DIRICHLET ? NAN
+                      : isnan(job->split_alpha) ? EC_SPLIT_DEFAULT_ALPHA
+                                                : job->split_alpha;
+    if ((rc = ec_split_rows(ds, job, perm, *sizes, e)) < 0)
+        goto out;
+    if (job->split != EC_SPLIT_CONTIGUOUS) {
+        if ((rc = dataset_permuted(ds, perm, &pb->shuffled, e)) < 0)
+            goto out;
+        pb->ds = &pb->shuffled;
+    }
+out:
+    free(perm);
+    return rc;
 }
 
 int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
@@ -435,6 +452,7 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     double *v = NULL, *av = NULL, *v0 = NULL, *vp = NULL, *ab = NULL;
     uint32_t *cols = NULL, ncols, steps;
     uint8_t *mark = NULL;
+    uint32_t *sizes = NULL;
     const ec_algo_info *ai = ec_algo_info_of(job->algorithm);
     int needs_l_tilde = ai && (ai->needs & EC_NEEDS_L_TILDE);
     int rc;
@@ -450,11 +468,9 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         return ec_err_set(e, EC_EINVAL, "lambda1 must be >= 0 (got %g)",
                           job->lambda1);
     pb->ds = ds;
-    if (job->shuffle) {
-        if ((rc = dataset_permuted(ds, job->seed, &pb->shuffled, e)) < 0)
-            return rc;
-        pb->ds = &pb->shuffled;
-    }
+    pb->zeta_star = NAN;
+    if ((rc = problem_split(pb, ds, job, &sizes, e)) < 0)
+        goto fail;
     pb->loss = job->loss;
     pb->lambda1 = job->lambda1;
     pb->n = n;
@@ -492,9 +508,9 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         goto fail;
     }
 
-    /* Contiguous shards in row order; the first N mod n get one row more. */
+    /* The shards take consecutive blocks of the split's order. */
     for (uint32_t t = 0, row = 0; t < n; t++) {
-        uint32_t m = N / n + (t < N % n ? 1 : 0);
+        uint32_t m = sizes[t];
         ec_shard *sh = &pb->shards[t];
         double maxsq = 0.0;
 
@@ -503,6 +519,8 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         sh->weight = (double)n * m / N;
         for (uint32_t i = sh->begin; i < sh->end; i++) {
             double r = row_norm2(pb->ds, i);
+
+            sh->positives += pb->ds->y[i] > 0;
             if (r > maxsq)
                 maxsq = r;
         }
@@ -540,6 +558,7 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     free(ab);
     free(cols);
     free(mark);
+    free(sizes);
     return 0;
 cancelled:
     rc = ec_err_set(e, EC_ECANCELLED,
@@ -553,6 +572,7 @@ fail:
     free(ab);
     free(cols);
     free(mark);
+    free(sizes);
     ec_problem_clear(pb);
     return rc;
 }
@@ -943,13 +963,52 @@ out:
     return rc;
 }
 
+double ec_problem_heterogeneity(const ec_problem *pb, const double *x)
+{
+    double *g = malloc(pb->d * sizeof *g), sum = 0.0;
+
+    if (!g)
+        return NAN;
+    for (uint32_t t = 0; t < pb->n; t++) {
+        double sq = 0.0;
+
+        ec_shard_grad(pb, t, x, g);
+        for (uint32_t j = 0; j < pb->d; j++)
+            sq += g[j] * g[j];
+        sum += sq;
+    }
+    free(g);
+    return sum / pb->n;
+}
+
 int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e)
 {
-    if (pb->lambda1 == 0.0 && pb->d <= 4096)
-        return solve_newton(pb, deadline, e);
-    if (pb->lambda1 == 0.0)
-        return solve_newton_cg(pb, deadline, e);
-    return solve_fista(pb, deadline, e);
+    int rc = pb->lambda1 != 0.0 ? solve_fista(pb, deadline, e)
+             : pb->d <= 4096    ? solve_newton(pb, deadline, e)
+                                : solve_newton_cg(pb, deadline, e);
+
+    if (rc == 0)
+        pb->zeta_star = ec_problem_heterogeneity(pb, pb->x_star);
+    return rc;
+}
+
+int ec_problem_find_x_star(ec_problem *pb, double deadline, ec_err *e)
+{
+    double P_star = pb->P_star, bound = pb->solve_bound;
+    const char *method = pb->solve_method;
+    int iters = pb->solve_iters, rc;
+
+    if (!pb->solve_cached || !isnan(pb->zeta_star) || pb->lambda1 != 0.0 ||
+        pb->d > 4096)
+        return 0;
+    rc = solve_newton(pb, deadline, e);
+    if (rc == 0)
+        pb->zeta_star = ec_problem_heterogeneity(pb, pb->x_star);
+    pb->P_star = P_star;
+    pb->solve_bound = bound;
+    pb->solve_method = method;
+    pb->solve_iters = iters;
+    return rc;
 }
 
 int ec_problem_solve(ec_problem *pb, ec_err *e)

@@ -109,6 +109,41 @@ int ec_algo_from_name(const char *name, ec_algo_id *out);   /* < 0: unknown */
 const char *ec_loss_name(ec_loss l);
 int ec_loss_from_name(const char *name, ec_loss *out);
 
+/*
+ * How the rows are split into the workers' shards (docs/algorithms.md,
+ * "Splitting the rows"); every list of them comes from here. Rows are
+ * append-only (the names are what is stored).
+ *
+ * X(ID, NAME, SUMMARY)
+ */
+#define EC_SPLITS(X)                                                          \
+    X(EC_SPLIT_CONTIGUOUS, "contiguous",                                      \
+      "equal blocks of rows in file order")                                   \
+    X(EC_SPLIT_SHUFFLED, "shuffled",                                          \
+      "equal blocks of rows in a seeded random order")                        \
+    X(EC_SPLIT_LABEL_SKEW, "label_skew",                                      \
+      "equal blocks of rows sorted by label, each label in random order")     \
+    X(EC_SPLIT_DIRICHLET, "dirichlet",                                        \
+      "each label's rows dealt to the workers in Dirichlet(alpha) shares")
+
+typedef enum ec_split {
+#define EC_SPLIT_ENUM(id, ...) id,
+    EC_SPLITS(EC_SPLIT_ENUM)
+#undef EC_SPLIT_ENUM
+} ec_split;
+
+#define EC_SPLIT_PLUS_ONE(...) +1
+enum { EC_SPLIT_COUNT = 0 EC_SPLITS(EC_SPLIT_PLUS_ONE) };
+#undef EC_SPLIT_PLUS_ONE
+
+/* "contiguous", "shuffled", ...; NULL if out of range. */
+const char *ec_split_name(ec_split s);
+const char *ec_split_summary(ec_split s);
+int ec_split_from_name(const char *name, ec_split *out);  /* < 0: unknown */
+
+/* The Dirichlet concentration a dirichlet split takes when none is given. */
+#define EC_SPLIT_DEFAULT_ALPHA 0.5
+
 /* Limits on what a job may ask for, independent of the data. */
 #define EC_JOB_MAX_WORKERS 4096
 #define EC_JOB_MAX_ROUNDS 100000000ULL
@@ -136,7 +171,8 @@ typedef struct ec_job {
     double target;           /* relative gap to stop at, [0, 1); default 1e-9 */
     uint32_t eval_every;     /* >= 1, default 10 */
     uint64_t seed;           /* default 1 */
-    int shuffle;             /* 0: contiguous shards in file order (default) */
+    ec_split split;          /* default contiguous (file order) */
+    double split_alpha;      /* dirichlet: > 0; NaN: EC_SPLIT_DEFAULT_ALPHA */
     double max_seconds;      /* > 0, default 3600 (wall clock) */
 } ec_job;
 

@@ -25,7 +25,8 @@ typedef struct ec_mem_job {
     ec_algo_id algo;
     ec_comp_spec comp;       /* k resolved */
     uint32_t batch;
-    int shuffle;
+    int shuffle;             /* the rows are copied in another order (a split
+                                other than contiguous) */
     double lambda1;          /* > 0: P* by FISTA, else Newton for small d */
 } ec_mem_job;
 

@@ -23,14 +23,18 @@
 
 typedef struct ec_shard {
     uint32_t begin, end;     /* rows [begin, end) of ec_problem.ds */
+    uint32_t positives;      /* rows labelled +1 among them */
     double weight;           /* w_tau = n m_tau / N */
     double L_max;            /* max_i of w_tau c ||a_i||^2 + lambda2 */
     double L_bar;            /* smoothness of f_tau (Lanczos); EF21 only, else NaN */
 } ec_shard;
 
 typedef struct ec_problem {
-    const ec_dataset *ds;    /* the rows in shard order (owned copy if shuffled) */
-    ec_dataset shuffled;     /* the permuted copy when shuffle is on */
+    const ec_dataset *ds;    /* the rows in shard order (owned copy unless
+                                the split is contiguous) */
+    ec_dataset shuffled;     /* the permuted copy of a non-contiguous split */
+    ec_split split;
+    double split_alpha;      /* dirichlet's concentration; NaN otherwise */
     ec_loss loss;
     double lambda1, lambda2;
     uint32_t n;              /* workers */
@@ -51,6 +55,10 @@ typedef struct ec_problem {
     int solve_products;      /* Newton-CG's Hessian products; else 0 */
     const char *solve_method;/* "newton", "newton-cg" or "fista-restart" */
     int solve_cached;        /* P* came from ec_problem_use_pstar() */
+    /* The heterogeneity at the optimum, (1/n) sum_tau ||grad f_tau(x*)||^2
+     * (docs/algorithms.md, "Splitting the rows"): set by the solve, NaN
+     * until then and when P* was taken from ec_problem_use_pstar(). */
+    double zeta_star;
 } ec_problem;
 
 /*
@@ -62,6 +70,16 @@ typedef struct ec_problem {
 int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                     ec_err *e);
 void ec_problem_clear(ec_problem *pb);
+
+/*
+ * The order of the rows and the shards' sizes for job's split (split.c):
+ * position i of the problem's rows holds row perm[i] of ds, and shard tau
+ * takes the next sizes[tau] of them. perm has ds->n_rows entries, sizes
+ * job->workers (at most ds->n_rows); a deterministic function of the
+ * split, split_alpha, workers and seed, and every size is at least 1.
+ */
+int ec_split_rows(const ec_dataset *ds, const ec_job *job, uint32_t *perm,
+                  uint32_t *sizes, ec_err *e);
 
 /*
  * Computes P* and x* to relative accuracy 1e-12 or better.
@@ -84,6 +102,14 @@ int ec_problem_solve(ec_problem *pb, ec_err *e);
 int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e);
 
 /*
+ * After ec_problem_use_pstar(): finds x* again, for zeta_star alone, where
+ * the solve is Newton's (lambda1 = 0, d <= 4096: a fraction of a second
+ * on the datasets here), keeping the cached P*; elsewhere (and when P*
+ * was solved here) it does nothing and zeta_star stays as it is.
+ */
+int ec_problem_find_x_star(ec_problem *pb, double deadline, ec_err *e);
+
+/*
  * Takes P* as found earlier for this same problem (same data, loss and
  * lambdas) instead of solving again; method is how it was found then
  * ("newton", "newton-cg" or "fista-restart"; other text becomes
@@ -93,6 +119,9 @@ int ec_problem_solve_until(ec_problem *pb, double deadline, ec_err *e);
  */
 int ec_problem_use_pstar(ec_problem *pb, double P_star, double bound,
                          const char *method, ec_err *e);
+
+/* (1/n) sum_tau ||grad f_tau(x)||^2: the workers' disagreement at x. */
+double ec_problem_heterogeneity(const ec_problem *pb, const double *x);
 
 /* P(x), with compensated summation over the samples. */
 double ec_problem_value(const ec_problem *pb, const double *x);
