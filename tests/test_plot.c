@@ -719,6 +719,44 @@ START_TEST(test_legend_avoids_curves)
 }
 END_TEST
 
+/* A band: one closed, lightly filled path per banded series, the axis
+ * stretched to hold it, points where lo or hi is not drawable left out;
+ * without bands the bytes of plot_svg. */
+START_TEST(test_bands)
+{
+    static const double x[] = {1, 2, 3, 4}, y[] = {1, 0.1, 0.01, 0.001};
+    static const double lo[] = {0.5, 0.05, NAN, 1e-6}, hi[] = {2, 0.2, 0.02, 0.002};
+    plot_series s[] = {{"median of 3", x, y, 4}, {"alone", x, y, 4}};
+    plot_band bands[] = {{lo, hi}, {NULL, NULL}};
+    plot_spec sp = {.title = "bands", .ylog = 1};
+    size_t len = 0, count = 0;
+    char *plain = plot_ok(&sp, s, 2), *svg = plot_svg_bands(&sp, s, bands, 2, &len);
+    char *none = plot_svg_bands(&sp, s, NULL, 2, &len), why[160];
+    const char *p, *bad = xml_check(svg, why, sizeof why);
+
+    ck_assert_msg(bad == NULL, "not well-formed: %s", bad);
+    ck_assert_str_eq(none, plain);
+    for (p = svg; (p = strstr(p, "class=\"band\"")); p++)
+        count++;
+    ck_assert_uint_eq(count, 1);
+    ck_assert_ptr_nonnull(strstr(svg, "fill-opacity=\"0.18\""));
+    /* 3 drawable points each way, then closed */
+    p = strstr(svg, "class=\"band\"");
+    p = strstr(p, " d=\"");
+    count = 0;
+    for (const char *q = p + 4; *q != '"'; q++)
+        count += *q == 'M' || *q == 'L';
+    ck_assert_uint_eq(count, 6);
+    ck_assert_ptr_nonnull(strstr(p, " Z\""));
+    /* the lower end of the y axis reaches 1e-6 with the band, not without */
+    ck_assert_ptr_nonnull(strstr(svg, "10<tspan dy=\"-6\" font-size=\"9\">-6</tspan>"));
+    ck_assert_ptr_null(strstr(plain, "10<tspan dy=\"-6\" font-size=\"9\">-6</tspan>"));
+    free(svg);
+    free(none);
+    free(plain);
+}
+END_TEST
+
 static Suite *plot_suite(void)
 {
     Suite *s = suite_create("plot");
@@ -736,9 +774,12 @@ static Suite *plot_suite(void)
     tcase_add_test(tc, test_deterministic_and_distinct);
     tcase_add_test(tc, test_many_series_legend);
     tcase_add_test(tc, test_legend_avoids_curves);
+    tcase_add_test(tc, test_bands);
     suite_add_tcase(s, tc);
     return s;
 }
+
+
 
 int main(void)
 {

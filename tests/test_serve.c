@@ -679,6 +679,200 @@ START_TEST(test_experiment_tuned)
 }
 END_TEST
 
+/* The p-quantile of the n sorted values, linear between order statistics:
+   the test's own, to check the server's. */
+static double test_quantile(const double *v, size_t n, double p)
+{
+    double h = (double)(n - 1) * p;
+    size_t lo = (size_t)h;
+
+    return lo + 1 >= n ? v[n - 1] : v[lo] + (h - (double)lo) * (v[lo + 1] - v[lo]);
+}
+
+static int test_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Seeds: every multiplier of a tuned grid runs at each seed, the groups
+ * give the median and spread the test computes again from the rows, the
+ * best multiplier is the one of fewest median rounds, compare groups the
+ * same jobs alike, and the plot draws one median with a band per group. */
+START_TEST(test_experiment_seeds)
+{
+    static const char body[] =
+        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3, \"seed\": 4,"
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 3000, \"target\": 1e-4,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 2}},"
+        " \"variants\": [{\"algorithm\": \"eclk\", \"name\": \"acc\"}],"
+        " \"tune\": {\"step_multiplier\": [1, 2]}, \"seeds\": 3}";
+    struct server s;
+    struct reply r;
+    json_t *doc, *table, *groups, *t, *best;
+    char path[256], ids[512];
+    double med[2], q[3];
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    doc = experiment_wait(&s, path, 200);
+    table = json_object_get(doc, "comparison");
+    groups = json_object_get(doc, "groups");
+    ck_assert_int_eq(json_array_size(table), 6);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "seeds")), 3);
+    ck_assert_int_eq(json_array_size(groups), 2);
+    /* multiplier-major, then the seeds 4, 5, 6, named after both */
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(
+                         json_array_get(json_object_get(doc, "jobs"), 4), "spec"), "name")),
+                     "acc x2 s=5");
+    /* its label has the seed, its variant neither seed nor multiplier */
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(table, 4), "label")),
+                     "eclk, topk k=2 (acc) x2 s=5");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(table, 4), "variant")),
+                     "eclk, topk k=2 (acc)");
+    for (size_t g = 0; g < 2; g++) {
+        json_t *grp = json_array_get(groups, g), *rounds;
+        double v[3];
+
+        ck_assert_int_eq(json_integer_value(json_object_get(grp, "runs")), 3);
+        ck_assert_int_eq(json_integer_value(json_object_get(grp, "reached")), 3);
+        for (size_t k = 0; k < 3; k++) {
+            json_t *row = json_array_get(table, 3 * g + k);
+
+            ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(grp, "seeds"), k)),
+                             (json_int_t)(4 + k));
+            ck_assert_str_eq(json_string_value(json_array_get(json_object_get(grp, "jobs"), k)),
+                             json_string_value(json_object_get(row, "job")));
+            v[k] = (double)json_integer_value(json_object_get(row, "rounds_to_target"));
+        }
+        qsort(v, 3, sizeof *v, test_cmp);
+        rounds = json_object_get(grp, "rounds_to_target");
+        med[g] = v[1];
+        ck_assert_double_eq(json_number_value(json_object_get(rounds, "median")), v[1]);
+        ck_assert_double_eq(json_number_value(json_object_get(rounds, "min")), v[0]);
+        ck_assert_double_eq(json_number_value(json_object_get(rounds, "max")), v[2]);
+        ck_assert_double_eq_tol(json_number_value(json_object_get(rounds, "q1")),
+                                test_quantile(v, 3, 0.25), 1e-9);
+        ck_assert_double_eq_tol(json_number_value(json_object_get(rounds, "q3")),
+                                test_quantile(v, 3, 0.75), 1e-9);
+        ck_assert(json_is_object(json_object_get(grp, "bits_up_to_target")));
+        ck_assert(json_is_object(json_object_get(grp, "seconds_to_target")));
+    }
+    t = json_array_get(json_object_get(doc, "tuned"), 0);
+    best = json_object_get(t, "best");
+    ck_assert_int_eq(json_integer_value(json_object_get(t, "runs")), 6);
+    ck_assert_double_eq(json_number_value(json_object_get(best, "step_multiplier")),
+                        med[1] < med[0] ? 2 : 1);
+    ck_assert_double_eq(json_number_value(json_object_get(json_object_get(
+                            json_object_get(best, "seeds"), "rounds_to_target"), "median")),
+                        med[1] < med[0] ? med[1] : med[0]);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(best, "seeds"),
+                                                        "runs")), 3);
+    /* compare: the three seeds of x2 are one group, the same spread */
+    snprintf(ids, sizeof ids, "/v1/compare?jobs=%s,%s,%s",
+             json_string_value(json_object_get(json_array_get(table, 3), "job")),
+             json_string_value(json_object_get(json_array_get(table, 4), "job")),
+             json_string_value(json_object_get(json_array_get(table, 5), "job")));
+    json_decref(doc);
+    r = req(&s, "GET", ids, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    doc = json_of(&r);
+    free(r.body);
+    groups = json_object_get(doc, "groups");
+    ck_assert_int_eq(json_array_size(groups), 1);
+    ck_assert_double_eq(json_number_value(json_object_get(json_object_get(
+                            json_array_get(groups, 0), "rounds_to_target"), "median")),
+                        med[1]);
+    json_decref(doc);
+    /* the plot: two medians, each with its band */
+    snprintf(ids, sizeof ids, "%s/plot.svg", path);
+    r = req(&s, "GET", ids, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    q[0] = 0;
+    for (const char *p = r.body; (p = strstr(p, "class=\"band\"")); p++)
+        q[0]++;
+    ck_assert_double_eq(q[0], 2);
+    ck_assert_msg(strstr(r.body, "(acc) x2: median of 3 seeds"), "%.2000s", r.body);
+    /* one variant: both medians in its colour, the second dashed */
+    {
+        const char *g0 = strstr(r.body, "data-index=\"0\" stroke=\"");
+        const char *g1 = strstr(r.body, "data-index=\"1\" stroke=\"");
+        const char *dash, *end;
+
+        ck_assert(g0 && g1 && !strstr(r.body, "data-index=\"2\""));
+        ck_assert(strncmp(g0 + 23, g1 + 23, 7) == 0);
+        dash = strstr(g1, "stroke-dasharray");
+        end = strstr(g1, "</g>");
+        ck_assert(dash && end && dash < end);
+    }
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
+/* Hostile seeds: each a 422 naming the field, and no job made. */
+START_TEST(test_experiment_seeds_invalid)
+{
+    static const struct { const char *base, *seeds, *field, *detail; } cases[] = {
+        {"", "0", "seeds", "a count in 1..16 or an array of 1..16 distinct seeds"},
+        {"", "17", "seeds", "max_seeds = 16"},
+        {"", "-1", "seeds", "max_seeds"},
+        {"", "2.5", "seeds", "max_seeds"},
+        {"", "\"3\"", "seeds", "max_seeds"},
+        {"", "[]", "seeds", "max_seeds"},
+        {"", "[1, 2, 1]", "seeds[2]", "given twice (also at [0])"},
+        {"", "[1, \"2\"]", "seeds[1]", "must be an integer in 0..9007199254740992"},
+        {"", "[-3]", "seeds[0]", "0..9007199254740992"},
+        {"", "[9007199254740993]", "seeds[0]", "0..9007199254740992"},
+        {", \"seed\": 3", "[1, 2]", "base.seed", "leave base.seed out"},
+        {", \"seed\": 9007199254740992", "2", "base.seed", "0..9007199254740991"},
+        {", \"seed\": \"x\"", "2", "base.seed", "must be an integer"},
+    };
+    struct server s;
+    struct reply r;
+    char body[1024];
+
+    server_start(&s, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *doc, *err;
+
+        snprintf(body, sizeof body,
+                 "{\"base\": {\"dataset\": \"heart_scale\"%s}, \"variants\": [{}],"
+                 " \"seeds\": %s}", cases[i].base, cases[i].seeds);
+        r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+        ck_assert_msg(r.status == 422, "%s: %ld %s", body, r.status, r.body);
+        doc = json_of(&r);
+        err = json_array_get(json_object_get(doc, "errors"), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(err, "field")), cases[i].field);
+        ck_assert_msg(strstr(json_string_value(json_object_get(err, "detail")),
+                             cases[i].detail), "%s: %s", body, r.body);
+        json_decref(doc);
+        free(r.body);
+    }
+    /* 32 variants x 9 seeds = 288 > 256 */
+    {
+        size_t o = (size_t)snprintf(body, sizeof body,
+                                    "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [");
+        for (int i = 0; i < 32; i++)
+            o += (size_t)snprintf(body + o, sizeof body - o, "%s{}", i ? ", " : "");
+        snprintf(body + o, sizeof body - o, "], \"seeds\": 9}");
+    }
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "288 jobs") && strstr(r.body, "max_experiment_jobs") &&
+                  strstr(r.body, "\"seeds\""), "%s", r.body);
+    free(r.body);
+    r = req(&s, "GET", "/v1/jobs", ALICE, NULL, NULL);
+    ck_assert_msg(strstr(r.body, "\"jobs\":[]"), "%.300s", r.body);
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* Hostile tune grids: each a 422 naming the field, and no job made. */
 START_TEST(test_experiment_tune_invalid)
 {
@@ -918,6 +1112,8 @@ int main(void)
     tcase_add_test(tc, test_experiment_tuned);
     tcase_add_test(tc, test_experiment_tune_invalid);
     tcase_add_test(tc, test_experiment_errors_at_once);
+    tcase_add_test(tc, test_experiment_seeds);
+    tcase_add_test(tc, test_experiment_seeds_invalid);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

@@ -57,6 +57,54 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
     *list_out = list;
 }
 
+/* A measure's spread over the runs that reached the target, or null. */
+static json_t *spread_json(const struct experiment_spread *s)
+{
+    if (s->n == 0)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "median", describe_real(s->median),
+                     "q1", describe_real(s->q1), "q3", describe_real(s->q3), "min",
+                     describe_real(s->min), "max", describe_real(s->max));
+}
+
+/* A group of runs that differ only in their seed: its jobs, seeds and
+   the spread of each measure to target. */
+static json_t *group_json(const struct experiment_view *v, const struct experiment_group *g)
+{
+    json_t *jobs = json_array(), *seeds = json_array(), *o;
+    const struct experiment_row *r0 = g->n ? &v->rows[g->rows[0]] : NULL;
+    json_t *mult = r0 ? json_object_get(r0->spec, "step_multiplier") : NULL;
+
+    for (size_t k = 0; k < g->n && jobs && seeds; k++) {
+        const struct experiment_row *r = &v->rows[g->rows[k]];
+        json_t *seed = json_object_get(r->spec, "seed");
+
+        json_array_append_new(jobs, json_string(r->job->id));
+        json_array_append(seeds, seed ? seed : json_null());
+    }
+    o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "jobs",
+                  jobs ? jobs : json_null(), "seeds", seeds ? seeds : json_null(), "runs",
+                  (json_int_t)g->n, "reached", (json_int_t)g->reached, "finished",
+                  (json_int_t)g->finished, "rounds_to_target", spread_json(&g->rounds),
+                  "bits_up_to_target", spread_json(&g->bits_up), "seconds_to_target",
+                  spread_json(&g->seconds));
+    if (o && r0) {
+        json_object_set_new(o, "algorithm", json_string(r0->job->algorithm));
+        json_object_set_new(o, "compressor", json_string(r0->job->compressor));
+        json_object_set(o, "step_multiplier", mult ? mult : json_null());
+    }
+    return o;
+}
+
+static json_t *groups_json(const struct experiment_view *v)
+{
+    json_t *list = json_array();
+
+    for (size_t g = 0; list && g < v->ngroups; g++)
+        json_array_append_new(list, group_json(v, &v->groups[g]));
+    return list;
+}
+
 /* One run of a tuned variant: its multiplier and how far it got. */
 static json_t *run_json(const struct experiment_row *r)
 {
@@ -74,6 +122,21 @@ static json_t *run_json(const struct experiment_row *r)
                      "final_rel_gap", r->have ? describe_real(r->last.rel_gap) : json_null());
 }
 
+/* A tuned variant's default or best multiplier: the run of its first
+   seed, and the spread over all its seeds; null when there is none. */
+static json_t *tuned_run_json(const struct experiment_view *v, long row,
+                              const struct experiment_group *g)
+{
+    json_t *o;
+
+    if (row < 0)
+        return json_null();
+    o = run_json(&v->rows[row]);
+    if (o)
+        json_object_set_new(o, "seeds", group_json(v, g));
+    return o;
+}
+
 /* Per variant of a tuned experiment, its default run beside its best;
    null when the experiment is not tuned. */
 static json_t *tuned_json(const struct experiment_view *v)
@@ -88,7 +151,10 @@ static json_t *tuned_json(const struct experiment_view *v)
         const struct experiment_row *r0 = &v->rows[t->first];
         char detail[160];
 
-        if (t->best_row >= 0)
+        if (t->best_row >= 0 && v->seeds > 1)
+            snprintf(detail, sizeof detail, "best median of %zu multipliers x %zu seeds "
+                     "(%zu finished)", t->count / v->seeds, v->seeds, t->finished);
+        else if (t->best_row >= 0)
             snprintf(detail, sizeof detail, "best of %zu runs (%zu finished)", t->count,
                      t->finished);
         else if (t->finished == t->count)
@@ -104,11 +170,8 @@ static json_t *tuned_json(const struct experiment_view *v)
                             r0->job->compressor, "runs", (json_int_t)t->count, "finished",
                             (json_int_t)t->finished, "reached", t->best_row >= 0,
                             "detail", detail, "default",
-                            t->default_row >= 0 ? run_json(&v->rows[t->default_row])
-                                                : json_null(),
-                            "best",
-                            t->best_row >= 0 ? run_json(&v->rows[t->best_row])
-                                             : json_null()));
+                            tuned_run_json(v, t->default_row, &t->default_group),
+                            "best", tuned_run_json(v, t->best_row, &t->best_group)));
     }
     return list;
 }
@@ -129,12 +192,14 @@ static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
     view_json(&v, &table, &list);
     spec = json_loads(v.x.spec, 0, NULL);
     rc = http_reply_json(rs, status,
-                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o}", "id",
-                                   v.x.id, "owner", v.x.owner, "name",
+                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:I, s:o}",
+                                   "id", v.x.id, "owner", v.x.owner, "name",
                                    v.x.name ? v.x.name : "", "created_at",
                                    (json_int_t)v.x.created_at, "spec",
                                    spec ? spec : json_null(), "comparison", table,
-                                   "tuned", tuned_json(&v), "jobs", list));
+                                   "tuned", tuned_json(&v), "jobs", list, "seeds",
+                                   (json_int_t)(v.seeds ? v.seeds : 1), "groups",
+                                   groups_json(&v)));
     experiment_view_clear(&v);
     return rc;
 }
@@ -294,8 +359,9 @@ int h_compare(struct http_req *rq, struct http_resp *rs, const struct token *who
         return api_reply_store(rs, &e, what);
     }
     view_json(&v, &table, &list);
-    rc = http_reply_json(rs, 200, json_pack("{s:o, s:o, s:o}", "comparison", table, "jobs",
-                                            list, "warnings", compare_warnings(&v)));
+    rc = http_reply_json(rs, 200, json_pack("{s:o, s:o, s:o, s:o}", "comparison", table,
+                                            "jobs", list, "warnings", compare_warnings(&v),
+                                            "groups", groups_json(&v)));
     experiment_view_clear(&v);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experiments.h"
 #include "plot.h"
 
 /* Rows read per curve at most (evenly thinned by the store), before the
@@ -31,6 +32,16 @@ static const char *const x_labels[] = {
     "bits sent up per worker",
     "seconds",
 };
+
+/* The most runs one median is taken over (a compare's 32 jobs). */
+#define API_GROUP_MAX 256
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
 
 /* One curve read from the store: x and the relative gap. */
 struct curve {
@@ -142,17 +153,30 @@ static int curve_load(struct store *st, const char *id, enum plot_x xaxis,
  * same less the multiplier of a tuned run: a run of a tuned experiment
  * (its name ends in " xM", M its step_multiplier) is "eclk, topk k=5 x4",
  * with its variant's name when the variant has one of its own; any other
- * job has its name in brackets.
+ * job has its name in brackets. A run of an experiment's seeds (its name
+ * ends in "s=SEED", its seed) has " s=SEED" after the rest when with_seed,
+ * and its variant never has it.
  */
-void api_job_label(const struct store_job *job, char *out, size_t len, char *variant,
-                   size_t vlen)
+static void job_label(const struct store_job *job, int with_seed, char *out, size_t len,
+                      char *variant, size_t vlen)
 {
     json_t *spec = job->spec ? json_loads(job->spec, 0, NULL) : NULL;
     json_t *comp = json_object_get(spec, "compressor"), *v;
     json_t *m = json_object_get(spec, "step_multiplier");
+    json_t *seed = json_object_get(spec, "seed");
     const char *key, *name = job->name ? job->name : "";
-    char plain[200] = "", suffix[48] = "";
+    char plain[200] = "", suffix[48] = "", seeded[48] = "";
     size_t o, nl = strlen(name), pl, sl;
+
+    if (job->experiment_id[0] && json_is_integer(seed)) {
+        sl = (size_t)snprintf(seeded, sizeof seeded, "s=%lld",
+                              (long long)json_integer_value(seed));
+        if (nl >= sl && strcmp(name + nl - sl, seeded) == 0 &&
+            (nl == sl || name[nl - sl - 1] == ' '))
+            nl = nl == sl ? 0 : nl - sl - 1;
+        else
+            seeded[0] = '\0';
+    }
 
     o = (size_t)snprintf(out, len, "%s, %s", job->algorithm ? job->algorithm : "?",
                          job->compressor ? job->compressor : "?");
@@ -174,7 +198,7 @@ void api_job_label(const struct store_job *job, char *out, size_t len, char *var
     if (job->experiment_id[0] && json_is_number(m))
         snprintf(suffix, sizeof suffix, "x%g", json_number_value(m));
     sl = strlen(suffix);
-    if (sl && nl >= sl && strcmp(name + nl - sl, suffix) == 0 &&
+    if (sl && nl >= sl && strncmp(name + nl - sl, suffix, sl) == 0 &&
         (nl == sl || name[nl - sl - 1] == ' ')) {
         size_t base = nl == sl ? 0 : nl - sl - 1;
 
@@ -182,13 +206,21 @@ void api_job_label(const struct store_job *job, char *out, size_t len, char *var
             o += (size_t)snprintf(out + o, len - o, " (%.*s)", (int)base, name);
         snprintf(variant, vlen, "%s", out);
         if (o < len)
-            snprintf(out + o, len - o, " %s", suffix);
+            o += (size_t)snprintf(out + o, len - o, " %s", suffix);
     } else {
-        if (name[0] && o < len)
-            snprintf(out + o, len - o, " (%s)", name);
+        if (nl && o < len)
+            o += (size_t)snprintf(out + o, len - o, " (%.*s)", (int)nl, name);
         snprintf(variant, vlen, "%s", out);
     }
+    if (with_seed && seeded[0] && o < len)
+        snprintf(out + o, len - o, " %s", seeded);
     json_decref(spec);
+}
+
+void api_job_label(const struct store_job *job, char *out, size_t len, char *variant,
+                   size_t vlen)
+{
+    job_label(job, 1, out, len, variant, vlen);
 }
 
 /* "mushrooms: logistic, λ2 = 1.63e-04", from the resolved problem when
@@ -222,10 +254,10 @@ static void problem_title(const char *prefix, const struct store_job *job, char 
 /* The SVG reply, with headers that keep a browser from running or
    sniffing anything in it. */
 static int reply_svg(struct http_resp *rs, const plot_spec *sp, const plot_series *s,
-                     size_t ns)
+                     const plot_band *bands, size_t ns)
 {
     size_t len = 0;
-    char *svg = plot_svg(sp, s, ns, &len);
+    char *svg = plot_svg_bands(sp, s, bands, ns, &len);
     int rc;
 
     if (!svg)
@@ -268,13 +300,87 @@ int h_job_plot(struct http_req *rq, struct http_resp *rs, const struct token *t)
     plot_spec sp = {.title = title, .xlabel = x_labels[xaxis],
                     .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
                     .ylog = 1, .max_points = max_points};
-    rc = reply_svg(rs, &sp, &s, 1);
+    rc = reply_svg(rs, &sp, &s, NULL, 1);
     curve_free(&c);
     store_job_clear(&job);
     return rc;
 }
 
-/* One curve per job, in an SVG titled after name (or the first job). */
+/* The curve at x: the last point at or before it (a run that stopped
+   keeps its final gap); NAN before its first point. *at walks forward. */
+static double curve_at(const struct curve *c, double x, size_t *at)
+{
+    while (*at < c->n && c->x[*at] <= x)
+        (*at)++;
+    return *at ? c->y[*at - 1] : NAN;
+}
+
+/*
+ * The median of a group's curves, with the least and greatest of them as
+ * its band, at the x of the curve reaching farthest: the group's first
+ * curve's slot holds the result (its x kept or replaced, y the median).
+ * 0, or -1 when memory runs out.
+ */
+static int group_median(struct curve *curves, const size_t *members, size_t m,
+                        double **lo, double **hi)
+{
+    struct curve *far = &curves[members[0]], out = {0};
+    size_t at[API_GROUP_MAX] = {0};
+    double v[API_GROUP_MAX];
+
+    for (size_t k = 1; k < m; k++) {
+        struct curve *c = &curves[members[k]];
+
+        if (c->n && (!far->n || c->x[c->n - 1] > far->x[far->n - 1]))
+            far = c;
+    }
+    out.n = far->n;
+    out.x = malloc((far->n ? far->n : 1) * sizeof *out.x);
+    out.y = malloc((far->n ? far->n : 1) * sizeof *out.y);
+    *lo = malloc((far->n ? far->n : 1) * sizeof **lo);
+    *hi = malloc((far->n ? far->n : 1) * sizeof **hi);
+    if (!out.x || !out.y || !*lo || !*hi) {
+        curve_free(&out);
+        return -1;
+    }
+    for (size_t j = 0; j < far->n; j++) {
+        size_t got = 0;
+
+        out.x[j] = far->x[j];
+        for (size_t k = 0; k < m && k < API_GROUP_MAX; k++) {
+            double y = curve_at(&curves[members[k]], far->x[j], &at[k]);
+
+            if (isfinite(y))
+                v[got++] = y;
+        }
+        qsort(v, got, sizeof *v, cmp_double);
+        out.y[j] = !got ? NAN : got % 2 ? v[got / 2] : 0.5 * (v[got / 2 - 1] + v[got / 2]);
+        (*lo)[j] = got ? v[0] : NAN;
+        (*hi)[j] = got ? v[got - 1] : NAN;
+    }
+    curve_free(&curves[members[0]]);
+    curves[members[0]] = out;
+    return 0;
+}
+
+/* "eclk, topk k=5 x4: median of 5 seeds" (without any one's seed), and
+   the group's variant. */
+static void group_label(const struct store_job *job, size_t m, char *out, size_t len,
+                        char *variant, size_t vlen)
+{
+    size_t o;
+
+    job_label(job, 0, out, len, variant, vlen);
+    o = strlen(out);
+    if (o < len)
+        snprintf(out + o, len - o, ": median of %zu seeds", m);
+}
+
+/*
+ * One curve per group of jobs that differ only in their seed, in an SVG
+ * titled after name (or the first job): a job alone is its own curve, a
+ * group of several its median with the least and greatest as a band.
+ */
 static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name,
                            const struct store_job *jobs, size_t n, enum plot_x xaxis,
                            size_t max_points)
@@ -284,6 +390,9 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
     plot_series *series = NULL;
     char (*labels)[200] = NULL, (*variants)[200] = NULL, title[300];
     unsigned *colour = NULL, *dash = NULL, groups = 0;
+    size_t *gid = NULL, *members = NULL, ng = 0;
+    double **bands = NULL;
+    plot_band *pb = NULL;
     struct store *st;
     int rc = 0;
 
@@ -294,26 +403,52 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
         variants = calloc(n, sizeof *variants);
         colour = calloc(n, sizeof *colour);
         dash = calloc(n, sizeof *dash);
-        if (!curves || !series || !labels || !variants || !colour || !dash) {
+        gid = calloc(n, sizeof *gid);
+        members = calloc(n, sizeof *members);
+        bands = calloc(2 * n, sizeof *bands);
+        pb = calloc(n, sizeof *pb);
+        if (!curves || !series || !labels || !variants || !colour || !dash || !gid ||
+            !members || !bands || !pb) {
             e.code = rc = STORE_ENOMEM;
             snprintf(e.msg, sizeof e.msg, "out of memory");
         }
     }
     st = app_reader(a);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; rc == 0 && i < n; i++)
         rc = curve_load(st, jobs[i].id, xaxis, PLOTS_EXPERIMENT_ROWS, &curves[i], &e);
-        api_job_label(&jobs[i], labels[i], sizeof labels[i], variants[i], sizeof variants[i]);
-        series[i] = (plot_series){labels[i], curves[i].x, curves[i].y, curves[i].n};
-        /* One colour per variant, one dash per run of it (docs/api.md,
-           "Plots"). */
-        size_t k = 0;
-        while (k < i && strcmp(variants[k], variants[i]) != 0)
-            k++;
-        colour[i] = k < i ? colour[k] : groups++;
-        for (size_t j = 0; j < i; j++)
-            dash[i] += strcmp(variants[j], variants[i]) == 0;
-    }
     app_reader_done(a, st);
+    if (rc == 0)
+        ng = experiments_group_jobs(jobs, n, gid);
+    for (size_t g = 0; rc == 0 && g < ng; g++) {
+        size_t m = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (gid[i] == g)
+                members[m++] = i;
+        if (m > 1 && group_median(curves, members, m, &bands[2 * g],
+                                  &bands[2 * g + 1]) < 0) {
+            e.code = rc = STORE_ENOMEM;
+            snprintf(e.msg, sizeof e.msg, "out of memory");
+            break;
+        }
+        if (m > 1)
+            group_label(&jobs[members[0]], m, labels[g], sizeof labels[g], variants[g],
+                        sizeof variants[g]);
+        else
+            api_job_label(&jobs[members[0]], labels[g], sizeof labels[g], variants[g],
+                          sizeof variants[g]);
+        series[g] = (plot_series){labels[g], curves[members[0]].x, curves[members[0]].y,
+                                  curves[members[0]].n};
+        pb[g] = (plot_band){bands[2 * g], bands[2 * g + 1]};
+        /* One colour per variant, one dash per run (or group of seeds) of
+           it (docs/api.md, "Plots"). */
+        size_t k = 0;
+        while (k < g && strcmp(variants[k], variants[g]) != 0)
+            k++;
+        colour[g] = k < g ? colour[k] : groups++;
+        for (size_t j = 0; j < g; j++)
+            dash[g] += strcmp(variants[j], variants[g]) == 0;
+    }
     if (rc < 0) {
         rc = api_reply_store(rs, &e, "no such job");
     } else {
@@ -325,10 +460,16 @@ static int reply_jobs_plot(struct http_resp *rs, struct app *a, const char *name
                         .ylabel = "relative gap (P \xe2\x88\x92 P*) / (P0 \xe2\x88\x92 P*)",
                         .ylog = 1, .max_points = max_points, .colour = colour,
                         .dash = dash};
-        rc = reply_svg(rs, &sp, series, n);
+        rc = reply_svg(rs, &sp, series, pb, ng);
     }
     for (size_t i = 0; curves && i < n; i++)
         curve_free(&curves[i]);
+    for (size_t i = 0; bands && i < 2 * n; i++)
+        free(bands[i]);
+    free(bands);
+    free(pb);
+    free(gid);
+    free(members);
     free(curves);
     free(series);
     free(labels);

@@ -1,7 +1,8 @@
 /*
- * Experiments (see experiments.h): the variants merged into the base and
- * checked as jobs are, stored as one experiment, and read back with each
- * job's latest row for the comparison.
+ * Experiments (see experiments.h): the variants merged into the base (at
+ * each multiplier and seed asked for) and checked as jobs are, stored as
+ * one experiment, and read back with each job's latest row for the
+ * comparison, grouped over the seeds.
  */
 #define _GNU_SOURCE
 #include "experiments.h"
@@ -14,6 +15,11 @@
 #include "catalog.h"
 #include "jobspec.h"
 #include "scheduler.h"
+
+/* Keys an experiment document may have. */
+static const char *const experiment_keys[] = {
+    "name", "base", "variants", "tune", "seeds", NULL,
+};
 
 /* Keys a variant may set: how it runs, never what it solves. */
 static const char *const variant_keys[] = {
@@ -107,6 +113,70 @@ int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
     return 0;
 }
 
+static int seeds_count_problem(struct spec_problem *sp)
+{
+    return spec_problem_set(sp, "seeds", "max_seeds", EXPERIMENTS_MAX_SEEDS,
+                            "must be a count in 1..%d or an array of 1..%d distinct "
+                            "seeds (max_seeds = %d)", EXPERIMENTS_MAX_SEEDS,
+                            EXPERIMENTS_MAX_SEEDS, EXPERIMENTS_MAX_SEEDS);
+}
+
+int experiments_seeds_parse(const json_t *doc, uint64_t *seeds, size_t *n,
+                            struct spec_problem *sp)
+{
+    const json_t *v = json_object_get(doc, "seeds"), *x;
+    const json_t *base_seed = json_object_get(json_object_get(doc, "base"), "seed");
+    size_t i;
+
+    *n = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_integer(v)) {
+        json_int_t c = json_integer_value(v), first = 1;
+
+        if (c < 1 || c > EXPERIMENTS_MAX_SEEDS)
+            return seeds_count_problem(sp);
+        if (base_seed && !json_is_null(base_seed)) {
+            if (!json_is_integer(base_seed) || json_integer_value(base_seed) < 0 ||
+                (uint64_t)json_integer_value(base_seed) + (uint64_t)c - 1 >
+                    JOBSPEC_MAX_SEED)
+                return spec_problem_set(sp, "base.seed", NULL, 0,
+                                        "with seeds: %lld, must be an integer in "
+                                        "0..%llu", (long long)c,
+                                        (unsigned long long)(JOBSPEC_MAX_SEED - (uint64_t)c + 1));
+            first = json_integer_value(base_seed);
+        }
+        for (i = 0; i < (size_t)c; i++)
+            seeds[i] = (uint64_t)first + i;
+        *n = (size_t)c;
+        return 0;
+    }
+    if (!json_is_array(v) || json_array_size(v) < 1 ||
+        json_array_size(v) > EXPERIMENTS_MAX_SEEDS)
+        return seeds_count_problem(sp);
+    if (base_seed && !json_is_null(base_seed))
+        return spec_problem_set(sp, "base.seed", NULL, 0,
+                                "a list of seeds gives every run its seed; leave "
+                                "base.seed out");
+    json_array_foreach(v, i, x) {
+        char field[64];
+
+        snprintf(field, sizeof field, "seeds[%zu]", i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+            (uint64_t)json_integer_value(x) > JOBSPEC_MAX_SEED)
+            return spec_problem_set(sp, field, NULL, 0, "must be an integer in 0..%llu",
+                                    (unsigned long long)JOBSPEC_MAX_SEED);
+        seeds[i] = (uint64_t)json_integer_value(x);
+        for (size_t k = 0; k < i; k++)
+            if (seeds[k] == seeds[i])
+                return spec_problem_set(sp, field, NULL, 0,
+                                        "%llu is given twice (also at [%zu])",
+                                        (unsigned long long)seeds[i], k);
+    }
+    *n = json_array_size(v);
+    return 0;
+}
+
 /* The multipliers each variant runs at: the grid, and 1 (its default run)
    after them when the grid lacks it. */
 static size_t tune_runs(double *values, size_t n)
@@ -136,20 +206,21 @@ static int tune_conflict(const json_t *spec, const char *where, struct spec_prob
 }
 
 /*
- * "NAME x0.5": the multiplier in the job's name (its legend in the plots),
- * the name shortened to leave room for it. An unnamed variant is named
- * after what it runs, "eclk topk k=5 x0.5", so that no two variants' runs
- * share a name (docs/api.md, "Tuned experiments").
+ * "NAME x0.5", "NAME x0.5 s=3": the multiplier and the seed in the job's
+ * name (its legend in the plots), the name shortened to leave room for
+ * them. An unnamed variant's tuned runs are named after what it runs,
+ * "eclk topk k=5 x0.5", so that no two variants' runs share a name
+ * (docs/api.md, "Tuned experiments").
  */
-static void name_with_multiplier(char name[JOBSPEC_NAME_MAX + 1], const struct jobspec *spec,
-                                 double m)
+static void name_with_suffix(char name[JOBSPEC_NAME_MAX + 1], const struct jobspec *spec,
+                             double m, const uint64_t *seed)
 {
-    char suffix[40];
+    char suffix[64];
     const ec_comp_spec *c = &spec->job.compressor;
-    int len;
+    int len = 0;
     size_t keep;
 
-    if (!name[0]) {
+    if (!name[0] && m > 0) {
         int o = snprintf(name, JOBSPEC_NAME_MAX + 1, "%s%s%s",
                          ec_algo_name(spec->job.algorithm), c->type == EC_COMP_NONE ? "" : " ",
                          c->type == EC_COMP_NONE ? "" : ec_comp_name(c->type));
@@ -162,8 +233,12 @@ static void name_with_multiplier(char name[JOBSPEC_NAME_MAX + 1], const struct j
         else if (o > 0 && o < JOBSPEC_NAME_MAX && c->s)
             snprintf(name + o, (size_t)(JOBSPEC_NAME_MAX + 1 - o), " s=%u", (unsigned)c->s);
     }
-    len = snprintf(suffix, sizeof suffix, " x%g", m);
     keep = strlen(name);
+    if (m > 0)
+        len += snprintf(suffix, sizeof suffix, "%sx%g", name[0] ? " " : "", m);
+    if (seed)
+        len += snprintf(suffix + len, sizeof suffix - (size_t)len, "%ss=%llu",
+                        name[0] || len ? " " : "", (unsigned long long)*seed);
     if (keep + (size_t)len > JOBSPEC_NAME_MAX)
         keep = JOBSPEC_NAME_MAX - (size_t)len;
     memcpy(name + keep, suffix, (size_t)len + 1);
@@ -225,13 +300,12 @@ static void problem_field(char *out, size_t len, const char *field, json_t *v, s
 }
 
 /* Job j of variant i: the variant merged into the base (at multiplier m
-   when m > 0), checked as a submission is, into b's slot j; every problem
-   of its spec goes to errors. */
+   when m > 0, with seed when not NULL), checked as a submission is, into
+   b's slot j; every problem of its spec goes to errors. */
 static enum experiments_outcome make_job(struct app *a, const char *owner, int admin,
-                                         json_t *base,
-                                         json_t *v, size_t i, double m,
-                                         struct create_buf *b, size_t j,
-                                         json_t *errors, struct spec_problem *sp)
+                                         json_t *base, json_t *v, size_t i, double m,
+                                         const uint64_t *seed, struct create_buf *b,
+                                         size_t j, json_t *errors, struct spec_problem *sp)
 {
     json_t *merged = json_deep_copy(base);
     struct jobspec_errors errs = {0};
@@ -244,6 +318,8 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
     json_object_update(merged, v);
     if (m > 0)
         json_object_set_new(merged, "step_multiplier", json_real(m));
+    if (seed)
+        json_object_set_new(merged, "seed", json_integer((json_int_t)*seed));
     rc = jobspec_from_json(merged, &b->specs[j], &errs);
     json_decref(merged);
     if (rc < 0) {
@@ -260,8 +336,8 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
         note(errors, sp, field, vp.detail);
         return EXPERIMENTS_INVALID;
     }
-    if (m > 0)
-        name_with_multiplier(b->specs[j].name, &b->specs[j], m);
+    if (m > 0 || seed)
+        name_with_suffix(b->specs[j].name, &b->specs[j], m, seed);
     if (jobs_row_new(&b->specs[j], owner, &b->in[j], &b->spec_text[j],
                      &b->labels_text[j]) < 0)
         return EXPERIMENTS_NO_MEMORY;
@@ -270,13 +346,14 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
 }
 
 /*
- * The document's shape: its keys, base, variants, name and tune, each
- * problem into errors. *nvar and, when tuned, the grid of runs (*runs of
- * them) once it holds; returns whether jobs can be made of it to check
- * further (base an object and variants an array of objects).
+ * The document's shape: its keys, base, variants, name, tune and seeds,
+ * each problem into errors. *nvar, the seeds (*nseeds of them, 0 when not
+ * given) and, when tuned, the grid of runs (*runs of them) once it holds;
+ * returns whether jobs can be made of it to check further (base an object
+ * and variants an array of objects).
  */
-static int check_shape(json_t *doc, double *grid, size_t *nvar, size_t *runs,
-                       json_t *errors, struct spec_problem *sp)
+static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseeds,
+                       size_t *nvar, size_t *runs, json_t *errors, struct spec_problem *sp)
 {
     json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
     json_t *name = json_object_get(doc, "name"), *tune = json_object_get(doc, "tune");
@@ -284,14 +361,19 @@ static int check_shape(json_t *doc, double *grid, size_t *nvar, size_t *runs,
     struct spec_problem p;
     const char *key;
     char field[160];
-    size_t ngrid = 0;
+    size_t ngrid = 0, i, per;
     int shaped = 1;
 
+
     json_object_foreach(doc, key, value) {
-        if (strcmp(key, "base") && strcmp(key, "variants") && strcmp(key, "name") &&
-            strcmp(key, "tune")) {
+        int known = 0;
+
+        for (i = 0; experiment_keys[i]; i++)
+            known |= strcmp(key, experiment_keys[i]) == 0;
+        if (!known) {
             snprintf(field, sizeof field, "%s", key);
-            note(errors, sp, field, "unknown key; allowed keys are: name, base, variants, tune");
+            note(errors, sp, field, "unknown key; allowed keys are: name, base, variants, "
+                 "tune, seeds");
         }
     }
     if (!json_is_object(base)) {
@@ -316,18 +398,22 @@ static int check_shape(json_t *doc, double *grid, size_t *nvar, size_t *runs,
         }
         if (json_is_object(base) && tune_conflict(base, "base", &p) < 0)
             note_problem(errors, sp, &p);
-        if (*nvar * *runs > EXPERIMENTS_MAX_JOBS) {
-            spec_problem_set(&p, "tune.step_multiplier", "max_experiment_jobs",
-                             EXPERIMENTS_MAX_JOBS,
-                             "%zu variants x %zu step multipliers%s make %zu jobs; an "
-                             "experiment has at most %d (max_experiment_jobs)", *nvar,
-                             *runs, *runs > ngrid ? " (the default x1 added)" : "",
-                             *nvar * *runs, EXPERIMENTS_MAX_JOBS);
-            note_problem(errors, sp, &p);
-            shaped = 0;
-        }
     }
-    for (size_t i = 0; shaped && i < *nvar; i++) {
+    *nseeds = 0;
+    if (experiments_seeds_parse(doc, seeds, nseeds, &p) < 0)
+        note_problem(errors, sp, &p);
+    per = *runs * (*nseeds ? *nseeds : 1);
+    if (*nvar * per > EXPERIMENTS_MAX_JOBS) {
+        spec_problem_set(&p, tune ? "tune.step_multiplier" : "seeds", "max_experiment_jobs",
+                         EXPERIMENTS_MAX_JOBS,
+                         "%zu variants x %zu step multipliers%s x %zu seeds make %zu jobs; "
+                         "an experiment has at most %d (max_experiment_jobs)", *nvar, *runs,
+                         tune && *runs > ngrid ? " (the default x1 added)" : "",
+                         *nseeds ? *nseeds : 1, *nvar * per, EXPERIMENTS_MAX_JOBS);
+        note_problem(errors, sp, &p);
+        shaped = 0;
+    }
+    for (i = 0; shaped && i < *nvar; i++) {
         json_t *v = json_array_get(variants, i);
 
         snprintf(field, sizeof field, "variants[%zu]", i);
@@ -351,29 +437,25 @@ static int check_shape(json_t *doc, double *grid, size_t *nvar, size_t *runs,
 }
 
 /* Stores the checked jobs as one experiment, if the owner's queue has
-   room for all of them. */
+   room for all of them; what says how many they are, for the quota's
+   problem. */
 static enum experiments_outcome store_all(struct app *a, const char *owner, json_t *doc,
-                                          struct create_buf *b, size_t nvar, size_t runs,
+                                          struct create_buf *b, const char *what,
                                           struct store_experiment *x,
                                           struct spec_problem *sp, struct store_err *e)
 {
     struct store_experiment_new xn = {0};
     struct store_counts c = {0};
     enum experiments_outcome out = EXPERIMENTS_CREATED;
-    char what[96], *xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    char *xspec = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 
     if (!xspec)
         return EXPERIMENTS_NO_MEMORY;
     xn.owner = owner;
     xn.name = json_string_value(json_object_get(doc, "name"));
     xn.spec = xspec;
-    if (json_object_get(doc, "tune"))
-        snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
-                 b->n, nvar, runs);
-    else
-        snprintf(what, sizeof what, "%zu variants", b->n);
-    /* Its jobs are queued jobs like any other: all of them count against
-     * the owner's queue quota, or none is made. */
+    /* Its jobs are queued jobs like any other: all of them count
+     * against the owner's queue quota, or none is made. */
     pthread_mutex_lock(&a->wlock);
     if (store_counts(a->writer, owner, &c, e) < 0)
         out = EXPERIMENTS_STORE_FAILED;
@@ -402,31 +484,44 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
     json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
     int tuned = json_object_get(doc, "tune") != NULL;
     double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
+    uint64_t seeds[EXPERIMENTS_MAX_SEEDS];
     struct create_buf b = {0};
     enum experiments_outcome out = EXPERIMENTS_CREATED, one;
-    size_t nvar, runs;
+    size_t nvar, runs, nseeds, per;
+    char what[160];
 
     memset(sp, 0, sizeof *sp);
-    if (!check_shape(doc, grid, &nvar, &runs, errors, sp))
+    if (!check_shape(doc, grid, seeds, &nseeds, &nvar, &runs, errors, sp))
         return EXPERIMENTS_INVALID;
-    if (create_buf_init(&b, nvar * runs) < 0) {
+    per = runs * (nseeds ? nseeds : 1);
+    if (create_buf_init(&b, nvar * per) < 0) {
         create_buf_clear(a, &b);
         return EXPERIMENTS_NO_MEMORY;
     }
-    /* Variant-major: variant i's runs are jobs i*runs .. i*runs+runs-1, in
-     * the grid's order (the comparison reads them back so). Every job is
-     * checked, so that all problems are told at once. */
+    /* Variant-major, then the grid's order, then the seeds: variant i's
+     * runs at multiplier k are jobs (i*runs + k)*seeds .. + seeds - 1 (the
+     * comparison reads them back so). Every job is checked, so that all
+     * problems are told at once. */
     for (size_t j = 0; j < b.n && out != EXPERIMENTS_NO_MEMORY; j++) {
-        one = make_job(a, owner, admin, base, json_array_get(variants, j / runs), j / runs,
-                       tuned ? grid[j % runs] : 0, &b, j,
-                       errors, sp);
+        one = make_job(a, owner, admin, base, json_array_get(variants, j / per), j / per,
+                       tuned ? grid[j % per / (nseeds ? nseeds : 1)] : 0,
+                       nseeds ? &seeds[j % nseeds] : NULL, &b, j, errors, sp);
         if (one != EXPERIMENTS_CREATED)
             out = one == EXPERIMENTS_NO_MEMORY ? one : EXPERIMENTS_INVALID;
     }
     if (out == EXPERIMENTS_CREATED && json_array_size(errors))
         out = EXPERIMENTS_INVALID;
-    if (out == EXPERIMENTS_CREATED)
-        out = store_all(a, owner, doc, &b, nvar, runs, x, sp, e);
+    if (out == EXPERIMENTS_CREATED) {
+        if (nseeds)
+            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers x "
+                     "%zu seeds)", b.n, nvar, runs, nseeds);
+        else if (tuned)
+            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
+                     b.n, nvar, runs);
+        else
+            snprintf(what, sizeof what, "%zu variants", b.n);
+        out = store_all(a, owner, doc, &b, what, x, sp, e);
+    }
     create_buf_clear(a, &b);
     return out;
 }
@@ -434,12 +529,22 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
 void experiment_view_clear(struct experiment_view *v)
 {
     free(v->tuned);
+    free(v->groups);
+    free(v->group_rows);
+    free(v->identity);
     for (size_t i = 0; v->rows && i < v->n; i++)
         json_decref(v->rows[i].spec);
     free(v->rows);
     store_jobs_free(v->jobs, v->n);
     store_experiment_clear(&v->x);
     memset(v, 0, sizeof *v);
+}
+
+static int view_enomem(struct store_err *e)
+{
+    e->code = STORE_ENOMEM;
+    snprintf(e->msg, sizeof e->msg, "out of memory");
+    return STORE_ENOMEM;
 }
 
 /*
@@ -450,11 +555,8 @@ void experiment_view_clear(struct experiment_view *v)
  */
 static int view_rows(struct store *st, struct experiment_view *v, struct store_err *e)
 {
-    if (v->n && !(v->rows = calloc(v->n, sizeof *v->rows))) {
-        e->code = STORE_ENOMEM;
-        snprintf(e->msg, sizeof e->msg, "out of memory");
-        return STORE_ENOMEM;
-    }
+    if (v->n && !(v->rows = calloc(v->n, sizeof *v->rows)))
+        return view_enomem(e);
     for (size_t i = 0; i < v->n; i++) {
         struct experiment_row *r = &v->rows[i];
 
@@ -467,57 +569,192 @@ static int view_rows(struct store *st, struct experiment_view *v, struct store_e
     return 0;
 }
 
-/* Whether row a beats row b (NULL: none yet) as a tuned variant's best. */
-static int tuned_better(const struct experiment_row *a, const struct experiment_row *b)
+static int cmp_double(const void *a, const void *b)
 {
-    if (!a->reached)
-        return 0;
-    return !b || a->last.round < b->last.round ||
-           (a->last.round == b->last.round && a->last.bits_up < b->last.bits_up);
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
 }
 
-/* For a tuned experiment, each variant's default and best run. Its jobs
-   are variant-major (experiments_create), so variant i's are rows
-   i*runs .. i*runs + runs - 1. 0, or STORE_ENOMEM. */
+/* The p-quantile of v[0..n) sorted, linear between order statistics. */
+static double quantile(const double *v, size_t n, double p)
+{
+    double h = (double)(n - 1) * p;
+    size_t lo = (size_t)h;
+
+    return lo + 1 >= n ? v[n - 1] : v[lo] + (h - (double)lo) * (v[lo + 1] - v[lo]);
+}
+
+static void spread_of(double *v, size_t n, struct experiment_spread *s)
+{
+    s->n = n;
+    if (n == 0) {
+        s->median = s->q1 = s->q3 = s->min = s->max = NAN;
+        return;
+    }
+    qsort(v, n, sizeof *v, cmp_double);
+    s->min = v[0];
+    s->max = v[n - 1];
+    s->median = quantile(v, n, 0.5);
+    s->q1 = quantile(v, n, 0.25);
+    s->q3 = quantile(v, n, 0.75);
+}
+
+void experiment_group_summarise(const struct experiment_row *rows,
+                                struct experiment_group *g)
+{
+    double rounds[EXPERIMENTS_MAX_JOBS], bits[EXPERIMENTS_MAX_JOBS];
+    double seconds[EXPERIMENTS_MAX_JOBS];
+    size_t m = 0;
+
+    g->finished = 0;
+    for (size_t k = 0; k < g->n && m < EXPERIMENTS_MAX_JOBS; k++) {
+        const struct experiment_row *r = &rows[g->rows[k]];
+
+        g->finished += r->job->state != STORE_JOB_QUEUED &&
+                       r->job->state != STORE_JOB_RUNNING;
+        if (!r->reached)
+            continue;
+        rounds[m] = (double)r->last.round;
+        bits[m] = r->last.bits_up;
+        seconds[m] = r->last.seconds;
+        m++;
+    }
+    g->reached = m;
+    spread_of(rounds, m, &g->rounds);
+    spread_of(bits, m, &g->bits_up);
+    spread_of(seconds, m, &g->seconds);
+}
+
+/* A job's spec without what varies between the seeds of one run. */
+static json_t *group_key(const json_t *spec)
+{
+    json_t *k = spec ? json_deep_copy(spec) : NULL;
+
+    if (k) {
+        json_object_del(k, "seed");
+        json_object_del(k, "name");
+    }
+    return k;
+}
+
+size_t experiments_group_jobs(const struct store_job *jobs, size_t n, size_t *gid)
+{
+    json_t **keys = calloc(n ? n : 1, sizeof *keys);
+    size_t ng = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        json_t *spec = jobs[i].spec ? json_loads(jobs[i].spec, 0, NULL) : NULL;
+
+        gid[i] = ng;
+        if (keys) {
+            keys[i] = group_key(spec);
+            for (size_t k = 0; k < i && keys[i]; k++) {
+                if (keys[k] && json_equal(keys[k], keys[i])) {
+                    gid[i] = gid[k];
+                    break;
+                }
+            }
+        }
+        ng += gid[i] == ng;
+        json_decref(spec);
+    }
+    for (size_t i = 0; keys && i < n; i++)
+        json_decref(keys[i]);
+    free(keys);
+    return ng;
+}
+
+/* The runs grouped by all but their seed, each group's spreads. */
+static int view_groups(struct experiment_view *v, struct store_err *e)
+{
+    size_t *gid = malloc((v->n ? v->n : 1) * sizeof *gid), at = 0;
+
+    v->group_rows = malloc((v->n ? v->n : 1) * sizeof *v->group_rows);
+    v->identity = malloc((v->n ? v->n : 1) * sizeof *v->identity);
+    if (!gid || !v->group_rows || !v->identity) {
+        free(gid);
+        return view_enomem(e);
+    }
+    for (size_t i = 0; i < v->n; i++)
+        v->identity[i] = i;
+    v->ngroups = experiments_group_jobs(v->jobs, v->n, gid);
+    if (!(v->groups = calloc(v->ngroups ? v->ngroups : 1, sizeof *v->groups))) {
+        free(gid);
+        return view_enomem(e);
+    }
+    for (size_t g = 0; g < v->ngroups; g++) {
+        v->groups[g].rows = v->group_rows + at;
+        for (size_t i = 0; i < v->n; i++)
+            if (gid[i] == g)
+                v->group_rows[at++] = i;
+        v->groups[g].n = (size_t)(v->group_rows + at - v->groups[g].rows);
+        experiment_group_summarise(v->rows, &v->groups[g]);
+    }
+    free(gid);
+    return 0;
+}
+
+/* Whether group a beats group b (NULL: none yet) as a tuned variant's
+   best: every seed reached, fewer median rounds, ties by median bits. */
+static int tuned_better(const struct experiment_group *a, const struct experiment_group *b)
+{
+    if (a->reached == 0 || a->reached < a->n)
+        return 0;
+    return !b || a->rounds.median < b->rounds.median ||
+           (a->rounds.median == b->rounds.median &&
+            a->bits_up.median < b->bits_up.median);
+}
+
+/* For a tuned experiment, each variant's default and best multiplier.
+   Its jobs are variant-major, then the grid, then the seeds
+   (experiments_create). 0, or STORE_ENOMEM. */
 static int view_tuned(struct experiment_view *v, struct store_err *e)
 {
     json_t *spec = json_loads(v->x.spec, 0, NULL);
     json_t *tune = json_object_get(spec, "tune");
     double grid[EXPERIMENTS_MAX_TUNE_VALUES + 1];
-    size_t ngrid = 0, nvar = json_array_size(json_object_get(spec, "variants")), runs;
+    uint64_t seeds[EXPERIMENTS_MAX_SEEDS];
+    size_t ngrid = 0, nseeds = 0, nvar = json_array_size(json_object_get(spec, "variants"));
+    size_t runs, S;
     struct spec_problem sp;
     int rc = 0;
 
+    v->seeds = experiments_seeds_parse(spec, seeds, &nseeds, &sp) == 0 && nseeds ? nseeds : 1;
+    S = v->seeds;
     if (!tune || experiments_tune_parse(tune, grid, &ngrid, &sp) < 0 || nvar == 0)
         goto out;
     runs = tune_runs(grid, ngrid);
-    if (v->n != nvar * runs)
+    if (v->n != nvar * runs * S)
         goto out;               /* not as experiments_create made it */
     if (!(v->tuned = calloc(nvar, sizeof *v->tuned))) {
-        e->code = STORE_ENOMEM;
-        snprintf(e->msg, sizeof e->msg, "out of memory");
-        rc = STORE_ENOMEM;
+        rc = view_enomem(e);
         goto out;
     }
     v->ntuned = nvar;
     for (size_t i = 0; i < nvar; i++) {
         struct experiment_tuned *t = &v->tuned[i];
-        const struct experiment_row *best = NULL;
+        int have_best = 0;
 
-        t->first = i * runs;
-        t->count = runs;
+        t->first = i * runs * S;
+        t->count = runs * S;
         t->default_row = t->best_row = -1;
+        t->finished = 0;
         for (size_t k = 0; k < runs; k++) {
-            const struct experiment_row *r = &v->rows[t->first + k];
+            struct experiment_group g = {v->identity + t->first + k * S, S, 0, 0,
+                                         {0}, {0}, {0}};
 
-            if (grid[k] == 1.0)
-                t->default_row = (long)(t->first + k);
-            if (tuned_better(r, best)) {
-                best = r;
-                t->best_row = (long)(t->first + k);
+            experiment_group_summarise(v->rows, &g);
+            t->finished += g.finished;
+            if (grid[k] == 1.0) {
+                t->default_row = (long)(t->first + k * S);
+                t->default_group = g;
             }
-            t->finished += r->job->state != STORE_JOB_QUEUED &&
-                           r->job->state != STORE_JOB_RUNNING;
+            if (tuned_better(&g, have_best ? &t->best_group : NULL)) {
+                t->best_row = (long)(t->first + k * S);
+                t->best_group = g;
+                have_best = 1;
+            }
         }
     }
 out:
@@ -538,6 +775,8 @@ int experiments_view(struct app *a, const char *id, const char *owner,
     if (rc == 0)
         rc = view_rows(st, v, e);
     app_reader_done(a, st);
+    if (rc == 0)
+        rc = view_groups(v, e);
     if (rc == 0)
         rc = view_tuned(v, e);
     return rc;
@@ -562,5 +801,7 @@ int experiments_view_jobs(struct app *a, const char (*ids)[STORE_ID_LEN + 1], si
     if (rc == 0)
         rc = view_rows(st, v, e);
     app_reader_done(a, st);
+    if (rc == 0)
+        rc = view_groups(v, e);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * Experiments: several algorithm/compressor variants of one problem (same
- * data, split, seed and target), created together as jobs and compared by
- * the rounds, bits and seconds each took to the target.
+ * data, split and target), created together as jobs (at several seeds
+ * when asked) and compared by the rounds, bits and seconds each took to
+ * the target, and by their median and spread over the seeds.
  */
 #ifndef ECOPT_EXPERIMENTS_H
 #define ECOPT_EXPERIMENTS_H
@@ -16,6 +17,7 @@
 #define EXPERIMENTS_MAX_TUNE_VALUES 16   /* max_tune_values */
 #define EXPERIMENTS_MAX_JOBS 256         /* max_experiment_jobs: variants x runs */
 #define EXPERIMENTS_MAX_ERRORS 32        /* problems told in one answer */
+#define EXPERIMENTS_MAX_SEEDS 16         /* max_seeds */
 
 enum experiments_outcome {
     EXPERIMENTS_CREATED,
@@ -33,10 +35,11 @@ enum experiments_outcome {
  * ("variants[2].k"). With "tune": {"step_multiplier": [m1, m2, ...]} each
  * variant runs once per multiplier, and once more at 1 (its default) when
  * the grid lacks 1; variant i's runs are consecutive jobs, in the grid's
- * order (1 last when added). On EXPERIMENTS_CREATED *x is the experiment
- * (the caller clears it). On EXPERIMENTS_INVALID the caller's array errors
- * holds every problem found, as jobs report theirs ({field, detail}, one
- * per field, at most EXPERIMENTS_MAX_ERRORS), and sp the first of them.
+ * order (1 last when added). With "seeds" each run is made once per seed,
+ * consecutively. On EXPERIMENTS_CREATED *x is the experiment (the caller
+ * clears it). On EXPERIMENTS_INVALID the caller's array errors holds every
+ * problem found, as jobs report theirs ({field, detail}, one per field, at
+ * most EXPERIMENTS_MAX_ERRORS), and sp the first of them.
  */
 enum experiments_outcome experiments_create(struct app *a, const char *owner,
                                             int admin, json_t *doc, struct store_experiment *x,
@@ -51,6 +54,15 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
 int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
                            struct spec_problem *sp);
 
+/*
+ * The experiment's seeds (room for EXPERIMENTS_MAX_SEEDS), *n of them, 0
+ * when doc has no "seeds": a count c in 1..16 gives base.seed (default 1)
+ * .. base.seed + c - 1; a list gives 1..16 distinct seeds, and base.seed
+ * must then be left out. 0, or -1 with sp naming the field.
+ */
+int experiments_seeds_parse(const json_t *doc, uint64_t *seeds, size_t *n,
+                            struct spec_problem *sp);
+
 /* One job of an experiment and how far it got. */
 struct experiment_row {
     struct store_job *job;      /* points into the view's jobs */
@@ -61,15 +73,40 @@ struct experiment_row {
     int reached;                /* its latest row is at or below target */
 };
 
+/* Quantiles of one measure over the runs of a group that reached the
+   target (linear between order statistics); n = 0: none did. */
+struct experiment_spread {
+    size_t n;
+    double median, q1, q3, min, max;
+};
+
+/*
+ * Runs that differ only in their seed (and name): rows[i] for the first
+ * n entries of rows; the spreads of their measures to target.
+ */
+struct experiment_group {
+    size_t *rows, n;
+    size_t reached, finished;
+    struct experiment_spread rounds, bits_up, seconds;
+};
+
+/* The spreads of g's runs (g->rows, g->n set) from the view's rows. */
+void experiment_group_summarise(const struct experiment_row *rows,
+                                struct experiment_group *g);
+
 /*
  * One variant of a tuned experiment: its runs are rows first .. first +
- * count - 1; the default run (multiplier 1) and the best one (fewest rounds
- * to target, ties by fewer bits; -1 when none reached it).
+ * count - 1, seeds consecutive within a multiplier; the default
+ * multiplier's runs (1) and the best one's (the fewest median rounds to
+ * target among the multipliers whose every seed reached it, ties by fewer
+ * median bits; -1 when none did), as the row of their first seed and the
+ * group of all their seeds.
  */
 struct experiment_tuned {
     size_t first, count;
     long default_row, best_row;
     size_t finished;            /* runs no longer queued or running */
+    struct experiment_group default_group, best_group;
 };
 
 struct experiment_view {
@@ -79,7 +116,19 @@ struct experiment_view {
     size_t n;
     struct experiment_tuned *tuned;   /* per variant; NULL when not tuned */
     size_t ntuned;
+    size_t seeds;                     /* seeds per variant (and multiplier) */
+    /* The runs grouped by everything but their seed, in first-row order
+       (their rows lists point into group_rows, 0..n-1 grouped). */
+    struct experiment_group *groups;
+    size_t ngroups;
+    size_t *group_rows;
+    size_t *identity;                 /* 0..n-1: the tuned groups' rows */
 };
+
+/* gid[i] = the group of job i: jobs whose specs agree but for seed and
+   name share one, numbered in order of first appearance; returns how
+   many groups. */
+size_t experiments_group_jobs(const struct store_job *jobs, size_t n, size_t *gid);
 
 /* The experiment id that owner (NULL: anyone's) may see: 0, or a STORE_*
    code with e filled. The caller clears the view, also on failure. */

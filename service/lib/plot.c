@@ -388,8 +388,8 @@ static void draw_log_label(struct strbuf *b, const char *cls, double x, double y
 
 /* Fits both axes to the data's range over drawable points only; 1 when
    there is such a point. *maxn gets the longest series' length. */
-static int fit_axes(const plot_series *s, size_t ns, struct axis *ax,
-                    struct axis *ay, size_t *maxn)
+static int fit_axes(const plot_series *s, const plot_band *bands, size_t ns,
+                    struct axis *ax, struct axis *ay, size_t *maxn)
 {
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     int have = 0;
@@ -411,6 +411,11 @@ static int fit_axes(const plot_series *s, size_t ns, struct axis *ax,
             ylo = fmin(ylo, y);
             yhi = fmax(yhi, y);
             have = 1;
+            if (bands && bands[i].lo && bands[i].hi &&
+                drawable(ay->log, bands[i].lo[j]) && drawable(ay->log, bands[i].hi[j])) {
+                ylo = fmin(ylo, transform(ay->log, bands[i].lo[j]));
+                yhi = fmax(yhi, transform(ay->log, bands[i].hi[j]));
+            }
         }
     }
     axis_fit(ax, have, xlo, xhi);
@@ -564,8 +569,44 @@ static void draw_path(struct strbuf *b, const struct pt *pts, size_t m,
 
 /* Series i (s) as a path and dots in its colour and dash (sp),
    downsampled to maxp points; pts has room for all of its points. */
+/* A series' band: one closed path along hi forward and lo back, at most
+   max points each way (every k-th of the drawable ones), filled lightly
+   in the series' colour. */
+static void draw_band(struct strbuf *b, const struct frame *f, const plot_series *s,
+                      const plot_band *band, const char *colour, size_t max)
+{
+    size_t m = 0, step, drawn = 0;
+
+    for (size_t j = 0; j < s->n; j++)
+        m += drawable(f->ax->log, s->x[j]) && drawable(f->ay->log, band->lo[j]) &&
+             drawable(f->ay->log, band->hi[j]);
+    if (m < 2)
+        return;
+    step = (m + max - 1) / max;
+    strbuf_addf(b, "<path class=\"band\" fill=\"%s\" fill-opacity=\"0.18\" "
+                   "stroke=\"none\" d=\"", colour);
+    for (int back = 0; back < 2; back++) {
+        for (size_t t = 0, k = 0; t < s->n; t++) {
+            size_t j = back ? s->n - 1 - t : t;
+            double v = back ? band->lo[j] : band->hi[j];
+
+            if (!drawable(f->ax->log, s->x[j]) || !drawable(f->ay->log, band->lo[j]) ||
+                !drawable(f->ay->log, band->hi[j]))
+                continue;
+            if (k++ % step && k != m)
+                continue;
+            strbuf_addstr(b, drawn++ ? " L" : "M");
+            put_coord(b, frame_x(f, s->x[j]));
+            strbuf_addstr(b, " ");
+            put_coord(b, frame_y(f, v));
+        }
+    }
+    strbuf_addstr(b, " Z\"/>\n");
+}
+
 static void draw_series(struct strbuf *b, const plot_spec *sp, const struct frame *f,
-                        const plot_series *s, size_t i, struct pt *pts, size_t maxp)
+                        const plot_series *s, const plot_band *band, size_t i,
+                        struct pt *pts, size_t maxp)
 {
     size_t m = 0, j;
     int gap = 0, any_run = 0;
@@ -589,6 +630,8 @@ static void draw_series(struct strbuf *b, const plot_spec *sp, const struct fram
     m = downsample(pts, m, maxp);
     strbuf_addf(b, "<g class=\"series\" data-index=\"%zu\" stroke=\"%s\" fill=\"%s\">\n",
               i, colour_of(sp, i), colour_of(sp, i));
+    if (band && band->lo && band->hi)
+        draw_band(b, f, s, band, colour_of(sp, i), maxp);
     /* Points alone between breaks are dots; runs are one path. */
     for (j = 0; j + 1 < m; j++)
         if (!pts[j + 1].brk)
@@ -669,6 +712,12 @@ static void draw_legend(struct strbuf *b, const plot_spec *sp, const struct fram
 char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
                size_t *len)
 {
+    return plot_svg_bands(sp, s, NULL, ns, len);
+}
+
+char *plot_svg_bands(const plot_spec *sp, const plot_series *s,
+                     const plot_band *bands, size_t ns, size_t *len)
+{
     struct strbuf b = STRBUF_INIT;
     struct axis ax = {0}, ay = {0};
     struct frame f = {&ax, &ay, 0, 0, 0, 0, 0, 0};
@@ -685,7 +734,7 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
     h = h < PLOT_MIN_SIDE ? PLOT_MIN_SIDE : h > PLOT_MAX_SIDE ? PLOT_MAX_SIDE : h;
     ax.log = sp->xlog != 0;
     ay.log = sp->ylog != 0;
-    have = fit_axes(s, ns, &ax, &ay, &maxn);
+    have = fit_axes(s, bands, ns, &ax, &ay, &maxn);
     f.left = 74;
     f.right = w - 16;
     f.top = sp->title ? 38 : 16;
@@ -707,7 +756,7 @@ char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
     if (maxn && !(pts = malloc(maxn * sizeof *pts)))
         b.failed = 1;
     for (size_t i = 0; i < ns && have && !b.failed; i++)
-        draw_series(&b, sp, &f, &s[i], i, pts, maxp);
+        draw_series(&b, sp, &f, &s[i], bands ? &bands[i] : NULL, i, pts, maxp);
     free(pts);
     if (ns > 0)
         draw_legend(&b, sp, &f, s, ns, have);

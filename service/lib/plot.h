@@ -20,6 +20,13 @@ typedef struct plot_series {
     size_t n;
 } plot_series;
 
+/* A band drawn under a series from lo to hi at each of its x (e.g. the
+   least and greatest of several seeds around their median); a point
+   where either is not drawable is left out. NULL lo or hi: no band. */
+typedef struct plot_band {
+    const double *lo, *hi;
+} plot_band;
+
 typedef struct plot_spec {
     const char *title;         /* escaped on output; NULL for none */
     const char *xlabel, *ylabel;
@@ -42,5 +49,9 @@ typedef struct plot_spec {
  */
 char *plot_svg(const plot_spec *sp, const plot_series *s, size_t ns,
                size_t *len);
+/* The same with a band under each series: bands has ns entries, or is
+   NULL for none. */
+char *plot_svg_bands(const plot_spec *sp, const plot_series *s,
+                     const plot_band *bands, size_t ns, size_t *len);
 
 #endif
