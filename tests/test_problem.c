@@ -432,40 +432,6 @@ START_TEST(test_p_star_newton_cg)
         ec_problem_clear(&pb);
     }
     free(g);
-/* Every split is a permutation of the rows in blocks of at least one row,
- * the same for the same seed and another for another seed. */
-START_TEST(test_split_deterministic)
-{
-    ec_split split = (ec_split)_i;
-    ec_dataset ds;
-    ec_err e = {0};
-    const uint32_t N = 301, n = 7;
-    uint32_t perm[301], perm2[301], sizes[7], sizes2[7], total = 0;
-    uint8_t seen[301] = {0};
-    ec_job job = base_job(n, EC_LOSS_LOGISTIC, 0, 0.1);
-
-    make_data(&ds, N, 5, 0.5, 11);
-    job.split = split;
-    job.seed = 3;
-    ck_assert_int_eq(ec_split_rows(&ds, &job, perm, sizes, &e), 0);
-    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
-    ck_assert_mem_eq(perm, perm2, sizeof perm);
-    ck_assert_mem_eq(sizes, sizes2, sizeof sizes);
-    for (uint32_t i = 0; i < N; i++) {
-        ck_assert_uint_lt(perm[i], N);
-        ck_assert_uint_eq(seen[perm[i]]++, 0);
-    }
-    for (uint32_t t = 0; t < n; t++) {
-        ck_assert_uint_ge(sizes[t], 1);
-        total += sizes[t];
-    }
-    ck_assert_uint_eq(total, N);
-    job.seed = 4;
-    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
-    if (split == EC_SPLIT_CONTIGUOUS)
-        ck_assert_mem_eq(perm, perm2, sizeof perm);
-    else
-        ck_assert(memcmp(perm, perm2, sizeof perm) != 0);
     ec_dataset_clear(&ds);
 }
 END_TEST
@@ -559,6 +525,47 @@ START_TEST(test_lmax_real_data)
         ec_problem_clear(&pb);
         ec_dataset_clear(&ds);
     }
+}
+END_TEST
+
+/* Every split is a permutation of the rows in blocks of at least one row,
+ * the same for the same seed and another for another seed. */
+START_TEST(test_split_deterministic)
+{
+    ec_split split = (ec_split)_i;
+    ec_dataset ds;
+    ec_err e = {0};
+    const uint32_t N = 301, n = 7;
+    uint32_t perm[301], perm2[301], sizes[7], sizes2[7], total = 0;
+    uint8_t seen[301] = {0};
+    ec_job job = base_job(n, EC_LOSS_LOGISTIC, 0, 0.1);
+
+    make_data(&ds, N, 5, 0.5, 11);
+    job.split = split;
+    job.seed = 3;
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm, sizes, &e), 0);
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
+    ck_assert_mem_eq(perm, perm2, sizeof perm);
+    ck_assert_mem_eq(sizes, sizes2, sizeof sizes);
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_uint_lt(perm[i], N);
+        ck_assert_uint_eq(seen[perm[i]]++, 0);
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        ck_assert_uint_ge(sizes[t], 1);
+        total += sizes[t];
+    }
+    ck_assert_uint_eq(total, N);
+    job.seed = 4;
+    ck_assert_int_eq(ec_split_rows(&ds, &job, perm2, sizes2, &e), 0);
+    if (split == EC_SPLIT_CONTIGUOUS)
+        ck_assert_mem_eq(perm, perm2, sizeof perm);
+    else
+        ck_assert(memcmp(perm, perm2, sizeof perm) != 0);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
 /* label_skew on mushrooms: equal blocks, and every shard holds one label
  * but the one where the negatives end. */
 START_TEST(test_split_label_skew_balance)
