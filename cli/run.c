@@ -233,6 +233,7 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
             r->rel_gap, r->gap, r->grad_norm);
     fprintf(o, "bits up    %.6g per worker (paper bits %.6g); bits down %.6g\n",
             r->bits_up, r->paper_bits, r->bits_down);
+    fprintf(o, "oracle     %.6g gradient evaluations per worker\n", r->grad_evals);
     if (r->wire_up > 0 && sum->rounds > 0) {
         /* The least any encoding could send up: k indices and k values. */
         ec_comp_param param = ec_comp_info_of(prm->comp.type)->param;

@@ -38,7 +38,8 @@
     X(seconds, REAL, "%.6f")                                                \
     X(wire_up, REAL, "")                                               \
     X(wire_down, REAL, "")                                             \
-    X(time, REAL, "%.6f")
+    X(time, REAL, "%.6f")                                                   \
+    X(grad_evals, REAL, "")
 
 /* The field's name as a string and a comma: {DESCRIBE_METRIC_FIELDS(
    DESCRIBE_METRIC_NAME)} is the array of the names. */

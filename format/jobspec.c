@@ -835,7 +835,13 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
 
     read_compressor(c, doc, job);
 
-    if (read_int(c, "batch", member(doc, "batch"), 1, UINT32_MAX, &x) == 1)
+    if (json_is_string(member(doc, "batch")) &&
+        strcmp(json_string_value(member(doc, "batch")), "full") == 0)
+        job->batch = EC_JOB_BATCH_FULL;
+    else if (json_is_string(member(doc, "batch")))
+        fail(c, "batch", member(doc, "batch"),
+             "must be an integer >= 1 or \"full\" (the whole shard)");
+    else if (read_int(c, "batch", member(doc, "batch"), 1, UINT32_MAX, &x) == 1)
         job->batch = (uint32_t)x;
     read_number(c, "p", member(doc, "p"), (struct range){0, 1, 1, 0},
                 &job->p);

@@ -57,7 +57,9 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "algorithm", json_string(ec_algo_name(job->algorithm)), &ok);
     put(doc, "compressor", compressor, &ok);
     compressor = NULL;                         /* doc holds it now */
-    put(doc, "batch", json_integer(job->batch), &ok);
+    put(doc, "batch", job->batch == EC_JOB_BATCH_FULL ? json_string("full")
+                                                      : json_integer(job->batch),
+        &ok);
     put(doc, "p", real_or_null(job->p), &ok);
     put(doc, "step_size", real_or_null(job->step_size), &ok);
     /* The multiplier only applies to the theory step, and giving both is

@@ -19,15 +19,15 @@
 
 #include "describe.h"
 
-static const char *const keys[] = {"P", "bits_down", "bits_up", "gap", "grad_norm",
-                                   "paper_bits", "rel_gap", "seconds", "time",
-                                   "wire_down", "wire_up"};
+static const char *const keys[] = {"P", "bits_down", "bits_up", "gap", "grad_evals",
+                                   "grad_norm", "paper_bits", "rel_gap", "seconds",
+                                   "time", "wire_down", "wire_up"};
 
 static double field(const ec_metric *m, size_t i)
 {
-    const double v[] = {m->P, m->bits_down, m->bits_up, m->gap, m->grad_norm,
-                        m->paper_bits, m->rel_gap, m->seconds, m->time, m->wire_down,
-                        m->wire_up};
+    const double v[] = {m->P, m->bits_down, m->bits_up, m->gap, m->grad_evals,
+                        m->grad_norm, m->paper_bits, m->rel_gap, m->seconds, m->time,
+                        m->wire_down, m->wire_up};
     return v[i];
 }
 

@@ -316,6 +316,7 @@ static const char *const round_trip_docs[] = {
     "'s':17},'lambda2':1,'step_size':3}",
     "{'dataset':'a9a','split':'dirichlet','split_alpha':0.05,'seed':7}",
     "{'dataset':'w8a','split':'label_skew'}",
+    "{'dataset':'a9a','batch':'full','algorithm':'ec-lsvrg'}",
 };
 
 START_TEST(test_round_trip)
@@ -469,6 +470,9 @@ static const struct bad_case bad_cases[] = {
      "must be one of: contiguous, shuffled, label_skew, dirichlet "
      "(got \"random\")"},
     {WITH("'split':1"), "split", "(got 1)"},
+    {WITH("'batch':'all'"), "batch",
+     "must be an integer >= 1 or \"full\" (the whole shard) (got \"all\")"},
+    {WITH("'batch':0"), "batch", "must be an integer in 1.."},
     {WITH("'split':'label_skew','shuffle':true"), "shuffle",
      "true means split \"shuffled\" and cannot be given with split "
      "\"label_skew\""},

@@ -328,6 +328,79 @@ static void signal_case(int target, int sig, const char *state, const char *reas
     signal_case_of(long_job, 6, target, sig, state, reason);
 }
 
+/*
+ * Gradient evaluations, counted where the count is a closed form: 5
+ * workers of 321 rows (a1a), batch 2, every coin and refresh firing
+ * (p = 1), 12 rounds, over sockets. Per worker: the gradient at x0 for
+ * the methods with an init exchange (and ec-lsvrg's first reference
+ * point), then per round what each method's step takes.
+ */
+START_TEST(test_grad_evals_counted)
+{
+    static const struct {
+        ec_algo_id algo;
+        double first, per_round;
+    } cases[] = {
+        {EC_ALGO_ECLK, 321, 2 * 2 + 321},        /* x and w; y on the coin */
+        {EC_ALGO_LKATYUSHA, 321, 2 * 2 + 321},
+        {EC_ALGO_EC_LSVRG, 321, 2 * 2 + 321},    /* x and w; the refresh */
+        {EC_ALGO_EC_SGD, 0, 2},
+        {EC_ALGO_SGD, 0, 2},
+        {EC_ALGO_EC_SGD_DIANA, 0, 2},
+        {EC_ALGO_EC_GD, 0, 321},
+        {EC_ALGO_GD, 0, 321},
+        {EC_ALGO_EC_GD_DIANA, 0, 321},
+        {EC_ALGO_EF21, 321, 321},
+    };
+    char path[1024];
+    ec_err e = {0};
+
+    if (!a1a.n_rows)
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
+                                        NULL, &a1a, &e), 0);
+    ck_assert_int_eq(ec_signal_install(&e), 0);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        static struct rows a;
+        ec_job job;
+        ec_problem pb;
+        ec_params prm;
+        ec_summary sum;
+        ec_proc_opts opts = {0};
+
+        ec_job_defaults(&job);
+        job.algorithm = cases[c].algo;
+        job.workers = 5;
+        job.lambda2_rel = 1e-3;
+        job.compressor.type = ec_algo_compresses(cases[c].algo) ? EC_COMP_TOPK
+                                                                : EC_COMP_NONE;
+        job.compressor.k = 3;
+        job.batch = 2;
+        job.max_rounds = 12;
+        job.eval_every = 4;
+        job.target = 0;
+        if (cases[c].algo == EC_ALGO_ECLK || cases[c].algo == EC_ALGO_LKATYUSHA ||
+            cases[c].algo == EC_ALGO_EC_LSVRG)
+            job.p = 1;
+        ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
+        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+        ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+        opts.procs = 2;
+        a.n = 0;
+        ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &a, &sum, &e) == 0,
+                      "%s", e.msg);
+        ck_assert_uint_eq(a.n, 4);
+        for (unsigned i = 0; i < a.n; i++)
+            ck_assert_msg(a.r[i].grad_evals ==
+                              cases[c].first + cases[c].per_round * (double)a.r[i].round,
+                          "%s round %llu: %g gradient evaluations, expected %g",
+                          ec_algo_name(cases[c].algo), (unsigned long long)a.r[i].round,
+                          a.r[i].grad_evals,
+                          cases[c].first + cases[c].per_round * (double)a.r[i].round);
+        ec_problem_clear(&pb);
+    }
+}
+END_TEST
+
 START_TEST(test_sigkill_worker)
 {
     signal_case(4, SIGKILL, "failed", "worker 4 died (signal 9) at round ");
@@ -629,6 +702,7 @@ int main(void)
 
     tcase_set_timeout(eq, 120);
     tcase_add_loop_test(eq, test_process_equals_inproc, 0, EC_ALGO_COUNT);
+    tcase_add_test(eq, test_grad_evals_counted);
     tcase_set_timeout(faults, 120);
     tcase_add_test(faults, test_sigkill_worker);
     tcase_add_test(faults, test_sigkill_host);

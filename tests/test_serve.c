@@ -715,6 +715,32 @@ START_TEST(test_experiment_seeds)
     double med[2], q[3];
 
     server_start(&s, 0);
+    /* oracle full: every job takes its whole shard (batch "full"), and the
+     * table counts gradient evaluations: 90 rows a shard, at x and w, and
+     * at y on every coin (p = 1), the init's 90 before */
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3,"
+            " \"max_rounds\": 20, \"eval_every\": 20, \"p\": 1, \"target\": 0.9},"
+            " \"variants\": [{\"algorithm\": \"lkatyusha\"}, {\"algorithm\": \"ec-gd\","
+            " \"compressor\": {\"type\": \"topk\", \"k\": 3}}], \"oracle\": \"full\"}", NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    doc = experiment_wait(&s, path, 100);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "oracle")), "full");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(
+                         json_array_get(json_object_get(doc, "jobs"), 0), "spec"), "batch")),
+                     "full");
+    table = json_object_get(doc, "comparison");
+    {
+        json_t *row = json_array_get(table, 0);
+
+        ck_assert(json_is_true(json_object_get(row, "reached")));
+        ck_assert_double_eq(json_number_value(json_object_get(row, "grad_evals_to_target")),
+                            90 + 3 * 90 * json_integer_value(json_object_get(
+                                                row, "rounds_to_target")));
+    }
+    json_decref(doc);
     r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
     ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
     snprintf(path, sizeof path, "%s", r.location);
@@ -761,6 +787,7 @@ START_TEST(test_experiment_seeds)
                                 test_quantile(v, 3, 0.75), 1e-9);
         ck_assert(json_is_object(json_object_get(grp, "bits_up_to_target")));
         ck_assert(json_is_object(json_object_get(grp, "seconds_to_target")));
+        ck_assert(json_is_object(json_object_get(grp, "grad_evals_to_target")));
     }
     t = json_array_get(json_object_get(doc, "tuned"), 0);
     best = json_object_get(t, "best");
@@ -831,6 +858,9 @@ START_TEST(test_experiment_seeds_invalid)
         {", \"seed\": 3", "[1, 2]", "base.seed", "leave base.seed out"},
         {", \"seed\": 9007199254740992", "2", "base.seed", "0..9007199254740991"},
         {", \"seed\": \"x\"", "2", "base.seed", "must be an integer"},
+        {"", "1, \"oracle\": \"exact\"", "oracle", "must be \"default\""},
+        {"", "1, \"oracle\": 1", "oracle", "or \"full\""},
+        {", \"batch\": 4", "1, \"oracle\": \"full\"", "base.batch", "leave batch out"},
     };
     struct server s;
     struct reply r;

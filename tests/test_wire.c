@@ -350,6 +350,8 @@ START_TEST(test_up_round_trip)
 
                 fill(x, d, &r);
                 ec_compress(cq, x, &r, &up.q);
+                /* ec-lsvrg's refresh: a flag, no payload */
+                up.refreshed = (et + ki) % 2 != 0;
                 up.has_extra = et >= 0;
                 if (up.has_extra) {
                     ce = make_comp(all_types[et], ks[2 - ki], 3, d);
@@ -364,6 +366,8 @@ START_TEST(test_up_round_trip)
                 ck_assert_uint_eq(h.flags, 0);
                 ck_assert_uint_eq(h.length + EC_WIRE_HEADER_SIZE, size);
                 ck_assert_int_eq(s.up.has_extra, up.has_extra);
+                ck_assert_int_eq(s.up.refreshed, up.refreshed);
+                ck_assert_uint_eq((size_t)size, EC_WIRE_HEADER_SIZE + ec_wire_up_payload(&up));
                 assert_same_msg(&s.up.q, &up.q);
                 if (up.has_extra)
                     assert_same_msg(&s.up.extra, &up.extra);
@@ -1169,7 +1173,7 @@ static const payload_case up_cases[] = {
      "unknown message type 255"},
     {"msg reserved u8", EC_COMP_TOPK, 5, 5, 1, 1, -1, "reserved"},
     {"msg reserved u16", EC_COMP_TOPK, 5, 6, 2, 0x100, -1, "reserved"},
-    {"unknown up flags", EC_COMP_TOPK, 5, 0, 4, 4, -1, "UP flags 0x4"},
+    {"unknown up flags", EC_COMP_TOPK, 5, 0, 4, 8, -1, "UP flags 0x8"},
     {"has_stats but none", EC_COMP_TOPK, 5, 0, 4, 2, -1, "truncated"},
     {"has_extra but none", EC_COMP_TOPK, 5, 0, 4, 1, -1, "truncated"},
     {"trailing byte", EC_COMP_TOPK, 5, 0, 0, 0, -1, "1 trailing bytes"},

@@ -164,12 +164,13 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         return ec_err_set(e, EC_EINVAL, "%s: %s", field, buf);
     if ((msg = ec_comp_check(&p->comp, d, buf, sizeof buf)))
         return ec_err_set(e, EC_EINVAL, "%s", msg);
-    if (job->batch < 1 || job->batch > m)
+    if (job->batch != EC_JOB_BATCH_FULL && job->batch > m)
         return ec_err_set(e, EC_EINVAL,
                           "batch must be in 1..%u (the smallest shard's "
                           "rows; got %u)",
                           m, job->batch);
-    p->batch = job->batch;
+    /* "full": batch m, which takes every shard whole (ec_algo_samples_rows). */
+    p->batch = job->batch == EC_JOB_BATCH_FULL ? m : job->batch;
     p->delta = ec_comp_delta(&p->comp, d);
 
     p->shift_comp = ec_shift_comp(&p->comp);
@@ -762,6 +763,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 
     up->has_extra = 0;
     up->has_stats = 0;
+    up->refreshed = 0;
     up->ef_in = up->ef_out = 0.0;
     up->q.nnz = 0;
     up->q.value_bits = up->q.index_bits = up->q.paper_bits = 0;
@@ -810,6 +812,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         error_feedback(w, g, p->gamma, &up->q);
         /* Each worker refreshes its own reference point with probability p. */
         w->refreshed = ec_rng_uniform(&w->rng) < p->p;
+        up->refreshed = w->refreshed;
         if (w->refreshed) {
             memcpy(w->w_local, m->x, d * sizeof *m->x);
             ec_shard_grad(pb, w->tau, w->w_local, w->mu_local);
@@ -891,6 +894,49 @@ static void count_broadcast(const double *v, uint32_t d, uint64_t *bits,
     *paper += 64 * (sparse < dense ? nnz : d);
 }
 
+static uint64_t shard_rows(const ec_problem *pb, uint32_t tau)
+{
+    return pb->shards[tau].end - pb->shards[tau].begin;
+}
+
+uint64_t ec_round_grads(const ec_model *m)
+{
+    const ec_params *p = m->prm;
+    const ec_problem *pb = m->pb;
+    const ec_algo_info *ai = ec_algo_info_of(p->algo);
+    uint64_t total = 0;
+
+    for (uint32_t t = 0; t < pb->n; t++) {
+        uint64_t mt = shard_rows(pb, t), one = ec_algo_samples_rows(p) ? p->batch : mt;
+
+        if (!m->initialised) {
+            total += ai->has_init ? mt : 0;       /* the gradient at x0 */
+            continue;
+        }
+        switch (ai->family) {
+        case EC_FAMILY_KATYUSHA:      /* at x and at w; the coin's at y */
+            total += 2 * one + (m->coin ? mt : 0);
+            break;
+        case EC_FAMILY_LSVRG:         /* at x and at w_tau */
+            total += 2 * one;
+            break;
+        case EC_FAMILY_SGD:
+        case EC_FAMILY_DIANA:
+            total += one;
+            break;
+        case EC_FAMILY_EF21:          /* the whole shard at x' */
+            total += mt;
+            break;
+        }
+    }
+    return total;
+}
+
+uint64_t ec_setup_grads(const ec_problem *pb, const ec_params *prm)
+{
+    return prm->algo == EC_ALGO_EC_LSVRG ? pb->ds->n_rows : 0;
+}
+
 void ec_server_reduce_begin(const ec_model *m, ec_down *down)
 {
     uint32_t d = m->d;
@@ -902,10 +948,16 @@ void ec_server_reduce_begin(const ec_model *m, ec_down *down)
     down->has_stats = 0;
     down->ef_in = down->ef_out = 0.0;
     down->bits = down->paper_bits = 0;
+    down->pb = m->pb;
+    down->refresh_rows = 0;
+    down->next_tau = 0;
 }
 
 void ec_server_reduce_add(ec_down *down, const ec_up *up)
 {
+    if (up->refreshed && down->next_tau < down->pb->n)
+        down->refresh_rows += shard_rows(down->pb, down->next_tau);
+    down->next_tau++;
     if (up->has_stats) {
         down->ef_in += up->ef_in;
         down->ef_out += up->ef_out;

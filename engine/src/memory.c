@@ -189,7 +189,10 @@ void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
     mj->comp = job->compressor;
     if (!isnan(job->k_frac))
         mj->comp.k = (uint32_t)ceil(job->k_frac * d);
-    mj->batch = job->batch;
+    /* batch "full" takes the smallest shard; the largest bounds it. */
+    mj->batch = job->batch != EC_JOB_BATCH_FULL
+                    ? job->batch
+                    : (uint32_t)((rows + job->workers - 1) / (job->workers ? job->workers : 1));
     mj->shuffle = job->split != EC_SPLIT_CONTIGUOUS;
     mj->lambda1 = job->lambda1;
 }

@@ -168,6 +168,7 @@ static void fill_row(ec_metric *row, const ec_model *m, const ec_traffic *acc,
     row->paper_bits = (double)acc->paper_up / n;
     row->wire_up = (double)acc->wire_up / n;
     row->wire_down = (double)acc->wire_down / n;
+    row->grad_evals = (double)acc->grads / n;
     row->seconds = seconds;
     row->time = ec_wall_clock();
 }
@@ -181,7 +182,7 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
     ec_model model = {0};
     ec_down down = {0};
     ec_metric row = {0};
-    ec_traffic acc = {0, 0, 0, 0, 0};
+    ec_traffic acc = {0, 0, 0, 0, 0, 0};
     double t0;
     int rc = 0, failed = 0;
 
@@ -194,7 +195,9 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
         goto out;
 
     t0 = ec_clock();
+    acc.grads = ec_setup_grads(pb, prm);
     if (!model.initialised) {
+        acc.grads += ec_round_grads(&model);
         if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0)
             failed = 1;
         else
@@ -225,10 +228,12 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
                 failed = 1;
                 break;
             }
+            acc.grads += ec_round_grads(&model);
             if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0) {
                 failed = 1;
                 break;
             }
+            acc.grads += down.refresh_rows;
             ec_model_apply(&model, &down);
         } while (model.round % job->eval_every != 0 &&
                  model.round < job->max_rounds &&

@@ -24,6 +24,7 @@
 
 #define UP_HAS_EXTRA 0x1u
 #define UP_HAS_STATS 0x2u      /* ECLK's two error-feedback sums follow */
+#define UP_REFRESHED 0x4u      /* ec-lsvrg refreshed its reference point */
 #define STEP_INIT 0x1u
 #define STEP_HAS_A 0x2u
 #define STEP_HAS_STATS 0x4u    /* their sums over the workers follow */
@@ -614,7 +615,8 @@ static void write_up(wr *w, const ec_up *up)
     assert(msg_consistent(&up->q));
     assert(!up->has_extra || msg_consistent(&up->extra));
     wr_u32(w, (up->has_extra ? UP_HAS_EXTRA : 0) |
-                  (up->has_stats ? UP_HAS_STATS : 0));
+                  (up->has_stats ? UP_HAS_STATS : 0) |
+                  (up->refreshed ? UP_REFRESHED : 0));
     write_msg(w, &up->q);
     if (up->has_extra)
         write_msg(w, &up->extra);
@@ -941,7 +943,7 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if ((rc = rd_need(&r, 4, e)) < 0)
         return rc;
     flags = rd_u32(&r);
-    if (flags & ~(UP_HAS_EXTRA | UP_HAS_STATS))
+    if (flags & ~(UP_HAS_EXTRA | UP_HAS_STATS | UP_REFRESHED))
         return ec_err_set(e, EC_EPROTO,
                           "UP flags 0x%" PRIx32 " has unknown bits", flags);
     if ((rc = read_msg(&r, d, &out->q, "q", e)) < 0)
@@ -954,6 +956,7 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if (rc < 0)
         return rc;
     out->has_stats = (flags & UP_HAS_STATS) != 0;
+    out->refreshed = (flags & UP_REFRESHED) != 0;
     if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
         return rc;
     return rd_end(&r, e);

@@ -46,6 +46,8 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
                             r->reached ? describe_real(r->last.bits_up) : json_null());
         json_object_set_new(row, "seconds_to_target",
                             r->reached ? describe_real(r->last.seconds) : json_null());
+        json_object_set_new(row, "grad_evals_to_target",
+                            r->reached ? describe_real(r->last.grad_evals) : json_null());
         json_object_set_new(row, "rounds", r->have ? json_integer((json_int_t)r->last.round)
                                                    : json_null());
         json_object_set_new(row, "final_rel_gap", r->have ? describe_real(r->last.rel_gap)
@@ -82,12 +84,13 @@ static json_t *group_json(const struct experiment_view *v, const struct experime
         json_array_append_new(jobs, json_string(r->job->id));
         json_array_append(seeds, seed ? seed : json_null());
     }
-    o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "jobs",
+    o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:o}", "jobs",
                   jobs ? jobs : json_null(), "seeds", seeds ? seeds : json_null(), "runs",
                   (json_int_t)g->n, "reached", (json_int_t)g->reached, "finished",
                   (json_int_t)g->finished, "rounds_to_target", spread_json(&g->rounds),
                   "bits_up_to_target", spread_json(&g->bits_up), "seconds_to_target",
-                  spread_json(&g->seconds));
+                  spread_json(&g->seconds), "grad_evals_to_target",
+                  spread_json(&g->grad_evals));
     if (o && r0) {
         json_object_set_new(o, "algorithm", json_string(r0->job->algorithm));
         json_object_set_new(o, "compressor", json_string(r0->job->compressor));
@@ -110,7 +113,7 @@ static json_t *run_json(const struct experiment_row *r)
 {
     json_t *m = json_object_get(r->spec, "step_multiplier");
 
-    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o}", "job", r->job->id,
+    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "job", r->job->id,
                      "step_multiplier", m ? json_incref(m) : json_null(), "state",
                      store_job_state_name(r->job->state), "reached", r->reached,
                      "rounds_to_target",
@@ -119,6 +122,8 @@ static json_t *run_json(const struct experiment_row *r)
                      r->reached ? describe_real(r->last.bits_up) : json_null(),
                      "seconds_to_target",
                      r->reached ? describe_real(r->last.seconds) : json_null(),
+                     "grad_evals_to_target",
+                     r->reached ? describe_real(r->last.grad_evals) : json_null(),
                      "final_rel_gap", r->have ? describe_real(r->last.rel_gap) : json_null());
 }
 
@@ -183,6 +188,7 @@ static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
     struct experiment_view v;
     struct store_err e = {0};
     json_t *table, *list, *spec;
+    const char *oracle;
     int rc;
 
     if (experiments_view(a, id, owner, &v, &e) < 0) {
@@ -191,15 +197,18 @@ static int reply_experiment(struct http_resp *rs, struct app *a, const char *id,
     }
     view_json(&v, &table, &list);
     spec = json_loads(v.x.spec, 0, NULL);
+    oracle = json_string_value(json_object_get(spec, "oracle"));
     rc = http_reply_json(rs, status,
-                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:I, s:o}",
+                         json_pack("{s:s, s:s, s:s, s:I, s:o, s:o, s:o, s:o, s:I, s:o, s:s}",
                                    "id", v.x.id, "owner", v.x.owner, "name",
                                    v.x.name ? v.x.name : "", "created_at",
                                    (json_int_t)v.x.created_at, "spec",
                                    spec ? spec : json_null(), "comparison", table,
                                    "tuned", tuned_json(&v), "jobs", list, "seeds",
                                    (json_int_t)(v.seeds ? v.seeds : 1), "groups",
-                                   groups_json(&v)));
+                                   groups_json(&v), "oracle",
+                                   oracle && strcmp(oracle, "full") == 0 ? "full"
+                                                                         : "default"));
     experiment_view_clear(&v);
     return rc;
 }

@@ -18,7 +18,7 @@
 
 /* Keys an experiment document may have. */
 static const char *const experiment_keys[] = {
-    "name", "base", "variants", "tune", "seeds", NULL,
+    "name", "base", "variants", "tune", "seeds", "oracle", NULL,
 };
 
 /* Keys a variant may set: how it runs, never what it solves. */
@@ -177,6 +177,26 @@ int experiments_seeds_parse(const json_t *doc, uint64_t *seeds, size_t *n,
     return 0;
 }
 
+int experiments_oracle_parse(const json_t *doc, struct spec_problem *sp)
+{
+    const json_t *o = json_object_get(doc, "oracle");
+    const json_t *batch = json_object_get(json_object_get(doc, "base"), "batch");
+
+    if (!o || json_is_null(o) ||
+        (json_is_string(o) && strcmp(json_string_value(o), "default") == 0))
+        return 0;
+    if (!json_is_string(o) || strcmp(json_string_value(o), "full") != 0)
+        return spec_problem_set(sp, "oracle", NULL, 0,
+                                "must be \"default\" (each method's own gradient: a "
+                                "minibatch for the stochastic ones) or \"full\" (every "
+                                "method its whole shard's)");
+    if (batch && !json_is_null(batch))
+        return spec_problem_set(sp, "base.batch", NULL, 0,
+                                "oracle full gives every method its whole shard's "
+                                "gradient (batch \"full\"); leave batch out");
+    return 1;
+}
+
 /* The multipliers each variant runs at: the grid, and 1 (its default run)
    after them when the grid lacks it. */
 static size_t tune_runs(double *values, size_t n)
@@ -301,11 +321,13 @@ static void problem_field(char *out, size_t len, const char *field, json_t *v, s
 
 /* Job j of variant i: the variant merged into the base (at multiplier m
    when m > 0, with seed when not NULL), checked as a submission is, into
-   b's slot j; every problem of its spec goes to errors. */
+   b's slot j; every problem of its spec goes to errors. full_oracle: the
+   experiment's oracle is full (batch "full" for every job). */
 static enum experiments_outcome make_job(struct app *a, const char *owner, int admin,
                                          json_t *base, json_t *v, size_t i, double m,
-                                         const uint64_t *seed, struct create_buf *b,
-                                         size_t j, json_t *errors, struct spec_problem *sp)
+                                         const uint64_t *seed, int full_oracle,
+                                         struct create_buf *b, size_t j, json_t *errors,
+                                         struct spec_problem *sp)
 {
     json_t *merged = json_deep_copy(base);
     struct jobspec_errors errs = {0};
@@ -320,6 +342,8 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
         json_object_set_new(merged, "step_multiplier", json_real(m));
     if (seed)
         json_object_set_new(merged, "seed", json_integer((json_int_t)*seed));
+    if (full_oracle)
+        json_object_set_new(merged, "batch", json_string("full"));
     rc = jobspec_from_json(merged, &b->specs[j], &errs);
     json_decref(merged);
     if (rc < 0) {
@@ -362,7 +386,7 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
     const char *key;
     char field[160];
     size_t ngrid = 0, i, per;
-    int shaped = 1;
+    int shaped = 1, oracle;
 
 
     json_object_foreach(doc, key, value) {
@@ -373,9 +397,11 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
         if (!known) {
             snprintf(field, sizeof field, "%s", key);
             note(errors, sp, field, "unknown key; allowed keys are: name, base, variants, "
-                 "tune, seeds");
+                 "tune, seeds, oracle");
         }
     }
+    if ((oracle = experiments_oracle_parse(doc, &p)) < 0)
+        note_problem(errors, sp, &p);
     if (!json_is_object(base)) {
         note(errors, sp, "base", "must be a job spec object (as for POST /v1/jobs)");
         shaped = 0;
@@ -431,6 +457,11 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
                      "compressor, batch, p, step_size, step_multiplier, name, labels, "
                      "backend; the problem comes from base");
             }
+        }
+        if (oracle == 1 && json_object_get(v, "batch")) {
+            snprintf(field, sizeof field, "variants[%zu].batch", i);
+            note(errors, sp, field, "oracle full gives every method its whole shard's "
+                 "gradient (batch \"full\"); leave batch out");
         }
     }
     return shaped;
@@ -488,11 +519,14 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
     struct create_buf b = {0};
     enum experiments_outcome out = EXPERIMENTS_CREATED, one;
     size_t nvar, runs, nseeds, per;
+    struct spec_problem op;
     char what[160];
+    int full;
 
     memset(sp, 0, sizeof *sp);
     if (!check_shape(doc, grid, seeds, &nseeds, &nvar, &runs, errors, sp))
         return EXPERIMENTS_INVALID;
+    full = experiments_oracle_parse(doc, &op) == 1;
     per = runs * (nseeds ? nseeds : 1);
     if (create_buf_init(&b, nvar * per) < 0) {
         create_buf_clear(a, &b);
@@ -505,7 +539,7 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
     for (size_t j = 0; j < b.n && out != EXPERIMENTS_NO_MEMORY; j++) {
         one = make_job(a, owner, admin, base, json_array_get(variants, j / per), j / per,
                        tuned ? grid[j % per / (nseeds ? nseeds : 1)] : 0,
-                       nseeds ? &seeds[j % nseeds] : NULL, &b, j, errors, sp);
+                       nseeds ? &seeds[j % nseeds] : NULL, full, &b, j, errors, sp);
         if (one != EXPERIMENTS_CREATED)
             out = one == EXPERIMENTS_NO_MEMORY ? one : EXPERIMENTS_INVALID;
     }
@@ -604,7 +638,7 @@ void experiment_group_summarise(const struct experiment_row *rows,
                                 struct experiment_group *g)
 {
     double rounds[EXPERIMENTS_MAX_JOBS], bits[EXPERIMENTS_MAX_JOBS];
-    double seconds[EXPERIMENTS_MAX_JOBS];
+    double seconds[EXPERIMENTS_MAX_JOBS], grads[EXPERIMENTS_MAX_JOBS];
     size_t m = 0;
 
     g->finished = 0;
@@ -618,12 +652,14 @@ void experiment_group_summarise(const struct experiment_row *rows,
         rounds[m] = (double)r->last.round;
         bits[m] = r->last.bits_up;
         seconds[m] = r->last.seconds;
+        grads[m] = r->last.grad_evals;
         m++;
     }
     g->reached = m;
     spread_of(rounds, m, &g->rounds);
     spread_of(bits, m, &g->bits_up);
     spread_of(seconds, m, &g->seconds);
+    spread_of(grads, m, &g->grad_evals);
 }
 
 /* A job's spec without what varies between the seeds of one run. */
@@ -742,7 +778,7 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
         t->finished = 0;
         for (size_t k = 0; k < runs; k++) {
             struct experiment_group g = {v->identity + t->first + k * S, S, 0, 0,
-                                         {0}, {0}, {0}};
+                                         {0}, {0}, {0}, {0}};
 
             experiment_group_summarise(v->rows, &g);
             t->finished += g.finished;

@@ -54,6 +54,10 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
 int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
                            struct spec_problem *sp);
 
+/* The experiment's oracle: 0 for "default" (or none given), 1 for "full"
+   (every job batch "full"), -1 with sp naming the field. */
+int experiments_oracle_parse(const json_t *doc, struct spec_problem *sp);
+
 /*
  * The experiment's seeds (room for EXPERIMENTS_MAX_SEEDS), *n of them, 0
  * when doc has no "seeds": a count c in 1..16 gives base.seed (default 1)
@@ -87,7 +91,7 @@ struct experiment_spread {
 struct experiment_group {
     size_t *rows, n;
     size_t reached, finished;
-    struct experiment_spread rounds, bits_up, seconds;
+    struct experiment_spread rounds, bits_up, seconds, grad_evals;
 };
 
 /* The spreads of g's runs (g->rows, g->n set) from the view's rows. */

@@ -105,7 +105,7 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, const char *owner
         return spec_problem_set(sp, "compressor.k", NULL, 0,
                             "must be in 1..%lld (the dimension d of %.100s; got %u)",
                             (long long)d, job->dataset, job->compressor.k);
-    if ((int64_t)job->batch > rows / job->workers)
+    if (job->batch != EC_JOB_BATCH_FULL && (int64_t)job->batch > rows / job->workers)
         return spec_problem_set(sp, "batch", NULL, 0,
                             "must be in 1..%lld (the smallest shard's rows; got %u)",
                             (long long)(rows / job->workers), job->batch);

@@ -155,6 +155,9 @@ typedef struct ec_up {
      * ||e + gamma D||^2 and ||e'||^2 since its last report. */
     int has_stats;
     double ef_in, ef_out;
+    /* ec-lsvrg: the worker refreshed its reference point this round, a
+     * full local gradient more (a flag on the wire, no payload). */
+    int refreshed;
 } ec_up;
 
 int ec_up_init(ec_up *up, uint32_t d);
@@ -173,6 +176,11 @@ typedef struct ec_down {
     double ef_in, ef_out;
     uint64_t bits;            /* as sent: sparse or dense, whichever smaller */
     uint64_t paper_bits;
+    /* The coordinator's count, not broadcast: rows of the shards whose
+     * workers refreshed (ec_up.refreshed), and the next uplink's worker. */
+    const ec_problem *pb;
+    uint64_t refresh_rows;
+    uint32_t next_tau;
 } ec_down;
 
 int ec_down_init(ec_down *down, uint32_t d);
@@ -216,6 +224,17 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
 void ec_server_reduce_begin(const ec_model *m, ec_down *down);
 void ec_server_reduce_add(ec_down *down, const ec_up *up);
 void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down);
+/*
+ * Gradient evaluations (of one row's loss, the unit of "oracle calls";
+ * docs/algorithms.md, "Counting gradient evaluations") the n workers make
+ * together in the exchange the model is about to run: the init exchange,
+ * or a round with its coin; ec-lsvrg's refreshes are counted apart
+ * (ec_down.refresh_rows). ec_setup_grads: those made before the first
+ * exchange (ec-lsvrg's gradients at its first reference points).
+ */
+uint64_t ec_round_grads(const ec_model *m);
+uint64_t ec_setup_grads(const ec_problem *pb, const ec_params *prm);
+
 /* Applies a broadcast; every replica doing this stays bitwise equal. */
 void ec_model_apply(ec_model *m, const ec_down *down);
 

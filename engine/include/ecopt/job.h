@@ -148,6 +148,8 @@ int ec_split_from_name(const char *name, ec_split *out);  /* < 0: unknown */
 #define EC_JOB_MAX_WORKERS 4096
 #define EC_JOB_MAX_ROUNDS 100000000ULL
 #define EC_JOB_MAX_DITHER_LEVELS 65535
+/* batch "full": resolved to the smallest shard's rows (ec_params_resolve). */
+#define EC_JOB_BATCH_FULL 0u
 
 /*
  * Unset optional numbers are NaN (doubles) or 0 (counts), and the engine
@@ -163,7 +165,9 @@ typedef struct ec_job {
     ec_algo_id algorithm;    /* default eclk */
     ec_comp_spec compressor; /* default none */
     double k_frac;           /* (0, 1]: k = ceil(k_frac d); NaN: use compressor.k */
-    uint32_t batch;          /* >= 1, default 1 */
+    uint32_t batch;          /* >= 1, default 1; EC_JOB_BATCH_FULL: the
+                                smallest shard's rows, so that every worker
+                                takes its whole shard's gradient */
     double p;                /* (0, 1]; NaN: the algorithm's default */
     double step_size;        /* > 0; NaN: theory step times step_multiplier */
     double step_multiplier;  /* > 0, default 1 */

@@ -28,6 +28,8 @@ typedef struct ec_metric {
     double wire_down;        /* bytes of frames each worker received */
     double time;             /* when the row was measured: Unix seconds
                                 (CLOCK_REALTIME), with a fraction */
+    double grad_evals;       /* gradient evaluations of one row's loss,
+                                mean per worker (the oracle calls) */
 } ec_metric;
 
 typedef enum ec_stop {
@@ -60,6 +62,7 @@ typedef int (*ec_metric_fn)(void *ctx, const ec_metric *row);
 typedef struct ec_traffic {
     uint64_t bits_up, paper_up, bits_down;
     uint64_t wire_up, wire_down;
+    uint64_t grads;          /* gradient evaluations, all workers */
 } ec_traffic;
 
 /*

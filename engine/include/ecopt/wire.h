@@ -25,7 +25,8 @@
  *   WELCOME  u32 n | u32 d                                             (8)
  *   STOP     empty
  *   ERROR    the text's bytes, no NUL, at most 1024
- *   UP       u32 flags (bit0: has_extra, bit1: has_stats) | message q |
+ *   UP       u32 flags (bit0: has_extra, bit1: has_stats, bit2: refreshed)
+ *            | message q |
  *            [message extra] | [f64 ef_in | f64 ef_out]
  *   UPS      u32 count | count times: u32 worker | u32 len | UP payload
  *            of len bytes (each at most EC_WIRE_MAX_PAYLOAD; the whole at
