@@ -633,6 +633,11 @@ START_TEST(test_experiment_tuned)
         ck_assert_int_eq(json_integer_value(json_object_get(best, "rounds_to_target")),
                          want_rounds);
         ck_assert(json_is_real(json_object_get(best, "seconds_to_target")));
+        /* 2 is the largest multiplier: the grid's edge, said so */
+        ck_assert_msg(strstr(json_string_value(json_array_get(json_object_get(t, "warnings"),
+                                                              json_array_size(json_object_get(
+                                                                  t, "warnings")) - 1)),
+                             "is the largest of the grid"), "variant %zu", v);
     }
     /* the multiplier is in the job's name: the plot's legend */
     ck_assert_str_eq(json_string_value(json_object_get(
@@ -841,6 +846,68 @@ START_TEST(test_experiment_seeds)
 }
 END_TEST
 
+/* The excursion rule: EF21 on heart_scale at k = 1 reaches 1e-4 in 81
+ * rounds at x1.2, whose gap first rose to 1.37 times its start, and in 83
+ * at x1, whose gap never rose. With max_excursion 1.1 x1.2 is set aside
+ * and said so, and x1, the smallest of the grid, is the best, with a
+ * warning; by default (2) x1.2 is the best, the largest of the grid. */
+START_TEST(test_experiment_excursion)
+{
+    static const char fmt[] =
+        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3, \"algorithm\": \"ef21\","
+        " \"lambda2_rel\": 1e-2, \"max_rounds\": 3000, \"target\": 1e-4, \"eval_every\": 1,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 1}}, \"variants\": [{}],"
+        " \"tune\": {\"step_multiplier\": [1, 1.2]}%s}";
+    struct server s;
+    struct reply r;
+    char body[1024], path[256];
+
+    server_start(&s, 0);
+    for (int strict = 1; strict >= 0; strict--) {
+        json_t *doc, *t, *best, *excluded, *warnings;
+
+        snprintf(body, sizeof body, fmt, strict ? ", \"max_excursion\": 1.1" : "");
+        r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+        ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+        snprintf(path, sizeof path, "%s", r.location);
+        free(r.body);
+        doc = experiment_wait(&s, path, 100);
+        t = json_array_get(json_object_get(doc, "tuned"), 0);
+        best = json_object_get(t, "best");
+        excluded = json_object_get(t, "excluded");
+        warnings = json_object_get(t, "warnings");
+        ck_assert_double_eq(json_number_value(json_object_get(t, "max_excursion")),
+                            strict ? 1.1 : 2.0);
+        ck_assert_uint_eq(json_array_size(warnings), strict ? 2 : 1);
+        if (strict) {
+            ck_assert_double_eq(json_number_value(json_object_get(best, "step_multiplier")), 1);
+            ck_assert_double_le(json_number_value(json_object_get(best, "peak_rel_gap")), 1.1);
+            ck_assert_double_eq(json_number_value(json_object_get(excluded, "step_multiplier")),
+                                1.2);
+            ck_assert_double_gt(json_number_value(json_object_get(excluded, "peak_rel_gap")),
+                                1.1);
+            ck_assert_int_lt(json_integer_value(json_object_get(excluded, "rounds_to_target")),
+                             json_integer_value(json_object_get(best, "rounds_to_target")));
+            ck_assert_msg(strstr(json_string_value(json_array_get(warnings, 0)),
+                                 "multiplier 1.2 took fewer rounds"), "%s",
+                          json_string_value(json_array_get(warnings, 0)));
+            ck_assert_msg(strstr(json_string_value(json_array_get(warnings, 1)),
+                                 "the best multiplier 1 is the smallest of the grid"), "%s",
+                          json_string_value(json_array_get(warnings, 1)));
+        } else {
+            ck_assert_double_eq(json_number_value(json_object_get(best, "step_multiplier")),
+                                1.2);
+            ck_assert(json_is_null(excluded));
+            ck_assert_msg(strstr(json_string_value(json_array_get(warnings, 0)),
+                                 "the best multiplier 1.2 is the largest of the grid"), "%s",
+                          json_string_value(json_array_get(warnings, 0)));
+        }
+        json_decref(doc);
+    }
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* Hostile seeds: each a 422 naming the field, and no job made. */
 START_TEST(test_experiment_seeds_invalid)
 {
@@ -861,6 +928,8 @@ START_TEST(test_experiment_seeds_invalid)
         {"", "1, \"oracle\": \"exact\"", "oracle", "must be \"default\""},
         {"", "1, \"oracle\": 1", "oracle", "or \"full\""},
         {", \"batch\": 4", "1, \"oracle\": \"full\"", "base.batch", "leave batch out"},
+        {"", "1, \"max_excursion\": 0.5", "max_excursion", "a finite number >= 1"},
+        {"", "1, \"max_excursion\": \"2\"", "max_excursion", "a finite number >= 1"},
     };
     struct server s;
     struct reply r;
@@ -1144,6 +1213,7 @@ int main(void)
     tcase_add_test(tc, test_experiment_errors_at_once);
     tcase_add_test(tc, test_experiment_seeds);
     tcase_add_test(tc, test_experiment_seeds_invalid);
+    tcase_add_test(tc, test_experiment_excursion);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

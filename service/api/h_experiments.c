@@ -137,9 +137,44 @@ static json_t *tuned_run_json(const struct experiment_view *v, long row,
     if (row < 0)
         return json_null();
     o = run_json(&v->rows[row]);
-    if (o)
+    if (o) {
         json_object_set_new(o, "seeds", group_json(v, g));
+        json_object_set_new(o, "peak_rel_gap", describe_real(g->peak));
+    }
     return o;
+}
+
+/* What a reader of a tuned variant's best must know: a faster run the
+   excursion rule set aside, and a best at the edge of the grid. */
+static json_t *tuned_warnings(const struct experiment_view *v, const struct experiment_tuned *t)
+{
+    json_t *w = json_array();
+    char line[300];
+
+    if (!w)
+        return NULL;
+    if (t->excluded_row >= 0) {
+        const struct experiment_row *r = &v->rows[t->excluded_row];
+        json_t *m = json_object_get(r->spec, "step_multiplier");
+
+        snprintf(line, sizeof line,
+                 "multiplier %g took fewer rounds (median %.0f) but its relative gap "
+                 "rose to %.3g, above %g times its start: not eligible as the best",
+                 json_number_value(m), t->excluded_group.rounds.median,
+                 t->excluded_group.peak, v->max_excursion);
+        json_array_append_new(w, json_string(line));
+    }
+    if (t->best_edge != 0) {
+        json_t *m = json_object_get(v->rows[t->best_row].spec, "step_multiplier");
+
+        snprintf(line, sizeof line,
+                 "the best multiplier %g is the %s of the grid: a %s one may be better; "
+                 "widen the grid", json_number_value(m),
+                 t->best_edge < 0 ? "smallest" : "largest",
+                 t->best_edge < 0 ? "smaller" : "larger");
+        json_array_append_new(w, json_string(line));
+    }
+    return w;
 }
 
 /* Per variant of a tuned experiment, its default run beside its best;
@@ -177,6 +212,14 @@ static json_t *tuned_json(const struct experiment_view *v)
                             "detail", detail, "default",
                             tuned_run_json(v, t->default_row, &t->default_group),
                             "best", tuned_run_json(v, t->best_row, &t->best_group)));
+        json_t *entry = json_array_get(list, json_array_size(list) - 1);
+
+        if (entry) {
+            json_object_set_new(entry, "excluded",
+                                tuned_run_json(v, t->excluded_row, &t->excluded_group));
+            json_object_set_new(entry, "max_excursion", json_real(v->max_excursion));
+            json_object_set_new(entry, "warnings", tuned_warnings(v, t));
+        }
     }
     return list;
 }

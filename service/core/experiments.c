@@ -18,7 +18,7 @@
 
 /* Keys an experiment document may have. */
 static const char *const experiment_keys[] = {
-    "name", "base", "variants", "tune", "seeds", "oracle", NULL,
+    "name", "base", "variants", "tune", "seeds", "oracle", "max_excursion", NULL,
 };
 
 /* Keys a variant may set: how it runs, never what it solves. */
@@ -174,6 +174,22 @@ int experiments_seeds_parse(const json_t *doc, uint64_t *seeds, size_t *n,
                                         (unsigned long long)seeds[i], k);
     }
     *n = json_array_size(v);
+    return 0;
+}
+
+int experiments_excursion_parse(const json_t *doc, double *out, struct spec_problem *sp)
+{
+    const json_t *x = json_object_get(doc, "max_excursion");
+
+    *out = EXPERIMENTS_MAX_EXCURSION;
+    if (!x || json_is_null(x))
+        return 0;
+    if (!json_is_number(x) || !(json_number_value(x) >= 1.0) ||
+        !isfinite(json_number_value(x)))
+        return spec_problem_set(sp, "max_excursion", NULL, 0,
+                                "must be a finite number >= 1: the most a tuned run's "
+                                "relative gap may rise to and still be the best");
+    *out = json_number_value(x);
     return 0;
 }
 
@@ -385,6 +401,7 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
     struct spec_problem p;
     const char *key;
     char field[160];
+    double excursion;
     size_t ngrid = 0, i, per;
     int shaped = 1, oracle;
 
@@ -397,9 +414,11 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
         if (!known) {
             snprintf(field, sizeof field, "%s", key);
             note(errors, sp, field, "unknown key; allowed keys are: name, base, variants, "
-                 "tune, seeds, oracle");
+                 "tune, seeds, oracle, max_excursion");
         }
     }
+    if (experiments_excursion_parse(doc, &excursion, &p) < 0)
+        note_problem(errors, sp, &p);
     if ((oracle = experiments_oracle_parse(doc, &p)) < 0)
         note_problem(errors, sp, &p);
     if (!json_is_object(base)) {
@@ -599,8 +618,19 @@ static int view_rows(struct store *st, struct experiment_view *v, struct store_e
         r->spec = json_loads(r->job->spec, 0, NULL);
         r->target = json_number_value(json_object_get(r->spec, "target"));
         r->reached = r->have && isfinite(r->last.rel_gap) && r->last.rel_gap <= r->target;
+        r->peak = NAN;
     }
     return 0;
+}
+
+/* Each row's peak relative gap, for a tuned experiment's excursion rule. */
+static int view_peaks(struct store *st, struct experiment_view *v, struct store_err *e)
+{
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < v->n; i++)
+        rc = store_metrics_peak(st, v->rows[i].job->id, &v->rows[i].peak, e);
+    return rc;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -642,9 +672,12 @@ void experiment_group_summarise(const struct experiment_row *rows,
     size_t m = 0;
 
     g->finished = 0;
+    g->peak = NAN;
     for (size_t k = 0; k < g->n && m < EXPERIMENTS_MAX_JOBS; k++) {
         const struct experiment_row *r = &rows[g->rows[k]];
 
+        if (r->peak > g->peak || (isnan(g->peak) && !isnan(r->peak)))
+            g->peak = r->peak;
         g->finished += r->job->state != STORE_JOB_QUEUED &&
                        r->job->state != STORE_JOB_RUNNING;
         if (!r->reached)
@@ -732,7 +765,8 @@ static int view_groups(struct experiment_view *v, struct store_err *e)
 }
 
 /* Whether group a beats group b (NULL: none yet) as a tuned variant's
-   best: every seed reached, fewer median rounds, ties by median bits. */
+   best: every seed reached, fewer median rounds, ties by median bits.
+   The excursion rule is applied apart (excursion_ok). */
 static int tuned_better(const struct experiment_group *a, const struct experiment_group *b)
 {
     if (a->reached == 0 || a->reached < a->n)
@@ -740,6 +774,13 @@ static int tuned_better(const struct experiment_group *a, const struct experimen
     return !b || a->rounds.median < b->rounds.median ||
            (a->rounds.median == b->rounds.median &&
             a->bits_up.median < b->bits_up.median);
+}
+
+/* The excursion rule: no run of the group's relative gap ever rose above
+   max (a group without rows yet passes). */
+static int excursion_ok(const struct experiment_group *g, double max)
+{
+    return !(g->peak > max);
 }
 
 /* For a tuned experiment, each variant's default and best multiplier.
@@ -757,6 +798,7 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
     int rc = 0;
 
     v->seeds = experiments_seeds_parse(spec, seeds, &nseeds, &sp) == 0 && nseeds ? nseeds : 1;
+    experiments_excursion_parse(spec, &v->max_excursion, &sp);
     S = v->seeds;
     if (!tune || experiments_tune_parse(tune, grid, &ngrid, &sp) < 0 || nvar == 0)
         goto out;
@@ -770,14 +812,15 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
     v->ntuned = nvar;
     for (size_t i = 0; i < nvar; i++) {
         struct experiment_tuned *t = &v->tuned[i];
-        int have_best = 0;
+        int have_best = 0, have_excluded = 0;
+        size_t best_k = 0;
 
         t->first = i * runs * S;
         t->count = runs * S;
-        t->default_row = t->best_row = -1;
+        t->default_row = t->best_row = t->excluded_row = -1;
         t->finished = 0;
         for (size_t k = 0; k < runs; k++) {
-            struct experiment_group g = {v->identity + t->first + k * S, S, 0, 0,
+            struct experiment_group g = {v->identity + t->first + k * S, S, 0, 0, NAN,
                                          {0}, {0}, {0}, {0}};
 
             experiment_group_summarise(v->rows, &g);
@@ -786,11 +829,31 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
                 t->default_row = (long)(t->first + k * S);
                 t->default_group = g;
             }
-            if (tuned_better(&g, have_best ? &t->best_group : NULL)) {
+            if (!excursion_ok(&g, v->max_excursion)) {
+                if (tuned_better(&g, have_excluded ? &t->excluded_group : NULL)) {
+                    t->excluded_row = (long)(t->first + k * S);
+                    t->excluded_group = g;
+                    have_excluded = 1;
+                }
+            } else if (tuned_better(&g, have_best ? &t->best_group : NULL)) {
                 t->best_row = (long)(t->first + k * S);
                 t->best_group = g;
+                best_k = k;
                 have_best = 1;
             }
+        }
+        /* An excluded run is worth telling only if it beat the best. */
+        if (have_excluded && have_best && !tuned_better(&t->excluded_group, &t->best_group))
+            t->excluded_row = -1;
+        t->best_edge = 0;
+        if (have_best && runs > 1) {
+            size_t below = 0, above = 0;
+
+            for (size_t k = 0; k < runs; k++) {
+                below += grid[k] < grid[best_k];
+                above += grid[k] > grid[best_k];
+            }
+            t->best_edge = below == 0 ? -1 : above == 0 ? 1 : 0;
         }
     }
 out:
@@ -810,6 +873,8 @@ int experiments_view(struct app *a, const char *id, const char *owner,
         rc = store_experiment_list_jobs(st, id, owner, &v->jobs, &v->n, e);
     if (rc == 0)
         rc = view_rows(st, v, e);
+    if (rc == 0 && strstr(v->x.spec ? v->x.spec : "", "\"tune\""))
+        rc = view_peaks(st, v, e);
     app_reader_done(a, st);
     if (rc == 0)
         rc = view_groups(v, e);

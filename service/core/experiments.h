@@ -18,6 +18,11 @@
 #define EXPERIMENTS_MAX_JOBS 256         /* max_experiment_jobs: variants x runs */
 #define EXPERIMENTS_MAX_ERRORS 32        /* problems told in one answer */
 #define EXPERIMENTS_MAX_SEEDS 16         /* max_seeds */
+/* The excursion rule of a tuned variant's best (docs/api.md, "Tuned
+   experiments"): a run whose relative gap ever rose above max_excursion
+   (its gap above that many times its start; this by default) is not
+   eligible. */
+#define EXPERIMENTS_MAX_EXCURSION 2.0
 
 enum experiments_outcome {
     EXPERIMENTS_CREATED,
@@ -54,6 +59,10 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
 int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
                            struct spec_problem *sp);
 
+/* The experiment's max_excursion (EXPERIMENTS_MAX_EXCURSION when not
+   given): a number >= 1, else -1 with sp naming the field. */
+int experiments_excursion_parse(const json_t *doc, double *out, struct spec_problem *sp);
+
 /* The experiment's oracle: 0 for "default" (or none given), 1 for "full"
    (every job batch "full"), -1 with sp naming the field. */
 int experiments_oracle_parse(const json_t *doc, struct spec_problem *sp);
@@ -75,6 +84,8 @@ struct experiment_row {
     int have;                   /* last is its latest row */
     ec_metric last;
     int reached;                /* its latest row is at or below target */
+    double peak;                /* its largest relative gap (tuned only;
+                                   else NaN) */
 };
 
 /* Quantiles of one measure over the runs of a group that reached the
@@ -91,6 +102,7 @@ struct experiment_spread {
 struct experiment_group {
     size_t *rows, n;
     size_t reached, finished;
+    double peak;                /* the largest of its runs' peaks */
     struct experiment_spread rounds, bits_up, seconds, grad_evals;
 };
 
@@ -111,6 +123,12 @@ struct experiment_tuned {
     long default_row, best_row;
     size_t finished;            /* runs no longer queued or running */
     struct experiment_group default_group, best_group;
+    /* The multiplier that would have been best but for the excursion
+       rule (-1: none), and where the best lies in the grid: -1 its
+       smallest, 1 its largest, 0 inside (or a grid of one). */
+    long excluded_row;
+    struct experiment_group excluded_group;
+    int best_edge;
 };
 
 struct experiment_view {
@@ -121,6 +139,7 @@ struct experiment_view {
     struct experiment_tuned *tuned;   /* per variant; NULL when not tuned */
     size_t ntuned;
     size_t seeds;                     /* seeds per variant (and multiplier) */
+    double max_excursion;             /* the excursion rule's bound */
     /* The runs grouped by everything but their seed, in first-row order
        (their rows lists point into group_rows, 0..n-1 grouped). */
     struct experiment_group *groups;

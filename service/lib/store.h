@@ -601,6 +601,11 @@ int store_metrics_count(struct store *st, const char *id, int64_t after,
 int store_metrics_count_owner(struct store *st, const char *owner, int64_t *count,
                               struct store_err *err);
 
+/* The largest relative gap of the job's rows (its worst excursion; NaN
+   when it has none): 0 or < 0. */
+int store_metrics_peak(struct store *st, const char *id, double *peak,
+                       struct store_err *err);
+
 /* The job's latest row: 1 when found, 0 when it has none yet, or < 0. */
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err);

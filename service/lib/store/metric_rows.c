@@ -278,6 +278,30 @@ int store_metrics_count_owner(struct store *st, const char *owner, int64_t *coun
     return rc;
 }
 
+int store_metrics_peak(struct store *st, const char *id, double *peak,
+                       struct store_err *err)
+{
+    struct use u;
+    int64_t seq;
+    int rc;
+
+    *peak = NAN;
+    if ((rc = store__job_seq(st, id, &seq, err)) < 0)
+        return rc;
+    u = use(st, SQL_METRIC_PEAK);
+    bind_int(&u, 1, seq);
+    rc = step(&u);
+    if (rc == SQLITE_ROW) {
+        if (sqlite3_column_type(u.s, 0) != SQLITE_NULL)
+            *peak = sqlite3_column_double(u.s, 0);
+        rc = 0;
+    } else {
+        rc = store__sql_fail(st->db, err, rc, "read the metrics' peak");
+    }
+    done(&u);
+    return rc;
+}
+
 int store_metrics_last(struct store *st, const char *id, ec_metric *row,
                        struct store_err *err)
 {

@@ -199,6 +199,8 @@ enum job_column {
       " (SELECT seq FROM jobs WHERE owner = ?1)")                          \
     X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
                        " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
+    X(SQL_METRIC_PEAK, "SELECT max(rel_gap) FROM metric_numbers"           \
+                       " WHERE job_seq = ?1")                              \
     X(SQL_PSTAR_GET,                                                       \
       "SELECT p_star, method, bound, computed_at FROM pstar"               \
       " WHERE dataset_sha256 = ?1 AND loss = ?2 AND lambda1 = ?3"          \
