@@ -81,8 +81,9 @@ START_TEST(test_mpi_rows_equal_process)
         " \"compressor\": {\"type\": \"dither\", \"s\": 3}, \"max_rounds\": 100, \"eval_every\": 10}",
     };
     /* Their exit statuses, the same on both backends: each ends at its
-     * round budget, the second with its gap above its start's (2.2). */
-    static const int status[] = {5, 3, 5};
+     * round budget above its target (the second's gap climbs to 2.7 at
+     * round 90 and is back to 0.96 at 100), so 5, budget_exhausted. */
+    static const int status[] = {5, 5, 5};
 
     for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
         char spec[64], cmd[2048], *a, *b;
