@@ -115,6 +115,42 @@ static void print_estimate(FILE *o, const struct coord_job *j)
     fputc('\n', o);
 }
 
+/* ECLK's rule, guard and step as resolved (docs/algorithms.md, "ECLK's
+ * rules"), continuing the parameters line. */
+static void print_eclk_rule(FILE *o, const ec_params *prm)
+{
+    fprintf(o, "\ncontraction %s rule: delta_eff = %.4g, inflation %.4g "
+               "(c = %g), L_delta = %.6g%s; guard ",
+            ec_eclk_rule_name(prm->eclk_rule), prm->delta_eff, prm->inflation,
+            prm->eclk_c, prm->L_delta,
+            prm->eclk_rule == EC_ECLK_ONLINE && prm->comp.type != EC_COMP_NONE
+                ? ", delta_eff follows the measured contraction" : "");
+    if (prm->eclk_guard)
+        fprintf(o, "on at %gx the best ||grad f(w)||", prm->eclk_guard_threshold);
+    else
+        fputs("off", o);
+    if (prm->step_given)
+        fputs("; step as given (theta1, eta, sigma follow the rule)", o);
+}
+
+/* ECLK's end record: where the rule ended and the guard's restarts. */
+static void print_eclk_end(FILE *o, const ec_eclk_report *r)
+{
+    uint64_t listed = r->restarts < EC_ECLK_RESTART_ROUNDS_MAX
+                          ? r->restarts : EC_ECLK_RESTART_ROUNDS_MAX;
+
+    fprintf(o, "contraction delta_eff %.4g at the end (%.4g..%.4g over the "
+               "run), inflation %.4g, %llu updates, %llu restarts",
+            r->delta_eff, r->delta_min, r->delta_max, r->inflation,
+            (unsigned long long)r->updates, (unsigned long long)r->restarts);
+    for (uint64_t i = 0; i < listed; i++)
+        fprintf(o, "%s%llu", i ? ", " : " at rounds ",
+                (unsigned long long)r->restart_rounds[i]);
+    if (listed < r->restarts)
+        fputs(", ...", o);
+    fputc('\n', o);
+}
+
 /* The parameters' line (and ECLK's contraction rule). */
 static void print_params(FILE *o, const ec_params *prm)
 {
@@ -128,12 +164,7 @@ static void print_params(FILE *o, const ec_params *prm)
         fprintf(o, ", theta1 = %.4g, theta2 = %.4g, eta = %.4g, L_eff = %.6g",
                 prm->theta1, prm->theta2, prm->eta, prm->L_eff);
     if (prm->algo == EC_ALGO_ECLK)
-        fprintf(o, "\ncontraction %s rule: delta_eff = %.4g, inflation %.4g "
-                   "(c = %g), L_delta = %.6g%s",
-                ec_eclk_rule_name(prm->eclk_rule), prm->delta_eff,
-                prm->inflation, prm->eclk_c, prm->L_delta,
-                prm->eclk_rule == EC_ECLK_ONLINE
-                    ? "; delta_eff follows the measured contraction" : "");
+        print_eclk_rule(o, prm);
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA))
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);
@@ -245,12 +276,8 @@ static void print_summary(FILE *o, const ec_summary *sum, const ec_params *prm)
                     param == EC_COMP_PARAM_NONE ? "d values" : "k indices + k values");
         fprintf(o, ", %.1f bytes down per worker per round\n", r->wire_down / sum->rounds);
     }
-    if (prm->algo == EC_ALGO_ECLK && prm->eclk_rule == EC_ECLK_ONLINE)
-        fprintf(o, "contraction delta_eff %.4g at the end (%.4g..%.4g over the "
-                   "run), inflation %.4g, %llu updates, %llu restarts\n",
-                sum->eclk.delta_eff, sum->eclk.delta_min, sum->eclk.delta_max,
-                sum->eclk.inflation, (unsigned long long)sum->eclk.updates,
-                (unsigned long long)sum->eclk.restarts);
+    if (prm->algo == EC_ALGO_ECLK)
+        print_eclk_end(o, &sum->eclk);
     fprintf(o, "wall time  %.3f s\n", r->seconds);
     {
         struct coord_usage u = coord_usage_now(sum);

@@ -166,6 +166,24 @@ json_t *describe_params(const ec_params *prm)
         json_object_set_new(o, "sigma", describe_real(prm->sigma));
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
     }
+    if (prm->algo == EC_ALGO_ECLK) {
+        /* What ran (docs/algorithms.md, "ECLK's rules"): delta_rule is
+         * eclk_rule's older name. */
+        json_object_set_new(o, "eclk_rule",
+                            json_string(ec_eclk_rule_name(prm->eclk_rule)));
+        json_object_set_new(o, "delta_rule",
+                            json_string(ec_eclk_rule_name(prm->eclk_rule)));
+        json_object_set_new(o, "eclk_guard", json_boolean(prm->eclk_guard));
+        json_object_set_new(o, "eclk_guard_threshold",
+                            prm->eclk_guard ? describe_real(prm->eclk_guard_threshold)
+                                            : json_null());
+        json_object_set_new(o, "step_source",
+                            json_string(prm->step_given ? "step_size" : "rule"));
+        json_object_set_new(o, "delta_eff", describe_real(prm->delta_eff));
+        json_object_set_new(o, "inflation", describe_real(prm->inflation));
+        json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
+        json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
+    }
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA)) {
         json_object_set_new(o, "shift_compressor",
                             json_string(ec_comp_name(prm->shift_comp.type)));
@@ -239,6 +257,18 @@ json_t *describe_splits(void)
                               json_pack("{s:s, s:s}", "name",
                                         ec_split_name((ec_split)s), "summary",
                                         ec_split_summary((ec_split)s)));
+    return list;
+}
+
+json_t *describe_eclk_rules(void)
+{
+    json_t *list = json_array();
+
+    for (int r = 0; list && r < EC_ECLK_RULE_COUNT; r++)
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:b}", "name", ec_eclk_rule_name((ec_eclk_rule)r),
+                            "summary", ec_eclk_rule_summary((ec_eclk_rule)r), "default",
+                            r == EC_ECLK_RULE_DEFAULT));
     return list;
 }
 
@@ -536,19 +566,23 @@ int describe_metric_doc_check(const char *doc, size_t len)
 
 int describe_metric_from_json(json_t *o, ec_metric *m)
 {
-    /* The counts first: a row without them is not read at all. */
+    /* The counts first: a row with a bad one, or without its round, is
+     * not read at all; a count a row stored before it existed lacks (such
+     * as restarts) is 0. */
     for (size_t i = 0; i < NFIELDS; i++) {
         json_t *v = json_object_get(o, fields[i].name);
 
-        if (fields[i].kind == KIND_COUNT &&
-            (!json_is_integer(v) || json_integer_value(v) < 0))
+        if (fields[i].kind != KIND_COUNT ||
+            (!v && fields[i].off != offsetof(ec_metric, round)))
+            continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
             return -1;
     }
     for (size_t i = 0; i < NFIELDS; i++) {
         json_t *v = json_object_get(o, fields[i].name);
 
         if (fields[i].kind == KIND_COUNT)
-            *count_of(m, &fields[i]) = (uint64_t)json_integer_value(v);
+            *count_of(m, &fields[i]) = v ? (uint64_t)json_integer_value(v) : 0;
         else
             *field_of(m, &fields[i]) = json_is_number(v) ? json_number_value(v) : NAN;
     }
@@ -595,6 +629,22 @@ json_t *describe_metric(const ec_metric *r)
         }
     }
     return o;
+}
+
+json_t *describe_eclk_report(const ec_eclk_report *r)
+{
+    json_t *rounds = json_array();
+    uint64_t listed = r->restarts < EC_ECLK_RESTART_ROUNDS_MAX
+                          ? r->restarts : EC_ECLK_RESTART_ROUNDS_MAX;
+
+    for (uint64_t i = 0; rounds && i < listed; i++)
+        json_array_append_new(rounds, json_integer((json_int_t)r->restart_rounds[i]));
+    return json_pack("{s:o, s:o, s:o, s:o, s:I, s:I, s:o*}", "delta_eff",
+                     describe_real(r->delta_eff), "inflation",
+                     describe_real(r->inflation), "delta_min",
+                     describe_real(r->delta_min), "delta_max",
+                     describe_real(r->delta_max), "updates", (json_int_t)r->updates,
+                     "restarts", (json_int_t)r->restarts, "restart_rounds", rounds);
 }
 
 json_t *describe_summary(const ec_summary *sum)

@@ -39,7 +39,8 @@
     X(wire_up, REAL, "")                                               \
     X(wire_down, REAL, "")                                             \
     X(time, REAL, "%.6f")                                                   \
-    X(grad_evals, REAL, "")
+    X(grad_evals, REAL, "")                                            \
+    X(restarts, COUNT, "%llu")
 
 /* The field's name as a string and a comma: {DESCRIBE_METRIC_FIELDS(
    DESCRIBE_METRIC_NAME)} is the array of the names. */
@@ -64,7 +65,12 @@ json_t *describe_compressors(void);
 json_t *describe_losses(void);
 /* The splits: [{name, summary}], from EC_SPLITS. */
 json_t *describe_splits(void);
+/* ECLK's rules (EC_ECLK_RULES): name, summary and whether it is the default. */
+json_t *describe_eclk_rules(void);
 json_t *describe_metric(const ec_metric *row);
+/* ECLK's end record (api/report-format.md, "final"): {delta_eff,
+ * inflation, delta_min, delta_max, updates, restarts, restart_rounds}. */
+json_t *describe_eclk_report(const ec_eclk_report *r);
 /* A file's identity, {dev, ino, size, mtime_ns, ctime_ns}: a file replaced
    by rename (as uploads are) has another inode, one changed in place
    another ctime. The P* hint carries it (api/report-format.md). */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecopt/algo.h"
 #include "ecopt/error.h"
 #include "utf8.h"
 
@@ -20,8 +21,9 @@
 static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
-    "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
-    "max_seconds", "name", "labels", "backend", "procs",
+    "eclk_rule", "eclk_guard", "eclk_guard_threshold", "max_rounds", "target",
+    "eval_every", "seed", "split", "split_alpha", "shuffle", "max_seconds",
+    "name", "labels", "backend", "procs",
 };
 
 static const char *const compressor_keys[] = {"type", "k", "k_frac", "s"};
@@ -511,6 +513,46 @@ static size_t algo_names(const char **names)
     return n;
 }
 
+static size_t eclk_rule_names(const char **names)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < EC_ECLK_RULE_COUNT && n < MAX_NAMES; i++)
+        names[n++] = ec_eclk_rule_name((ec_eclk_rule)i);
+    return n;
+}
+
+/*
+ * ECLK's rule and guard (docs/algorithms.md, "ECLK's rules"): eclk only; a
+ * threshold needs the guard on.
+ */
+static void read_eclk(struct check *c, json_t *doc, ec_job *job)
+{
+    static const char *const keys[] = {"eclk_rule", "eclk_guard",
+                                       "eclk_guard_threshold"};
+    const char *names[MAX_NAMES];
+    size_t n = eclk_rule_names(names), index;
+    int on;
+
+    if (job->algorithm != EC_ALGO_ECLK) {
+        for (size_t i = 0; i < COUNT_OF(keys); i++)
+            if (member(doc, keys[i]))
+                fail(c, keys[i], NULL, "applies to algorithm eclk only (got %s)",
+                     ec_algo_name(job->algorithm));
+        return;
+    }
+    if (read_choice(c, "eclk_rule", member(doc, "eclk_rule"), names, n, &index) == 1)
+        job->eclk_rule = (int)index;
+    if (read_bool(c, "eclk_guard", member(doc, "eclk_guard"), &on) == 1)
+        job->eclk_guard = on;
+    if (read_number(c, "eclk_guard_threshold", member(doc, "eclk_guard_threshold"),
+                    (struct range){1, EC_ECLK_GUARD_THRESHOLD_MAX, 1, 0},
+                    &job->eclk_guard_threshold) == 1 &&
+        job->eclk_guard == 0)
+        fail(c, "eclk_guard_threshold", NULL,
+             "cannot be given with eclk_guard false; a threshold needs the guard on");
+}
+
 static size_t loss_names(const char **names)
 {
     size_t n = 0;
@@ -854,6 +896,8 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     if (has_step && has_multiplier)
         fail(c, "step_size", NULL, "cannot be given together with "
                                    "step_multiplier; give one of them");
+
+    read_eclk(c, doc, job);
 
     if (read_int(c, "max_rounds", member(doc, "max_rounds"), 1,
                  (long long)EC_JOB_MAX_ROUNDS, &x) == 1)

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "ecopt/algo.h"
+
 /* ---- The canonical form ---------------------------------------------- */
 
 /* A field that is not set (null) is left out: the JobSpec schema has no
@@ -67,6 +69,12 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "step_multiplier",
         isnan(job->step_size) ? json_real(job->step_multiplier) : json_null(),
         &ok);
+    put(doc, "eclk_rule",
+        job->eclk_rule >= 0 ? json_string(ec_eclk_rule_name((ec_eclk_rule)job->eclk_rule))
+                            : json_null(), &ok);
+    put(doc, "eclk_guard", job->eclk_guard >= 0 ? json_boolean(job->eclk_guard) : json_null(),
+        &ok);
+    put(doc, "eclk_guard_threshold", real_or_null(job->eclk_guard_threshold), &ok);
     put(doc, "max_rounds", json_integer((json_int_t)job->max_rounds), &ok);
     put(doc, "target", json_real(job->target), &ok);
     put(doc, "eval_every", json_integer(job->eval_every), &ok);

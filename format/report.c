@@ -125,25 +125,15 @@ json_t *report_params_json(const ec_params *prm)
 {
     json_t *o = describe_params(prm);
 
+    /* ECLK's rule, guard and constants are describe_params' own. */
     if (o && prm->algo == EC_ALGO_EF21)
         json_object_set_new(o, "step_factor", describe_real(prm->step_factor));
-    if (o && prm->algo == EC_ALGO_ECLK) {
-        json_object_set_new(o, "delta_rule",
-                            json_string(ec_eclk_rule_name(prm->eclk_rule)));
-        json_object_set_new(o, "delta_eff", describe_real(prm->delta_eff));
-        json_object_set_new(o, "inflation", describe_real(prm->inflation));
-        json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
-        json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
-    }
     return o;
 }
 
 json_t *report_eclk_json(const ec_eclk_report *r)
 {
-    return json_pack("{s:f, s:f, s:f, s:f, s:I, s:I}", "delta_eff", r->delta_eff,
-                     "inflation", r->inflation, "delta_min", r->delta_min,
-                     "delta_max", r->delta_max, "updates", (json_int_t)r->updates,
-                     "restarts", (json_int_t)r->restarts);
+    return describe_eclk_report(r);
 }
 
 void report_start(struct report_writer *w, const char *backend, const ec_dataset *ds,
@@ -230,6 +220,8 @@ void report_parse(json_t *rec, struct report_record *out)
         rss = json_object_get(json_object_get(rec, "usage"), "rss_sum_bytes");
         if (json_is_integer(rss) && json_integer_value(rss) >= 0)
             out->rss_sum_bytes = (long long)json_integer_value(rss);
+        if (json_is_object(json_object_get(rec, "eclk")))
+            out->eclk = json_object_get(rec, "eclk");
     }
 }
 

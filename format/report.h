@@ -96,6 +96,8 @@ struct report_record {
     const char *stop;           /* ec_stop_name or "start_failed"; NULL */
     const char *reason;         /* "" when absent */
     long long rss_sum_bytes;    /* usage.rss_sum_bytes; -1 when absent */
+    json_t *eclk;               /* ECLK's end record, borrowed; NULL when
+                                   absent or not an object */
 };
 
 /* The record of a parsed line (a JSON object). */

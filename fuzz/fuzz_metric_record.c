@@ -66,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(doc);
         return 0;
     }
-    if (describe_metric_doc_read(doc, (size_t)n, &m2) < 0 || m2.round != m.round)
+    if (describe_metric_doc_read(doc, (size_t)n, &m2) < 0 || m2.round != m.round ||
+        m2.restarts != m.restarts)
         fail("the document is not read back", doc);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!same(field(&m2, i), field(&m, i)))
@@ -81,8 +82,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         !json_is_integer(json_object_get(rec, "v")) ||
         json_integer_value(json_object_get(rec, "v")) != 1 ||
         !json_is_integer(json_object_get(rec, "round")) ||
-        (uint64_t)json_integer_value(json_object_get(rec, "round")) != m.round)
-        fail("type, v or round differ", line);
+        (uint64_t)json_integer_value(json_object_get(rec, "round")) != m.round ||
+        !json_is_integer(json_object_get(rec, "restarts")) ||
+        (uint64_t)json_integer_value(json_object_get(rec, "restarts")) != m.restarts)
+        fail("type, v, round or restarts differ", line);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         json_t *v = json_object_get(rec, keys[i]);
         if (!(json_is_real(v) || json_is_null(v)) ||
@@ -97,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The writer's text of this row reads back as the same row. */
     n = describe_metric_record(&m, again, sizeof again);
     if (n < 0 || describe_metric_record_read(again, (size_t)n, &m2, doc2) < 0 ||
-        m2.round != m.round)
+        m2.round != m.round || m2.restarts != m.restarts)
         fail("the row written again is not read back", again);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!same(field(&m2, i), field(&m, i)))

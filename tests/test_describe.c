@@ -307,7 +307,7 @@ START_TEST(test_reader_edges)
     static const char base[] =
         "{\"P\":%s,\"bits_down\":0.0,\"bits_up\":0.0,\"gap\":0.0,\"grad_evals\":0.0,"
         "\"grad_norm\":0.0,"
-        "\"paper_bits\":0.0,\"rel_gap\":0.0,\"round\":%s,\"seconds\":0.0,"
+        "\"paper_bits\":0.0,\"rel_gap\":0.0,\"restarts\":0,\"round\":%s,\"seconds\":0.0,"
         "\"time\":0.0,\"type\":\"metric\",\"v\":1,\"wire_down\":0.0,\"wire_up\":0.0}";
     static const struct {
         const char *p, *round;
@@ -380,8 +380,14 @@ START_TEST(test_doc_before_time)
     const char *spaced = "{ \"round\": 3, \"P\": 0.5, \"bits_down\": 8, \"bits_up\": 4,"
                          " \"gap\": null, \"grad_norm\": 0, \"paper_bits\": 64,"
                          " \"rel_gap\": 1, \"seconds\": 1, \"wire_down\": 2,"
-                         " \"wire_up\": 1, \"time\": 1e9, \"grad_evals\": 4 }";
+                         " \"wire_up\": 1, \"time\": 1e9, \"grad_evals\": 4, \"restarts\": 2 }";
+    /* one stored before restarts existed: read with 0 restarts */
+    const char *no_restarts = "{ \"round\": 4, \"P\": 0.5, \"time\": 1e9 }";
 
+    ck_assert(!describe_metric_doc_check(no_restarts, strlen(no_restarts)));
+    back.restarts = 7;
+    ck_assert_int_eq(describe_metric_doc_read(no_restarts, strlen(no_restarts), &back), 0);
+    ck_assert(back.round == 4 && back.restarts == 0 && back.time == 1e9);
     ck_assert(!describe_metric_doc_check(old, strlen(old)));
     ck_assert(describe_metric_doc_check(spaced, strlen(spaced)));
     ck_assert(!describe_metric_doc_check("[1]", 3));
@@ -399,20 +405,20 @@ START_TEST(test_doc_before_time)
 }
 END_TEST
 
-/* The CSV's last columns are time and grad_evals; a row that cannot fit
-   is refused whole. */
+/* The CSV's last columns are time, grad_evals and restarts; a row that
+   cannot fit is refused whole. */
 START_TEST(test_csv_time)
 {
     ec_metric m = {.round = 7, .seconds = 0.5, .time = 1796174227.266699,
-                   .grad_evals = 12.5};
+                   .grad_evals = 12.5, .restarts = 3};
     char line[512];
     size_t hl = strlen(describe_csv_header);
     int n;
 
-    ck_assert_str_eq(describe_csv_header + hl - 26, ",wire_down,time,grad_evals");
+    ck_assert_str_eq(describe_csv_header + hl - 35, ",wire_down,time,grad_evals,restarts");
     n = describe_csv_row(&m, line, sizeof line);
     ck_assert_int_gt(n, 0);
-    ck_assert_str_eq(line + n - 23, ",1796174227.266699,12.5");
+    ck_assert_str_eq(line + n - 25, ",1796174227.266699,12.5,3");
     m.seconds = 1e300;       /* "%.6f": 300 digits and more */
     ck_assert_int_eq(describe_csv_row(&m, line, 200), -1);
 }

@@ -6,6 +6,7 @@
 #include "ecopt/algo.h"
 #include "ecopt/data.h"
 #include "ecopt/problem.h"
+#include "ecopt/proc.h"
 #include "ecopt/run.h"
 #include "ecopt/wire.h"
 #include "testutil.h"
@@ -102,26 +103,87 @@ START_TEST(test_resolved_parameters)
     ck_assert_double_eq(p.sigma, pb.mu / p.L_delta);
     ck_assert_double_eq(p.gamma, p.eta / p.L_delta);
 
-    /* Q = none: nothing to inflate, and the same constants as L-Katyusha,
-     * whose default p is ECLK's rule at delta = 1. */
-    ck_assert_int_eq(pn.eclk_rule, EC_ECLK_NOMINAL);
+    /* Q = none: nothing to inflate or measure, and the same constants as
+     * L-Katyusha, whose default p is ECLK's rule at delta = 1. */
+    ck_assert_int_eq(pn.eclk_rule, EC_ECLK_RULE_DEFAULT);
     ck_assert_double_eq(pn.inflation, 1.0);
     ck_assert_double_eq(pn.L_delta, pn.L_eff);
     ck_assert_double_eq(pn.p, 1.0);
     ck_assert_double_eq(pl.p, 1.0);
     ck_assert(pn.gamma == pl.gamma && pn.theta1 == pl.theta1 &&
               pn.eta == pl.eta && pn.sigma == pl.sigma);
+    ck_assert_int_eq(pl.eclk_guard, 0);
 
-    /* A given step: the nominal rule, and the step as given. */
-    ck_assert_int_eq(ps.eclk_rule, EC_ECLK_NOMINAL);
+    /* A given step keeps the default rule (it no longer switches it):
+     * theta1, eta and sigma follow the rule, the step is as given. */
+    ck_assert_int_eq(ps.eclk_rule, EC_ECLK_RULE_DEFAULT);
+    ck_assert_int_eq(ps.step_given, 1);
     ck_assert_double_eq(ps.gamma, 0.5);
     ck_assert_double_gt(ps.inflation, 40.0);
+    ck_assert_double_eq(ps.sigma, pb.mu / ps.L_delta);
+    ck_assert_int_eq(ps.eclk_guard, EC_ECLK_GUARD_DEFAULT);
     ec_problem_clear(&pb);
 }
 END_TEST
 
-static void run(const ec_dataset *ds, const ec_job *job, int plain,
-                struct rows *rs, ec_params *prm, ec_summary *sum)
+/*
+ * Each rule of the table is selectable, and its constants are those of
+ * docs/algorithms.md, "ECLK's rules": plain is L-Katyusha's from L_eff
+ * (inflation 1, the compressor ignored); nominal and online start from
+ * the inflation at the nominal delta. The guard is on at 10x by default,
+ * off or at another threshold when asked.
+ */
+START_TEST(test_rules_selectable)
+{
+    ec_job job = job_for("eclk", EC_COMP_TOPK, 1);
+    ec_problem pb;
+    ec_params p;
+    ec_err e = {0};
+
+    load(&mushrooms, "mushrooms");
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+    for (int r = 0; r < EC_ECLK_RULE_COUNT; r++) {
+        double infl;
+
+        job.eclk_rule = r;
+        ck_assert_msg(ec_params_resolve(&job, &pb, &p, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(p.eclk_rule, r);
+        infl = r == EC_ECLK_PLAIN ? 1.0 : ec_eclk_inflation(p.delta, 0.5);
+        ck_assert_double_eq(p.inflation, infl);
+        ck_assert_double_eq(p.delta_eff, p.delta);
+        ck_assert_double_eq(p.L_delta, infl * p.L_eff);
+        ck_assert_double_eq(p.sigma, pb.mu / p.L_delta);
+        ck_assert_double_eq(p.theta2, 0.5);
+        ck_assert_double_eq(p.theta1, fmin(sqrt(2.0 * p.sigma / (3.0 * p.p)), 0.5));
+        ck_assert_double_eq(p.eta, p.theta2 / ((1.0 + p.theta2) * p.theta1));
+        ck_assert_double_eq(p.gamma, p.eta / p.L_delta);
+        ck_assert_double_eq(p.p, fmax(1.0 / p.m, p.delta));
+        ck_assert_int_eq(p.eclk_guard, 1);
+        ck_assert_double_eq(p.eclk_guard_threshold, EC_ECLK_GUARD_THRESHOLD);
+    }
+    ck_assert_double_eq(EC_ECLK_GUARD_THRESHOLD, 10.0);
+    job.eclk_guard = 0;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), 0);
+    ck_assert_int_eq(p.eclk_guard, 0);
+    job.eclk_guard = 1;
+    job.eclk_guard_threshold = 4.0;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), 0);
+    ck_assert_double_eq(p.eclk_guard_threshold, 4.0);
+    job.eclk_guard_threshold = 1.0;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "eclk_guard_threshold"));
+
+    /* The fields are eclk's alone. */
+    job = job_for("lkatyusha", EC_COMP_NONE, 0);
+    job.eclk_rule = EC_ECLK_NOMINAL;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "eclk only"));
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+static void run(const ec_dataset *ds, const ec_job *job, struct rows *rs,
+                ec_params *prm, ec_summary *sum)
 {
     ec_problem pb;
     ec_err e = {0};
@@ -131,8 +193,6 @@ static void run(const ec_dataset *ds, const ec_job *job, int plain,
     ck_assert_msg(ec_problem_init(&pb, ds, job, &e) == 0, "%s", e.msg);
     ck_assert_msg(ec_problem_solve(&pb, &e) == 0, "%s", e.msg);
     ck_assert_msg(ec_params_resolve(job, &pb, prm, &e) == 0, "%s", e.msg);
-    if (plain)
-        ec_params_set_eclk(prm, EC_ECLK_PLAIN, prm->delta);
     ck_assert_msg(ec_run_inproc(&pb, prm, job, keep, rs, sum, &e) == 0, "%s",
                   e.msg);
     ec_problem_clear(&pb);
@@ -150,8 +210,8 @@ START_TEST(test_online_deterministic)
 
     load(&mushrooms, "mushrooms");
     job.max_rounds = 800;
-    run(&mushrooms, &job, 0, &a, &pa, &sa);
-    run(&mushrooms, &job, 0, &b, &pb, &sb);
+    run(&mushrooms, &job, &a, &pa, &sa);
+    run(&mushrooms, &job, &b, &pb, &sb);
     ck_assert_uint_eq(a.n, b.n);
     for (unsigned i = 0; i < a.n; i++) {
         a.r[i].seconds = b.r[i].seconds = 0;
@@ -180,16 +240,19 @@ END_TEST
 START_TEST(test_a9a_randk1_converges)
 {
     static struct rows def, plain;
-    ec_job job = job_for("eclk", EC_COMP_RANDK, 1);
+    ec_job job = job_for("eclk", EC_COMP_RANDK, 1), jp;
     ec_params p;
     ec_summary s;
 
     load(&a9a, "a9a");
     job.max_rounds = 3000;
     job.eval_every = 10;
-    run(&a9a, &job, 1, &plain, &p, &s);
+    jp = job;
+    jp.eclk_rule = EC_ECLK_PLAIN;
+    jp.eclk_guard = 0;
+    run(&a9a, &jp, &plain, &p, &s);
     ck_assert_double_gt(plain.max_gap, 2.0);
-    run(&a9a, &job, 0, &def, &p, &s);
+    run(&a9a, &job, &def, &p, &s);
     ck_assert_int_eq(s.stop, EC_STOP_MAX_ROUNDS);
     ck_assert_double_le(def.max_gap, 1.0);
     ck_assert_double_lt(s.last.rel_gap, 0.05);
@@ -197,6 +260,90 @@ START_TEST(test_a9a_randk1_converges)
                     "gap %.3g at %llu, inflation %.3g\n",
             plain.max_gap, def.max_gap, s.last.rel_gap,
             (unsigned long long)s.rounds, s.eclk.inflation);
+}
+END_TEST
+
+/*
+ * The guard's restart path (docs/algorithms.md, "ECLK's guard"): plain
+ * constants at 4 times their step on heart_scale with top-1 grow until
+ * ||grad f(w)|| passes 10x its best; the guard restarts from the best
+ * snapshot with the inflation doubled, counts the restart and its round,
+ * and the metric column marks it: 0 in every row before that round, the
+ * count from the first row after. Without the guard the same job takes
+ * more than twice the rounds. The rows are the same on the process
+ * backend.
+ */
+START_TEST(test_guard_restarts)
+{
+    static struct rows on, off, procs;
+    static ec_dataset heart;
+    ec_job job = job_for("eclk", EC_COMP_TOPK, 1);
+    ec_params p;
+    ec_summary s, s2;
+    ec_problem pb;
+    ec_err e = {0};
+    uint64_t first, off_rounds;
+
+    load(&heart, "heart_scale");
+    job.workers = 4;
+    job.eclk_rule = EC_ECLK_PLAIN;
+    job.step_multiplier = 4.0;
+    job.max_rounds = 3000;
+    job.target = 1e-6;
+    run(&heart, &job, &on, &p, &s);
+    ck_assert_int_eq(s.stop, EC_STOP_TARGET);
+    ck_assert_uint_ge(s.eclk.restarts, 1);
+    first = s.eclk.restart_rounds[0];
+    ck_assert_uint_gt(first, 0);
+    ck_assert_double_eq(s.eclk.inflation, ldexp(1.0, (int)s.eclk.restarts));
+    for (uint64_t i = 1; i < s.eclk.restarts && i < EC_ECLK_RESTART_ROUNDS_MAX; i++)
+        ck_assert_uint_gt(s.eclk.restart_rounds[i], s.eclk.restart_rounds[i - 1]);
+    for (unsigned i = 0; i < on.n; i++) {
+        if (on.r[i].round < first)
+            ck_assert_uint_eq(on.r[i].restarts, 0);
+        else
+            ck_assert_uint_ge(on.r[i].restarts, 1);
+    }
+    ck_assert_uint_eq(on.r[on.n - 1].restarts, s.eclk.restarts);
+    ck_assert_uint_eq(s.last.restarts, s.eclk.restarts);
+
+    job.eclk_guard = 0;
+    run(&heart, &job, &off, &p, &s2);
+    ck_assert_uint_eq(s2.eclk.restarts, 0);
+    ck_assert_double_eq(s2.eclk.inflation, 1.0);
+    /* Here the restart saves rounds: without it the oscillation takes
+     * more than twice as long to die down. */
+    ck_assert_uint_gt(s2.rounds, 2 * s.rounds);
+    off_rounds = s2.rounds;
+    for (unsigned i = 0; i < off.n; i++)
+        ck_assert_uint_eq(off.r[i].restarts, 0);
+
+    /* The workers' processes see the same restarts: the same rows. */
+    job.eclk_guard = 1;
+    procs.n = 0;
+    ck_assert_msg(ec_problem_init(&pb, &heart, &job, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_problem_solve(&pb, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_params_resolve(&job, &pb, &p, &e) == 0, "%s", e.msg);
+    {
+        ec_proc_opts opts = {0};
+
+        opts.procs = 2;
+        ck_assert_msg(ec_run_process(&pb, &p, &job, &opts, keep, &procs, &s2, &e) == 0,
+                      "%s", e.msg);
+    }
+    ck_assert_uint_eq(procs.n, on.n);
+    for (unsigned i = 0; i < on.n; i++) {
+        ck_assert_uint_eq(procs.r[i].restarts, on.r[i].restarts);
+        ck_assert(procs.r[i].rel_gap == on.r[i].rel_gap);
+    }
+    ck_assert_int_eq(memcmp(s2.eclk.restart_rounds, s.eclk.restart_rounds,
+                            sizeof s.eclk.restart_rounds), 0);
+    ec_problem_clear(&pb);
+    fprintf(stderr, "eclk heart_scale top-1 plain x4: %llu restarts, the first at "
+                    "round %llu, target at %llu; without the guard at %llu\n",
+            (unsigned long long)s.eclk.restarts, (unsigned long long)first,
+            (unsigned long long)s.rounds, (unsigned long long)off_rounds);
+    ec_dataset_clear(&heart);
 }
 END_TEST
 
@@ -275,6 +422,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_inflation_formula);
     tcase_add_test(tc, test_resolved_parameters);
+    tcase_add_test(tc, test_rules_selectable);
+    tcase_add_test(tc, test_guard_restarts);
     tcase_add_test(tc, test_online_deterministic);
     tcase_add_test(tc, test_a9a_randk1_converges);
     tcase_add_test(tc, test_stats_on_the_wire);

@@ -109,6 +109,8 @@ static int spec_equal(const struct jobspec *a, const struct jobspec *b)
         !same_double(x->k_frac, y->k_frac) || x->batch != y->batch ||
         !same_double(x->p, y->p) || !same_double(x->step_size, y->step_size) ||
         !same_double(x->step_multiplier, y->step_multiplier) ||
+        x->eclk_rule != y->eclk_rule || x->eclk_guard != y->eclk_guard ||
+        !same_double(x->eclk_guard_threshold, y->eclk_guard_threshold) ||
         x->max_rounds != y->max_rounds || !same_double(x->target, y->target) ||
         x->eval_every != y->eval_every || x->seed != y->seed ||
         x->split != y->split || !same_double(x->split_alpha, y->split_alpha) ||
@@ -317,6 +319,9 @@ static const char *const round_trip_docs[] = {
     "{'dataset':'a9a','split':'dirichlet','split_alpha':0.05,'seed':7}",
     "{'dataset':'w8a','split':'label_skew'}",
     "{'dataset':'a9a','batch':'full','algorithm':'ec-lsvrg'}",
+    "{'dataset':'a9a','compressor':{'type':'topk','k':1},'eclk_rule':'plain',"
+    "'eclk_guard':true,'eclk_guard_threshold':4}",
+    "{'dataset':'a9a','eclk_rule':'nominal','eclk_guard':false,'step_size':0.5}",
 };
 
 START_TEST(test_round_trip)
@@ -452,6 +457,21 @@ static const struct bad_case bad_cases[] = {
      "must be a number > 0 (got 0)"},
     {WITH("'step_size':1,'step_multiplier':1"), "step_size",
      "cannot be given together with step_multiplier"},
+    {WITH("'eclk_rule':'fast'"), "eclk_rule",
+     "must be one of: plain, nominal, online (got \"fast\")"},
+    {WITH("'eclk_rule':1"), "eclk_rule", "must be one of"},
+    {WITH("'eclk_guard':'on'"), "eclk_guard", "must be true or false"},
+    {WITH("'eclk_guard':1"), "eclk_guard", "must be true or false"},
+    {WITH("'eclk_guard_threshold':1"), "eclk_guard_threshold",
+     "must be a number in (1, 1000000] (got 1)"},
+    {WITH("'eclk_guard_threshold':1e7"), "eclk_guard_threshold", "(got 10000000.0)"},
+    {WITH("'eclk_guard_threshold':'10x'"), "eclk_guard_threshold", "(got \"10x\")"},
+    {WITH("'eclk_guard':false,'eclk_guard_threshold':4"), "eclk_guard_threshold",
+     "cannot be given with eclk_guard false"},
+    {WITH("'algorithm':'ec-gd','eclk_rule':'plain'"), "eclk_rule",
+     "applies to algorithm eclk only (got ec-gd)"},
+    {WITH("'algorithm':'lkatyusha','eclk_guard':true"), "eclk_guard",
+     "applies to algorithm eclk only (got lkatyusha)"},
     {WITH("'max_rounds':0"), "max_rounds",
      "must be an integer in 1..100000000 (got 0)"},
     {WITH("'max_rounds':100000001"), "max_rounds", "(got 100000001)"},
@@ -517,8 +537,8 @@ static const struct bad_case bad_cases[] = {
     {WITH("'workerz':20"), "workerz",
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
      "lambda2_rel, workers, algorithm, compressor, batch, p, step_size, "
-     "step_multiplier, max_rounds, target, eval_every, seed, split, "
-     "split_alpha, shuffle, "
+     "step_multiplier, eclk_rule, eclk_guard, eclk_guard_threshold, "
+     "max_rounds, target, eval_every, seed, split, split_alpha, shuffle, "
      "max_seconds, name, labels, backend"},
     {WITH("'Dataset':'x'"), "Dataset", "unknown key"},
     {WITH("'w\\u00f6rkers':1"), "w\u00f6rkers", "unknown key"},

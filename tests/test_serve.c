@@ -972,6 +972,120 @@ START_TEST(test_experiment_seeds_invalid)
 }
 END_TEST
 
+/*
+ * ECLK's rule, guard and end record through the service: a job whose plain
+ * constants at 4 times their step make the guard restart once (tests
+ * test_eclk.c, test_guard_restarts, runs the same job in the engine). Its
+ * resolved parameters say what ran; the end record (delta_eff range,
+ * inflation, the restarts and their rounds) is stored and shown in the
+ * job, the list, the metric rows' restarts column, compare, an
+ * experiment's table and its tuned runs. The fields of another algorithm
+ * are a 422 naming them.
+ */
+START_TEST(test_eclk_end_record)
+{
+    static const char base[] =
+        "\"dataset\": \"heart_scale\", \"workers\": 4, \"lambda2_rel\": 1e-3,"
+        " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 3000,"
+        " \"target\": 1e-6, \"eclk_rule\": \"plain\"";
+    struct server s;
+    struct reply r;
+    char spec[512], id[32], path[256];
+    json_t *job, *prm, *end, *page, *rows, *row;
+    long long first;
+
+    server_start(&s, 0);
+    snprintf(spec, sizeof spec, "{%s, \"step_multiplier\": 4}", base);
+    job_create(&s, ALICE, spec, id);
+    job = job_wait(&s, ALICE, id, "succeeded", 120);
+    prm = json_object_get(job, "params");
+    ck_assert_str_eq(json_string_value(json_object_get(prm, "eclk_rule")), "plain");
+    ck_assert(json_is_true(json_object_get(prm, "eclk_guard")));
+    ck_assert_double_eq(json_number_value(json_object_get(prm, "eclk_guard_threshold")), 10);
+    ck_assert_str_eq(json_string_value(json_object_get(prm, "step_source")), "rule");
+    ck_assert_double_eq(json_number_value(json_object_get(prm, "inflation")), 1);
+    end = json_object_get(job, "eclk");
+    ck_assert_msg(json_is_object(end), "%s", json_dumps(job, JSON_COMPACT));
+    ck_assert_int_eq(json_integer_value(json_object_get(end, "restarts")), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(end, "restart_rounds")), 1);
+    first = json_integer_value(json_array_get(json_object_get(end, "restart_rounds"), 0));
+    ck_assert_int_gt(first, 0);
+    ck_assert_double_eq(json_number_value(json_object_get(end, "inflation")), 2);
+    ck_assert(json_is_number(json_object_get(end, "delta_min")));
+    ck_assert(json_is_number(json_object_get(end, "delta_max")));
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(job, "latest"),
+                                                        "restarts")), 1);
+
+    /* The rows mark the restart: 0 before its round, 1 after. */
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?limit=1000", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    page = json_of(&r);
+    free(r.body);
+    rows = json_object_get(page, "rows");
+    ck_assert_int_gt(json_array_size(rows), 10);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        row = json_array_get(rows, i);
+        ck_assert_int_eq(json_integer_value(json_object_get(row, "restarts")),
+                         json_integer_value(json_object_get(row, "round")) >= first);
+    }
+    json_decref(page);
+    snprintf(path, sizeof path, "/v1/jobs/%s/metrics?format=csv&limit=2", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.body, ",time,grad_evals,restarts\n"));
+    free(r.body);
+
+    /* compare shows it per job */
+    snprintf(path, sizeof path, "/v1/compare?jobs=%s", id);
+    r = req(&s, "GET", path, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    page = json_of(&r);
+    free(r.body);
+    row = json_object_get(json_array_get(json_object_get(page, "comparison"), 0), "eclk");
+    ck_assert_str_eq(json_string_value(json_object_get(row, "eclk_rule")), "plain");
+    ck_assert_int_eq(json_integer_value(json_object_get(row, "restarts")), 1);
+    ck_assert(json_equal(json_object_get(row, "restart_rounds"),
+                         json_object_get(end, "restart_rounds")));
+    json_decref(page);
+    json_decref(job);
+
+    /* an experiment's table and its tuned runs: x4 restarts, x1 does not */
+    snprintf(spec, sizeof spec,
+             "{\"base\": {%s}, \"variants\": [{\"algorithm\": \"eclk\"}],"
+             " \"tune\": {\"step_multiplier\": [1, 4]}}", base);
+    r = req(&s, "POST", "/v1/experiments", ALICE, spec, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    page = experiment_wait(&s, path, 120);
+    rows = json_object_get(page, "comparison");
+    ck_assert_int_eq(json_array_size(rows), 2);
+    for (size_t i = 0; i < 2; i++) {
+        row = json_object_get(json_array_get(rows, i), "eclk");
+        ck_assert_str_eq(json_string_value(json_object_get(row, "eclk_rule")), "plain");
+        ck_assert_int_eq(json_integer_value(json_object_get(row, "restarts")), (int)i);
+    }
+    row = json_array_get(json_object_get(page, "tuned"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(row, "default"), "eclk"),
+                         "restarts")), 0);
+    ck_assert(json_is_object(json_object_get(json_object_get(row, "best"), "eclk")));
+    json_decref(page);
+
+    /* another algorithm's job may not name them */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"ec-gd\","
+            " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"eclk_guard\": false}",
+            NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_ptr_nonnull(strstr(r.body, "eclk_guard"));
+    ck_assert_ptr_nonnull(strstr(r.body, "applies to algorithm eclk only"));
+    free(r.body);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* Hostile tune grids: each a 422 naming the field, and no job made. */
 START_TEST(test_experiment_tune_invalid)
 {
@@ -1214,6 +1328,7 @@ int main(void)
     tcase_add_test(tc, test_experiment_seeds);
     tcase_add_test(tc, test_experiment_seeds_invalid);
     tcase_add_test(tc, test_experiment_excursion);
+    tcase_add_test(tc, test_eclk_end_record);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

@@ -121,7 +121,7 @@ START_TEST(test_ended_job_usage_and_row_times)
     snprintf(path, sizeof path, "/v1/jobs/%s/metrics?format=csv&limit=2", id);
     r = req(&s, "GET", path, ALICE, NULL, NULL);
     ck_assert_int_eq(r.status, 200);
-    ck_assert_ptr_nonnull(strstr(r.body, ",wire_down,time,grad_evals\n"));
+    ck_assert_ptr_nonnull(strstr(r.body, ",wire_down,time,grad_evals,restarts\n"));
     free(r.body);
     json_decref(job);
     server_stop(&s, SIGTERM);

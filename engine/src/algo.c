@@ -65,30 +65,13 @@ const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
     return NULL;
 }
 
-/*
- * ECLK's rule for its compressor: the margin c of the inflation
- * (docs/algorithms.md, "ECLK's constants"), and the guard's threshold, a
- * growth of ||grad f(w)|| past this many times the best seen
- * (docs/algorithms.md, "ECLK's guard").
- */
+/* The margin c of ECLK's inflation (docs/algorithms.md, "ECLK's
+ * constants"); the guard's threshold is EC_ECLK_GUARD_THRESHOLD unless the
+ * job gives one (docs/algorithms.md, "ECLK's guard"). */
 #define ECLK_C 0.5
-#define ECLK_GUARD 10.0
 /* EF21's default step, as a multiple of its theorem's (docs/algorithms.md,
  * "The baselines' steps"). */
 #define EF21_STEP_FACTOR 64.0
-
-const char *ec_eclk_rule_name(ec_eclk_rule r)
-{
-    switch (r) {
-    case EC_ECLK_PLAIN:
-        return "plain";
-    case EC_ECLK_NOMINAL:
-        return "nominal";
-    case EC_ECLK_ONLINE:
-        return "online";
-    }
-    return NULL;
-}
 
 double ec_eclk_inflation(double delta, double c)
 {
@@ -124,6 +107,35 @@ ec_comp_spec ec_shift_comp(const ec_comp_spec *comp)
         c.s = ec_comp_info_of(c.type)->param == EC_COMP_PARAM_S ? comp->s : 0;
     }
     return c;
+}
+
+/*
+ * ECLK's rule and guard as the job asks (docs/algorithms.md, "ECLK's
+ * rules"): the default rule is EC_ECLK_RULE_DEFAULT whether or not a step
+ * is given; a given step replaces gamma alone, theta1, eta and sigma still
+ * follow the rule. lkatyusha has neither: plain, no guard.
+ */
+static int eclk_resolve(const ec_job *job, ec_params *p, ec_err *e)
+{
+    ec_eclk_rule rule = job->eclk_rule < 0 ? EC_ECLK_RULE_DEFAULT
+                                           : (ec_eclk_rule)job->eclk_rule;
+    double threshold = isnan(job->eclk_guard_threshold)
+                           ? EC_ECLK_GUARD_THRESHOLD : job->eclk_guard_threshold;
+
+    if (p->algo != EC_ALGO_ECLK) {
+        ec_params_set_eclk(p, EC_ECLK_PLAIN, p->delta);
+        return 0;
+    }
+    if (!ec_eclk_rule_name(rule))
+        return ec_err_set(e, EC_EINVAL, "eclk_rule: unknown (%d)", (int)rule);
+    if (!(threshold > 1.0 && threshold <= EC_ECLK_GUARD_THRESHOLD_MAX))
+        return ec_err_set(e, EC_EINVAL,
+                          "eclk_guard_threshold must be in (1, %g] (got %g)",
+                          EC_ECLK_GUARD_THRESHOLD_MAX, threshold);
+    p->eclk_guard = job->eclk_guard < 0 ? EC_ECLK_GUARD_DEFAULT : job->eclk_guard != 0;
+    p->eclk_guard_threshold = threshold;
+    ec_params_set_eclk(p, rule, p->delta);
+    return 0;
 }
 
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
@@ -192,6 +204,13 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                               p->p);
     }
 
+    if (p->algo != EC_ALGO_ECLK &&
+        (job->eclk_rule >= 0 || job->eclk_guard >= 0 ||
+         !isnan(job->eclk_guard_threshold)))
+        return ec_err_set(e, EC_EINVAL,
+                          "eclk_rule, eclk_guard and eclk_guard_threshold "
+                          "apply to eclk only (algorithm %s)",
+                          ec_algo_name(p->algo));
     p->step_factor = 1.0;
     p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
@@ -211,14 +230,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
         p->mu = pb->mu;
         p->eclk_c = ECLK_C;
-        /* The online rule starts from the nominal delta, which is safe, and
-         * moves with the measured contraction; a given step, or nothing to
-         * measure (Q = none), keeps the nominal one. */
-        ec_params_set_eclk(p,
-                           p->algo == EC_ALGO_ECLK && p->comp.type != EC_COMP_NONE &&
-                                   !p->step_given
-                               ? EC_ECLK_ONLINE : EC_ECLK_NOMINAL,
-                           p->delta);
+        if (eclk_resolve(job, p, e) < 0)
+            return e ? e->code : EC_EINVAL;
         break;
     case EC_ALGO_GD:
     case EC_ALGO_EC_GD:
@@ -268,9 +281,17 @@ static void katyusha_x(ec_model *m)
         m->x[j] = m->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
 }
 
+/* The online rule measures the contraction; with Q = none there is
+ * nothing to measure (delta is 1), so nothing is measured or sent. */
 static int online(const ec_params *p)
 {
-    return p->algo == EC_ALGO_ECLK && p->eclk_rule == EC_ECLK_ONLINE;
+    return p->algo == EC_ALGO_ECLK && p->eclk_rule == EC_ECLK_ONLINE &&
+           p->comp.type != EC_COMP_NONE;
+}
+
+static int guarded(const ec_params *p)
+{
+    return p->algo == EC_ALGO_ECLK && p->eclk_guard;
 }
 
 /* The model's constants from a copy of prm with the given contraction and
@@ -287,7 +308,8 @@ static void model_constants(ec_model *m, double delta_eff, double guard)
         q.theta1 = fmin(sqrt(2.0 * q.sigma / (3.0 * q.p)), 0.5);
         q.eta = q.theta2 / ((1.0 + q.theta2) * q.theta1);
         q.theory_step = q.eta / q.L_delta;
-        q.gamma = q.step_multiplier * q.theory_step;
+        if (!q.step_given)
+            q.gamma = q.step_multiplier * q.theory_step;
     }
     m->gamma = q.gamma;
     m->theta1 = q.theta1;
@@ -318,13 +340,13 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w = calloc(d, sizeof *m->w);
         m->tmp = calloc(d, sizeof *m->tmp);
     }
-    if (online(prm)) {
+    if (guarded(prm)) {
         m->w_best = calloc(d, sizeof *m->w_best);
         m->u_best = calloc(d, sizeof *m->u_best);
     }
     if (!m->x || !m->u ||
         (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp)) ||
-        (online(prm) && (!m->w_best || !m->u_best))) {
+        (guarded(prm) && (!m->w_best || !m->u_best))) {
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
     }
@@ -364,6 +386,7 @@ void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out)
     out->delta_max = m->delta_max;
     out->updates = m->updates;
     out->restarts = m->restarts;
+    memcpy(out->restart_rounds, m->restart_rounds, sizeof out->restart_rounds);
 }
 
 const double *ec_model_point(const ec_model *m)
@@ -392,41 +415,58 @@ static double norm2(const double *v, uint32_t d)
 }
 
 /*
- * ECLK's online rule, on a coin round (w and u were just refreshed): the
- * workers' sums since the last coin round give the realised contraction
- * 1 - sum ||e'||^2 / sum ||e + gamma D||^2, and the constants follow it,
- * never below the nominal delta. The guard keeps the best snapshot by
- * ||grad f(w)|| and, when ||grad f(w)|| grows past guard times the best,
- * restarts from it with the inflation doubled.
+ * ECLK's guard, on a coin round (w and u were just refreshed): it keeps the
+ * best snapshot by ||grad f(w)|| and, when ||grad f(w)|| grows past the
+ * threshold times the best, restarts from it with the inflation doubled
+ * (docs/algorithms.md, "ECLK's guard"). 1 when it restarted.
  */
-static void online_update(ec_model *m, const ec_down *down)
+static int guard_check(ec_model *m)
 {
     const ec_params *p = m->prm;
     uint32_t d = m->d;
-    double gn = sqrt(norm2(m->u, d)), delta;
+    double gn = sqrt(norm2(m->u, d));
 
     if (gn < m->best_gnorm) {
         m->best_gnorm = gn;
         memcpy(m->w_best, m->w, d * sizeof *m->w);
         memcpy(m->u_best, m->u, d * sizeof *m->u);
-    } else if (gn > ECLK_GUARD * m->best_gnorm) {
-        /* Growth the estimate did not prevent: back to the best snapshot,
-         * with a doubled constant and a fresh estimate. The workers clear
-         * their error memories when they see the restart. */
-        memcpy(m->w, m->w_best, d * sizeof *m->w);
-        memcpy(m->y, m->w_best, d * sizeof *m->y);
-        memcpy(m->z, m->w_best, d * sizeof *m->z);
-        memcpy(m->u, m->u_best, d * sizeof *m->u);
-        m->restarts++;
-        m->guard *= 2.0;
-        m->est_in = m->est_out = 0.0;
-        model_constants(m, m->delta_eff, m->guard);
-        m->updates++;
-        return;
+        return 0;
     }
+    if (!(gn > p->eclk_guard_threshold * m->best_gnorm))
+        return 0;
+    /* Growth the rule did not prevent: back to the best snapshot, with a
+     * doubled constant and a fresh estimate. The workers clear their
+     * error memories when they see the restart. */
+    memcpy(m->w, m->w_best, d * sizeof *m->w);
+    memcpy(m->y, m->w_best, d * sizeof *m->y);
+    memcpy(m->z, m->w_best, d * sizeof *m->z);
+    memcpy(m->u, m->u_best, d * sizeof *m->u);
+    if (m->restarts < EC_ECLK_RESTART_ROUNDS_MAX)
+        m->restart_rounds[m->restarts] = m->round;
+    m->restarts++;
+    m->guard *= 2.0;
+    m->est_in = m->est_out = 0.0;
+    model_constants(m, m->delta_eff, m->guard);
+    m->updates++;
+    return 1;
+}
+
+/*
+ * On a coin round: the guard (when on), then the online rule (when it is
+ * the rule): the workers' sums since the last coin round give the realised
+ * contraction 1 - sum ||e'||^2 / sum ||e + gamma D||^2, and the constants
+ * follow it, never below the nominal delta.
+ */
+static void eclk_coin_update(ec_model *m, const ec_down *down)
+{
+    const ec_params *p = m->prm;
+    double delta;
+
+    if (guarded(p) && guard_check(m))
+        return;
     /* The memories start empty: the first 1/delta rounds would flatter the
      * compressor, so they are not counted. */
-    if (!down->has_stats || !(down->ef_in > 0.0) ||
+    if (!online(p) || !down->has_stats || !(down->ef_in > 0.0) ||
         (double)m->round * p->delta < 1.0)
         return;
     m->est_in += down->ef_in;
@@ -473,8 +513,8 @@ void ec_model_apply(ec_model *m, const ec_down *down)
             m->z[j] = m->tmp[j];
         }
         m->round++;
-        if (online(p) && m->coin)
-            online_update(m, down);
+        if (m->coin && (online(p) || guarded(p)))
+            eclk_coin_update(m, down);
         draw_coin(m);
         katyusha_x(m);
         return;

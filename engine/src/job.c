@@ -107,6 +107,35 @@ int ec_loss_from_name(const char *name, ec_loss *out)
     return 0;
 }
 
+static const struct {
+    const char *name, *summary;
+} eclk_rule_rows[EC_ECLK_RULE_COUNT] = {
+#define EC_ECLK_RULE_ROW(id, name, summary) [id] = {name, summary},
+    EC_ECLK_RULES(EC_ECLK_RULE_ROW)
+#undef EC_ECLK_RULE_ROW
+};
+
+const char *ec_eclk_rule_name(ec_eclk_rule r)
+{
+    return (unsigned)r < EC_ECLK_RULE_COUNT ? eclk_rule_rows[r].name : NULL;
+}
+
+const char *ec_eclk_rule_summary(ec_eclk_rule r)
+{
+    return (unsigned)r < EC_ECLK_RULE_COUNT ? eclk_rule_rows[r].summary : NULL;
+}
+
+int ec_eclk_rule_from_name(const char *name, ec_eclk_rule *out)
+{
+    for (int r = 0; r < EC_ECLK_RULE_COUNT; r++) {
+        if (strcmp(name, eclk_rule_rows[r].name) == 0) {
+            *out = (ec_eclk_rule)r;
+            return 0;
+        }
+    }
+    return EC_EINVAL;
+}
+
 void ec_job_defaults(ec_job *job)
 {
     memset(job, 0, sizeof *job);
@@ -122,6 +151,9 @@ void ec_job_defaults(ec_job *job)
     job->p = NAN;
     job->step_size = NAN;
     job->step_multiplier = 1.0;
+    job->eclk_rule = -1;
+    job->eclk_guard = -1;
+    job->eclk_guard_threshold = NAN;
     job->max_rounds = 10000;
     job->target = 1e-9;
     job->eval_every = 10;

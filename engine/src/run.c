@@ -171,6 +171,7 @@ static void fill_row(ec_metric *row, const ec_model *m, const ec_traffic *acc,
     row->grad_evals = (double)acc->grads / n;
     row->seconds = seconds;
     row->time = ec_wall_clock();
+    row->restarts = m->restarts;
 }
 
 int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,

@@ -130,6 +130,11 @@ json_t *api_job_json(const struct store_job *j);
  */
 void api_job_label(const struct store_job *job, char *out, size_t len, char *variant,
                    size_t vlen);
+/* For eclk, what ran and how it ended, for tables: the rule, guard and
+ * step source of its resolved parameters and its end record (delta_eff
+ * range, inflation, restarts and their rounds; absent before it ends);
+ * null for other algorithms. */
+json_t *api_eclk_summary(const struct store_job *j);
 
 /*
  * The metrics route's cursor, from its query: after (-1..2^63-1, default

@@ -52,6 +52,7 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
                                                    : json_null());
         json_object_set_new(row, "final_rel_gap", r->have ? describe_real(r->last.rel_gap)
                                                           : json_null());
+        json_object_set_new(row, "eclk", api_eclk_summary(job));
         json_array_append_new(table, row);
         json_array_append_new(list, api_job_json(job));
     }
@@ -113,7 +114,7 @@ static json_t *run_json(const struct experiment_row *r)
 {
     json_t *m = json_object_get(r->spec, "step_multiplier");
 
-    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o, s:o}", "job", r->job->id,
+    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "job", r->job->id,
                      "step_multiplier", m ? json_incref(m) : json_null(), "state",
                      store_job_state_name(r->job->state), "reached", r->reached,
                      "rounds_to_target",
@@ -124,7 +125,8 @@ static json_t *run_json(const struct experiment_row *r)
                      r->reached ? describe_real(r->last.seconds) : json_null(),
                      "grad_evals_to_target",
                      r->reached ? describe_real(r->last.grad_evals) : json_null(),
-                     "final_rel_gap", r->have ? describe_real(r->last.rel_gap) : json_null());
+                     "final_rel_gap", r->have ? describe_real(r->last.rel_gap) : json_null(),
+                     "eclk", api_eclk_summary(r->job));
 }
 
 /* A tuned variant's default or best multiplier: the run of its first

@@ -68,6 +68,10 @@ static json_t *job_json_base(const struct store_job *j)
     json_object_set_new(o, "started_at", ms_or_null(j->started_at));
     json_object_set_new(o, "finished_at", ms_or_null(j->finished_at));
     json_object_set_new(o, "usage", usage_json(j));
+    /* ECLK's end record: its rule's delta_eff range, the inflation and the
+     * guard's restarts with their rounds (null for other algorithms and
+     * before the job ends). */
+    json_object_set_new(o, "eclk", parsed_or_null(j->eclk));
     json_object_set_new(o, "progress",
                         json_pack("{s:o, s:o, s:o, s:o}", "round",
                                   j->round >= 0 ? json_integer(j->round) : json_null(),
@@ -174,6 +178,27 @@ static int reply_job(struct http_resp *rs, struct app *a, const struct store_job
     rc = http_reply_text(rs, 200, "application/json", text, len);
     free(text);
     return rc;
+}
+
+json_t *api_eclk_summary(const struct store_job *j)
+{
+    static const char *const from_params[] = {"eclk_rule", "eclk_guard",
+                                              "eclk_guard_threshold", "step_source"};
+    json_t *params, *end, *o;
+
+    if (!j->algorithm || strcmp(j->algorithm, "eclk") != 0)
+        return json_null();
+    params = j->params ? json_loads(j->params, 0, NULL) : NULL;
+    end = j->eclk ? json_loads(j->eclk, 0, NULL) : NULL;
+    o = json_is_object(end) ? json_incref(end) : json_object();
+    for (size_t i = 0; o && i < sizeof from_params / sizeof from_params[0]; i++) {
+        json_t *v = json_object_get(params, from_params[i]);
+
+        json_object_set(o, from_params[i], v ? v : json_null());
+    }
+    json_decref(params);
+    json_decref(end);
+    return o ? o : json_null();
 }
 
 json_t *api_job_json(const struct store_job *j)

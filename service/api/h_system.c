@@ -95,10 +95,11 @@ int h_vocabulary(struct http_req *rq, struct http_resp *rs, const struct token *
                                                 "final",
                                                 store_job_state_is_final((enum store_job_state)s)));
     return http_reply_json(rs, 200,
-                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
+                           json_pack("{s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*, s:o*}",
                                      "algorithms", describe_algorithms(), "compressors",
                                      describe_compressors(), "losses", describe_losses(),
-                                     "splits", describe_splits(), "backends", backends,
+                                     "splits", describe_splits(), "eclk_rules",
+                                     describe_eclk_rules(), "backends", backends,
                                      "stop_reasons", stops, "queue_reasons", waits,
                                      "job_fields", fields, "outcomes", outcomes,
                                      "states", states));

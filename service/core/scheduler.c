@@ -227,6 +227,22 @@ static const char *stop_reason_of(const char *stop)
     return store_stop_name(store_stop_of_final(stop));
 }
 
+/* ECLK's end record of a final record, kept with the job as it came
+ * (api/report-format.md, "final"). */
+static void store_eclk(struct running *r, json_t *eclk)
+{
+    struct store_err e = {0};
+    char *text;
+
+    if (!json_is_object(eclk) || !(text = json_dumps(eclk, JSON_COMPACT)))
+        return;
+    wlock(r->app);
+    if (store_job_set_eclk(r->app->writer, r->id, text, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+    wunlock(r->app);
+    free(text);
+}
+
 /* One report record of a running job (format/report.h parsed it). */
 static void on_record(void *ctx, json_t *rec)
 {
@@ -272,6 +288,7 @@ static void on_record(void *ctx, json_t *rec)
                          : rr.status == REPORT_CANCELLED ? STORE_JOB_CANCELLED
                                                          : STORE_JOB_FAILED;
         snprintf(r->reason, sizeof r->reason, "%s", rr.reason);
+        store_eclk(r, rr.eclk);
     }
 }
 

@@ -262,6 +262,8 @@ struct store_job {
     char *outcome;         /* once ended, a word of format/outcome.h's
                               table; NULL while not ended */
     char retry_of[STORE_ID_LEN + 1]; /* the job it retries; "" when none */
+    char *eclk;            /* JSON of ECLK's end record (api/report-format.md,
+                              "final"); NULL when none */
 };
 
 void store_job_clear(struct store_job *job); /* frees strings, zeroes it */
@@ -469,6 +471,9 @@ int store_job_finish(struct store *st, const char *id,
 int store_job_end(struct store *st, const char *id, enum store_job_state state,
                   const char *stop_reason, const char *reason,
                   struct store_err *err);
+/* Keeps ECLK's end record, a JSON object, with the job. */
+int store_job_set_eclk(struct store *st, const char *id, const char *eclk,
+                       struct store_err *err);
 /* The same with what its processes used (usage NULL: nothing known).
    Each of these also records the job's outcome (format/outcome.h) from
    the stop reason and the relative gap of its last stored row. */

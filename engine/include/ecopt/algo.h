@@ -22,17 +22,19 @@
 
 /*
  * How ECLK accounts for its compressor (see ec_params_resolve, and
- * docs/algorithms.md, "ECLK's constants"): the parameters are the
+ * docs/algorithms.md, "ECLK's rules"): the parameters are the
  * loopless-Katyusha theory values computed from an inflated smoothness
- * L_delta = inflation(delta) L_eff.
+ * L_delta = inflation(delta) L_eff; the rules are EC_ECLK_RULES (job.h).
  */
-typedef enum ec_eclk_rule {
-    EC_ECLK_PLAIN = 0,       /* inflation 1: delta ignored */
-    EC_ECLK_NOMINAL,         /* delta = the compressor's nominal contraction */
-    EC_ECLK_ONLINE           /* the realised contraction, measured (default) */
-} ec_eclk_rule;
-
-const char *ec_eclk_rule_name(ec_eclk_rule r);
+/* The rule a job gets when it names none, and the guard's defaults. */
+#define EC_ECLK_RULE_DEFAULT EC_ECLK_ONLINE
+#define EC_ECLK_GUARD_DEFAULT 1
+#define EC_ECLK_GUARD_THRESHOLD 10.0
+/* A threshold must be above 1 (at 1 any growth fires) and at most this
+ * (past it the guard would never fire: turn it off instead). */
+#define EC_ECLK_GUARD_THRESHOLD_MAX 1e6
+/* The restart rounds an end record lists (the count goes on). */
+#define EC_ECLK_RESTART_ROUNDS_MAX 32
 
 /*
  * The inflation of L_eff that keeps error feedback's delayed gradients
@@ -64,6 +66,8 @@ typedef struct ec_params {
      * (these are the starting values under the online rule). */
     ec_eclk_rule eclk_rule;
     double eclk_c;            /* the margin c of the inflation rule */
+    int eclk_guard;           /* the guard restarts from the best snapshot */
+    double eclk_guard_threshold;   /* when ||grad f(w)|| passes this x best */
     double delta_eff;
     double inflation;
     double L_delta;
@@ -125,6 +129,7 @@ typedef struct ec_model {
     uint64_t restarts;        /* guard restarts from the best snapshot */
     double guard;             /* 2^restarts: a further factor of inflation */
     double delta_min, delta_max;   /* range of delta_eff over the run */
+    uint64_t restart_rounds[EC_ECLK_RESTART_ROUNDS_MAX];   /* the first ones */
     double best_gnorm;        /* smallest ||grad f(w)|| seen */
     double *w_best, *u_best;  /* that w and its gradient */
 } ec_model;
@@ -132,12 +137,15 @@ typedef struct ec_model {
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
                   ec_err *e);
 
-/* What ECLK's online rule did over a run, for the job's summary. */
+/* What ECLK's rule and guard did over a run, for the job's end record. */
 typedef struct ec_eclk_report {
     double delta_eff;         /* the contraction in use at the end */
-    double inflation;         /* L_delta / L_eff at the end */
+    double inflation;         /* L_delta / L_eff at the end, the guard's
+                                 doublings included */
     double delta_min, delta_max;
     uint64_t updates, restarts;
+    /* the rounds of the first min(restarts, EC_ECLK_RESTART_ROUNDS_MAX) */
+    uint64_t restart_rounds[EC_ECLK_RESTART_ROUNDS_MAX];
 } ec_eclk_report;
 
 void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out);

@@ -96,6 +96,37 @@ typedef struct ec_algo_info {
     const char *summary;
 } ec_algo_info;
 
+/*
+ * ECLK's rules for its compressor, one row each (docs/algorithms.md,
+ * "ECLK's rules"): the job field eclk_rule, the resolved parameters and the
+ * service's menus read them here. Rows are append-only (the names are
+ * what is stored).
+ *
+ * X(ID, NAME, SUMMARY)
+ */
+#define EC_ECLK_RULES(X)                                                      \
+    X(EC_ECLK_PLAIN, "plain",                                                 \
+      "the reconstruction's L-Katyusha constants; the compressor ignored")    \
+    X(EC_ECLK_NOMINAL, "nominal",                                             \
+      "constants inflated for the compressor's nominal delta")                \
+    X(EC_ECLK_ONLINE, "online",                                               \
+      "constants inflated for the measured contraction, from nominal up")
+
+typedef enum ec_eclk_rule {
+#define EC_ECLK_RULE_ENUM(id, ...) id,
+    EC_ECLK_RULES(EC_ECLK_RULE_ENUM)
+#undef EC_ECLK_RULE_ENUM
+} ec_eclk_rule;
+
+#define EC_ECLK_RULE_PLUS_ONE(...) +1
+enum { EC_ECLK_RULE_COUNT = 0 EC_ECLK_RULES(EC_ECLK_RULE_PLUS_ONE) };
+#undef EC_ECLK_RULE_PLUS_ONE
+
+/* "plain", "nominal", "online"; NULL if out of range. */
+const char *ec_eclk_rule_name(ec_eclk_rule r);
+const char *ec_eclk_rule_summary(ec_eclk_rule r);
+int ec_eclk_rule_from_name(const char *name, ec_eclk_rule *out); /* < 0: unknown */
+
 /* The row of a; NULL if out of range. */
 const ec_algo_info *ec_algo_info_of(ec_algo_id a);
 /* Whether a's family is f (0 for an unknown a). */
@@ -171,6 +202,12 @@ typedef struct ec_job {
     double p;                /* (0, 1]; NaN: the algorithm's default */
     double step_size;        /* > 0; NaN: theory step times step_multiplier */
     double step_multiplier;  /* > 0, default 1 */
+    /* eclk only (docs/algorithms.md, "ECLK's rules" and "ECLK's guard"):
+     * the rule, an ec_eclk_rule or -1 for the default; the guard, 1 on,
+     * 0 off, -1 the default; its threshold (> 1), NaN for the default. */
+    int eclk_rule;
+    int eclk_guard;
+    double eclk_guard_threshold;
     uint64_t max_rounds;     /* 1..EC_JOB_MAX_ROUNDS, default 10000 */
     double target;           /* relative gap to stop at, [0, 1); default 1e-9 */
     uint32_t eval_every;     /* >= 1, default 10 */

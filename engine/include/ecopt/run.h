@@ -30,6 +30,8 @@ typedef struct ec_metric {
                                 (CLOCK_REALTIME), with a fraction */
     double grad_evals;       /* gradient evaluations of one row's loss,
                                 mean per worker (the oracle calls) */
+    uint64_t restarts;       /* eclk: the guard's restarts so far (a row
+                                where it grows marks one); 0 otherwise */
 } ec_metric;
 
 typedef enum ec_stop {

@@ -21,6 +21,7 @@ void store_job_clear(struct store_job *job)
     free(job->idempotency_key);
     free(job->stop_reason);
     free(job->outcome);
+    free(job->eclk);
     memset(job, 0, sizeof *job);
 }
 
@@ -81,6 +82,7 @@ static int job_from_row(sqlite3_stmt *s, struct store_job *out,
     out->usage.rss_sum_bytes = col_int_or(s, JC_RSS_SUM_BYTES, -1);
     out->outcome = col_dup(s, JC_OUTCOME, &nomem);
     col_copy(s, JC_RETRY_OF, out->retry_of, sizeof out->retry_of);
+    out->eclk = col_dup(s, JC_ECLK, &nomem);
     if (nomem) {
         store_job_clear(out);
         return store__set_err(err, STORE_ENOMEM, 0, "read job: out of memory");
@@ -564,6 +566,23 @@ int store_job_end_usage(struct store *st, const char *id, enum store_job_state s
         return rc;
     return sqlite3_changes(st->db) == 1
                ? 0 : job_missing_or_state(st, id, NULL, "finish job", err);
+}
+
+int store_job_set_eclk(struct store *st, const char *id, const char *eclk,
+                       struct store_err *err)
+{
+    struct use u = use(st, SQL_JOB_SET_ECLK);
+    int rc;
+
+    if (!id || !eclk)
+        return store__set_err(err, STORE_EINVAL, 0,
+                              "store an end record: an id and a record are required");
+    bind_text(&u, 1, id);
+    bind_text(&u, 2, eclk);
+    if ((rc = exec_use(st, &u, "store an end record", err)) < 0)
+        return rc;
+    return sqlite3_changes(st->db) == 1
+               ? 0 : job_missing_or_state(st, id, NULL, "store an end record", err);
 }
 
 /* Metrics and labels go with the job (ON DELETE CASCADE). */

@@ -47,7 +47,7 @@
     "j.created_at, j.started_at, j.finished_at, j.pid, j.problem, "        \
     "j.params, j.round, j.rel_gap, j.bits_up, j.updated_at, j.idem_key, "  \
     "j.experiment_id, j.stop_reason, j.dataset_sha256, j.cpu_seconds, "    \
-    "j.max_rss_bytes, j.rss_sum_bytes, j.outcome, j.retry_of"
+    "j.max_rss_bytes, j.rss_sum_bytes, j.outcome, j.retry_of, j.eclk"
 
 enum job_column {
     JC_SEQ, JC_ID, JC_OWNER, JC_STATE, JC_REASON, JC_SPEC, JC_NAME,
@@ -56,7 +56,7 @@ enum job_column {
     JC_PROBLEM, JC_PARAMS, JC_ROUND, JC_REL_GAP, JC_BITS_UP, JC_UPDATED_AT,
     JC_IDEM_KEY, JC_EXPERIMENT_ID, JC_STOP_REASON, JC_DATASET_SHA256,
     JC_CPU_SECONDS, JC_MAX_RSS_BYTES, JC_RSS_SUM_BYTES, JC_OUTCOME,
-    JC_RETRY_OF
+    JC_RETRY_OF, JC_ECLK
 };
 
 /* The columns metric_from_row reads, in ec_metric's order, each with a
@@ -154,6 +154,8 @@ enum job_column {
       " rss_sum_bytes = ?8, outcome = ?9"                                  \
       " WHERE id = ?1 AND state IN ('queued', 'running')")                 \
     X(SQL_JOB_REL_GAP, "SELECT rel_gap FROM jobs WHERE id = ?1")           \
+    X(SQL_JOB_SET_ECLK,                                                    \
+      "UPDATE jobs SET eclk = ?2 WHERE id = ?1")                           \
     X(SQL_JOB_DELETE,                                                      \
       "DELETE FROM jobs WHERE id = ?1 AND (?2 IS NULL OR owner = ?2)"      \
       " AND state NOT IN ('queued', 'running')")                           \
