@@ -22,7 +22,8 @@ void client_print_comparison(json_t *table)
         json_t *bits = json_object_get(r, "bits_up_to_target");
         json_t *gap = json_object_get(r, "final_rel_gap");
         json_t *mult = json_object_get(r, "step_multiplier");
-        char rbuf[32] = "not reached", bbuf[32] = "-", gbuf[32] = "-", mbuf[32] = "-";
+        json_t *smooth = json_object_get(r, "smoothness_multiplier");
+        char rbuf[32] = "not reached", bbuf[32] = "-", gbuf[32] = "-", mbuf[64] = "-";
 
         if (json_is_integer(rounds)) {
             snprintf(rbuf, sizeof rbuf, "%lld", (long long)json_integer_value(rounds));
@@ -30,7 +31,10 @@ void client_print_comparison(json_t *table)
         }
         if (json_is_number(gap))
             snprintf(gbuf, sizeof gbuf, "%.3e", json_number_value(gap));
-        if (json_is_number(mult))
+        if (json_is_number(mult) && json_is_number(smooth) && json_number_value(smooth) != 1)
+            snprintf(mbuf, sizeof mbuf, "x%g (smoothness x%g)", json_number_value(mult),
+                     json_number_value(smooth));
+        else if (json_is_number(mult))
             snprintf(mbuf, sizeof mbuf, "x%g", json_number_value(mult));
         printf("%-20s %-13s %-8s %-11s %11s %14s %12s  %s\n", client_str(r, "job"),
                client_str(r, "algorithm"), client_str(r, "compressor"),
@@ -38,29 +42,32 @@ void client_print_comparison(json_t *table)
     }
 }
 
-/* A tuned experiment: per variant its default run beside its best. */
+/* A tuned experiment: per variant its default run beside its best, whose
+   multiplier says its axis, x2 (smoothness) or x2 (step). */
 static void print_tuned(json_t *table)
 {
     if (json_array_size(table))
-        printf("\n%-8s %-13s %16s %8s %16s %14s\n", "VARIANT", "ALGORITHM",
+        printf("\n%-8s %-13s %16s %16s %16s %14s\n", "VARIANT", "ALGORITHM",
                "DEFAULT ROUNDS", "BEST", "BEST ROUNDS", "BEST BITS UP");
     for (size_t i = 0; i < json_array_size(table); i++) {
         json_t *t = json_array_get(table, i), *best = json_object_get(t, "best");
         json_t *def = json_object_get(t, "default");
         json_t *dr = json_object_get(def, "rounds_to_target");
-        char dbuf[32] = "not reached", mbuf[32] = "-", rbuf[32] = "-", bbuf[32] = "-";
+        const char *axis = client_str(best, "axis");
+        char dbuf[32] = "not reached", mbuf[64] = "-", rbuf[32] = "-", bbuf[32] = "-";
 
         if (json_is_integer(dr))
             snprintf(dbuf, sizeof dbuf, "%lld", (long long)json_integer_value(dr));
         if (json_is_object(best)) {
-            snprintf(mbuf, sizeof mbuf, "x%g",
-                     json_number_value(json_object_get(best, "step_multiplier")));
+            snprintf(mbuf, sizeof mbuf, "x%g (%.*s)",
+                     json_number_value(json_object_get(best, "multiplier")),
+                     (int)strcspn(axis, "_"), axis);
             snprintf(rbuf, sizeof rbuf, "%lld", (long long)json_integer_value(
                                                     json_object_get(best, "rounds_to_target")));
             snprintf(bbuf, sizeof bbuf, "%.4g", json_number_value(
                                                     json_object_get(best, "bits_up_to_target")));
         }
-        printf("%-8lld %-13s %16s %8s %16s %14s%s%s\n",
+        printf("%-8lld %-13s %16s %16s %16s %14s%s%s\n",
                (long long)json_integer_value(json_object_get(t, "variant")),
                client_str(t, "algorithm"), dbuf, mbuf, rbuf, bbuf,
                json_is_object(best) ? "" : "  ",

@@ -156,6 +156,9 @@ static void print_params(FILE *o, const ec_params *prm)
 {
     fprintf(o, "parameters step = %.6g (default %.6g x %g)", prm->gamma,
             prm->theory_step, prm->step_multiplier);
+    if (prm->smoothness_multiplier != 1.0)
+        fprintf(o, ", smoothness multiplier %g (the constants see L / %g)",
+                prm->smoothness_multiplier, prm->smoothness_multiplier);
     if (prm->algo == EC_ALGO_EF21)
         fprintf(o, ", default = %g x the theorem's step", prm->step_factor);
     if (!isnan(prm->p))

@@ -159,6 +159,8 @@ json_t *describe_params(const ec_params *prm)
 
     if (!o)
         return NULL;
+    json_object_set_new(o, "smoothness_multiplier",
+                        describe_real(prm->smoothness_multiplier));
     if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA)) {
         json_object_set_new(o, "theta1", describe_real(prm->theta1));
         json_object_set_new(o, "theta2", describe_real(prm->theta2));

@@ -21,8 +21,9 @@
 static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
-    "eclk_rule", "eclk_guard", "eclk_guard_threshold", "max_rounds", "target",
-    "eval_every", "seed", "split", "split_alpha", "shuffle", "max_seconds",
+    "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
+    "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
+    "max_seconds",
     "name", "labels", "backend", "procs",
 };
 
@@ -896,6 +897,8 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     if (has_step && has_multiplier)
         fail(c, "step_size", NULL, "cannot be given together with "
                                    "step_multiplier; give one of them");
+    read_number(c, "smoothness_multiplier", member(doc, "smoothness_multiplier"),
+                ABOVE(0), &job->smoothness_multiplier);
 
     read_eclk(c, doc, job);
 

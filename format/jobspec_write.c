@@ -69,6 +69,7 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "step_multiplier",
         isnan(job->step_size) ? json_real(job->step_multiplier) : json_null(),
         &ok);
+    put(doc, "smoothness_multiplier", real_or_null(job->smoothness_multiplier), &ok);
     put(doc, "eclk_rule",
         job->eclk_rule >= 0 ? json_string(ec_eclk_rule_name((ec_eclk_rule)job->eclk_rule))
                             : json_null(), &ok);

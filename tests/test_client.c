@@ -343,7 +343,7 @@ START_TEST(test_experiment_table)
                       "\"lambda2_rel\": 1e-2, \"target\": 1e-6, \"max_rounds\": 3000, "
                       "\"compressor\": {\"type\": \"topk\", \"k\": 2}}, \"variants\": "
                       "[{\"algorithm\": \"eclk\"}, {\"algorithm\": \"ec-gd-diana\"}],"
-                      " \"tune\": {\"step_multiplier\": [2]}}",
+                      " \"tune\": {\"grid\": [2]}}",
                       file, sizeof file);
     snprintf(args, sizeof args, "experiment submit %s", file);
     o = client(&s, ALICE, args);
@@ -361,9 +361,11 @@ START_TEST(test_experiment_table)
     ck_assert_ptr_nonnull(strstr(o.text, "eclk"));
     ck_assert_ptr_nonnull(strstr(o.text, "ec-gd-diana"));
     ck_assert_ptr_nonnull(strstr(o.text, "TO TARGET"));
-    /* tuned at x2 (and the default x1): the best of each variant */
+    /* tuned at x2 (and the default x1) on the default axis: the best of
+       each variant says its axis, and the run's step multiplier is 1 */
     ck_assert_msg(strstr(o.text, "BEST ROUNDS"), "%s", o.text);
-    ck_assert_msg(strstr(o.text, "       x2 "), "%s", o.text);
+    ck_assert_msg(strstr(o.text, " x2 (smoothness) "), "%s", o.text);
+    ck_assert_msg(strstr(o.text, "  x1 (smoothness x2)\n"), "%s", o.text);
     unlink(file);
     server_stop(&s, SIGTERM);
 }

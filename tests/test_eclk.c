@@ -264,6 +264,57 @@ START_TEST(test_a9a_randk1_converges)
 END_TEST
 
 /*
+ * The smoothness multiplier (docs/algorithms.md, "The smoothness
+ * multiplier"): for eclk and lkatyusha the constants see L_eff / m, so
+ * gamma and theta1 both grow by sqrt(m) (while theta1 is below 1/2);
+ * for every other algorithm it is exactly the step multiplier.
+ */
+START_TEST(test_smoothness_multiplier)
+{
+    ec_problem pb;
+    ec_params p1, pm, ps;
+    ec_err e = {0};
+    ec_job job = job_for("eclk", EC_COMP_TOPK, 6);
+
+    load(&mushrooms, "mushrooms");
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+    for (int a = 0; a < EC_ALGO_COUNT; a++) {
+        int acc = ec_algo_is((ec_algo_id)a, EC_FAMILY_KATYUSHA);
+
+        job = job_for(ec_algo_name((ec_algo_id)a),
+                      ec_algo_compresses((ec_algo_id)a) ? EC_COMP_TOPK : EC_COMP_NONE, 6);
+        /* the problem computes L_tilde for ef21 alone */
+        ec_problem_clear(&pb);
+        ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+        ck_assert_msg(ec_params_resolve(&job, &pb, &p1, &e) == 0, "%s", e.msg);
+        ck_assert_double_eq(p1.smoothness_multiplier, 1.0);
+        job.smoothness_multiplier = 4.0;
+        ck_assert_msg(ec_params_resolve(&job, &pb, &pm, &e) == 0, "%s", e.msg);
+        ck_assert_double_eq(pm.smoothness_multiplier, 4.0);
+        job.smoothness_multiplier = NAN;
+        job.step_multiplier = 4.0;
+        ck_assert_msg(ec_params_resolve(&job, &pb, &ps, &e) == 0, "%s", e.msg);
+        if (!acc) {
+            ck_assert_msg(isfinite(pm.gamma) && pm.gamma == ps.gamma, "%s",
+                          ec_algo_name((ec_algo_id)a));
+            continue;
+        }
+        ck_assert_double_eq(pm.L_eff, p1.L_eff);
+        ck_assert_double_eq_tol(pm.L_delta, p1.L_delta / 4.0, 1e-12 * p1.L_delta);
+        ck_assert_double_eq_tol(pm.theta1, 2.0 * p1.theta1, 1e-12);
+        ck_assert_double_eq_tol(pm.gamma, 2.0 * p1.gamma, 1e-12 * p1.gamma);
+        /* the step multiplier moves gamma alone */
+        ck_assert_double_eq(ps.theta1, p1.theta1);
+        ck_assert_double_eq(ps.gamma, 4.0 * p1.gamma);
+    }
+    job.smoothness_multiplier = 0.0;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &pm, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "smoothness_multiplier"));
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+/*
  * The guard's restart path (docs/algorithms.md, "ECLK's guard"): plain
  * constants at 4 times their step on heart_scale with top-1 grow until
  * ||grad f(w)|| passes 10x its best; the guard restarts from the best
@@ -423,6 +474,7 @@ int main(void)
     tcase_add_test(tc, test_inflation_formula);
     tcase_add_test(tc, test_resolved_parameters);
     tcase_add_test(tc, test_rules_selectable);
+    tcase_add_test(tc, test_smoothness_multiplier);
     tcase_add_test(tc, test_guard_restarts);
     tcase_add_test(tc, test_online_deterministic);
     tcase_add_test(tc, test_a9a_randk1_converges);

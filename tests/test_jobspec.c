@@ -109,6 +109,7 @@ static int spec_equal(const struct jobspec *a, const struct jobspec *b)
         !same_double(x->k_frac, y->k_frac) || x->batch != y->batch ||
         !same_double(x->p, y->p) || !same_double(x->step_size, y->step_size) ||
         !same_double(x->step_multiplier, y->step_multiplier) ||
+        !same_double(x->smoothness_multiplier, y->smoothness_multiplier) ||
         x->eclk_rule != y->eclk_rule || x->eclk_guard != y->eclk_guard ||
         !same_double(x->eclk_guard_threshold, y->eclk_guard_threshold) ||
         x->max_rounds != y->max_rounds || !same_double(x->target, y->target) ||
@@ -322,6 +323,8 @@ static const char *const round_trip_docs[] = {
     "{'dataset':'a9a','compressor':{'type':'topk','k':1},'eclk_rule':'plain',"
     "'eclk_guard':true,'eclk_guard_threshold':4}",
     "{'dataset':'a9a','eclk_rule':'nominal','eclk_guard':false,'step_size':0.5}",
+    "{'dataset':'a9a','algorithm':'ec-gd','compressor':{'type':'topk','k':1},"
+    "'smoothness_multiplier':2.5,'step_multiplier':0.5}",
 };
 
 START_TEST(test_round_trip)
@@ -457,6 +460,10 @@ static const struct bad_case bad_cases[] = {
      "must be a number > 0 (got 0)"},
     {WITH("'step_size':1,'step_multiplier':1"), "step_size",
      "cannot be given together with step_multiplier"},
+    {WITH("'smoothness_multiplier':0"), "smoothness_multiplier",
+     "must be a number > 0 (got 0)"},
+    {WITH("'smoothness_multiplier':-2"), "smoothness_multiplier", "(got -2)"},
+    {WITH("'smoothness_multiplier':'x2'"), "smoothness_multiplier", "(got \"x2\")"},
     {WITH("'eclk_rule':'fast'"), "eclk_rule",
      "must be one of: plain, nominal, online (got \"fast\")"},
     {WITH("'eclk_rule':1"), "eclk_rule", "must be one of"},
@@ -537,9 +544,9 @@ static const struct bad_case bad_cases[] = {
     {WITH("'workerz':20"), "workerz",
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
      "lambda2_rel, workers, algorithm, compressor, batch, p, step_size, "
-     "step_multiplier, eclk_rule, eclk_guard, eclk_guard_threshold, "
-     "max_rounds, target, eval_every, seed, split, split_alpha, shuffle, "
-     "max_seconds, name, labels, backend"},
+     "step_multiplier, smoothness_multiplier, eclk_rule, eclk_guard, "
+     "eclk_guard_threshold, max_rounds, target, eval_every, seed, split, "
+     "split_alpha, shuffle, max_seconds, name, labels, backend"},
     {WITH("'Dataset':'x'"), "Dataset", "unknown key"},
     {WITH("'w\\u00f6rkers':1"), "w\u00f6rkers", "unknown key"},
     {WITH("'x\\n\\u001b[31m':1"), "x\\u000a\\u001b[31m", "unknown key"},

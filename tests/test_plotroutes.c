@@ -283,17 +283,17 @@ static void series_colour(const char *svg, int i, char *out, size_t len)
 
 /*
  * A tuned experiment's plot: the runs of one variant share a colour and
- * differ in dash, and each legend says the variant and the multiplier;
- * the jobs of an unnamed variant are named after what it runs.
+ * differ in dash, and each legend says the variant and the multiplier,
+ * on either axis: the default, the smoothness multiplier (a stored spec
+ * then still has step_multiplier 1), and the step multiplier; the jobs
+ * of an unnamed variant are named after what it runs.
  */
 START_TEST(test_tuned_plot)
 {
-    static const char body[] =
-        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"inproc\","
-        " \"lambda2_rel\": 1e-2, \"max_rounds\": 30, \"compressor\": {\"type\": \"topk\","
-        " \"k\": 2}}, \"variants\": [{\"algorithm\": \"eclk\"},"
-        " {\"algorithm\": \"ec-gd\", \"name\": \"base\"}],"
-        " \"tune\": {\"step_multiplier\": [0.5, 2]}}";
+    static const char *const tunes[] = {"{\"grid\": [0.5, 2]}",
+                                        "{\"step_multiplier\": [0.5, 2]}"};
+    static const char *const axes[] = {"smoothness_multiplier", "step_multiplier"};
+    char body[600];
     static const char *const legends[] = {
         ">eclk, topk k=2 x0.5</text>", ">eclk, topk k=2 x2</text>", ">eclk, topk k=2 x1</text>",
         ">ec-gd, topk k=2 (base) x0.5</text>", ">ec-gd, topk k=2 (base) x2</text>",
@@ -302,13 +302,19 @@ START_TEST(test_tuned_plot)
     struct server s;
     struct reply r;
     json_t *doc, *jobs;
-    char xpath[300], colour[6][8];
+    char xpath[300], xurl[300], colour[6][8];
     char *svg;
 
+    snprintf(body, sizeof body,
+             "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"backend\": \"inproc\","
+             " \"lambda2_rel\": 1e-2, \"max_rounds\": 30, \"compressor\": {\"type\": \"topk\","
+             " \"k\": 2}}, \"variants\": [{\"algorithm\": \"eclk\"},"
+             " {\"algorithm\": \"ec-gd\", \"name\": \"base\"}], \"tune\": %s}", tunes[_i]);
     server_start(&s, 0);
     r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
     ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
     snprintf(xpath, sizeof xpath, "%s/plot.svg", r.location);
+    snprintf(xurl, sizeof xurl, "%s", r.location);
     doc = json_of(&r);
     free(r.body);
     jobs = json_object_get(doc, "jobs");
@@ -321,6 +327,32 @@ START_TEST(test_tuned_plot)
         json_decref(job_wait(&s, ALICE,
                              json_string_value(json_object_get(json_array_get(jobs, i), "id")),
                              "final", 60));
+    /* the experiment's table names its runs as the legends do, and its
+       tuned runs say their axis */
+    r = req(&s, "GET", xurl, ALICE, NULL, NULL);
+    ck_assert_int_eq(r.status, 200);
+    {
+        json_t *x = json_of(&r), *rows = json_object_get(x, "comparison");
+        json_t *tuned = json_object_get(x, "tuned");
+
+        for (size_t i = 0; i < 6; i++) {
+            const char *label =
+                json_string_value(json_object_get(json_array_get(rows, i), "label"));
+            size_t n = strlen(legends[i]) - strlen("></text>");
+
+            ck_assert_msg(label && strlen(label) == n && strncmp(label, legends[i] + 1, n) == 0,
+                          "row %zu is labelled %s", i, label ? label : "(none)");
+        }
+        ck_assert_int_eq(json_array_size(tuned), 2);
+        for (size_t i = 0; i < 2; i++) {
+            json_t *d = json_object_get(json_array_get(tuned, i), "default");
+
+            ck_assert_str_eq(json_string_value(json_object_get(d, "axis")), axes[_i]);
+            ck_assert_double_eq(json_number_value(json_object_get(d, "multiplier")), 1.0);
+        }
+        json_decref(x);
+    }
+    free(r.body);
     svg = get_svg(&s, xpath, ALICE);
     for (int i = 0; i < 6; i++) {
         ck_assert_msg(strstr(svg, legends[i]), "no legend %s", legends[i]);
@@ -505,7 +537,7 @@ int main(void)
     tcase_add_test(tc, test_job_plot);
     tcase_add_test(tc, test_long_run_is_bounded);
     tcase_add_test(tc, test_experiment_plot);
-    tcase_add_test(tc, test_tuned_plot);
+    tcase_add_loop_test(tc, test_tuned_plot, 0, 2);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();

@@ -1086,6 +1086,74 @@ START_TEST(test_eclk_end_record)
 }
 END_TEST
 
+/*
+ * tune's default axis is the smoothness multiplier (docs/api.md, "Tuned
+ * experiments"): each run's job gets it, the tuned runs name the axis,
+ * and for L-Katyusha on heart_scale the best is above 1 and beats the
+ * default run. An eclk variant may set its rule.
+ */
+START_TEST(test_experiment_tuned_smoothness)
+{
+    static const char body[] =
+        "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 3,"
+        " \"lambda2_rel\": 1e-3, \"max_rounds\": 3000, \"target\": 1e-6},"
+        " \"variants\": [{\"algorithm\": \"lkatyusha\"},"
+        " {\"algorithm\": \"eclk\", \"compressor\": {\"type\": \"topk\", \"k\": 2},"
+        " \"eclk_rule\": \"nominal\"}],"
+        " \"tune\": {\"grid\": [0.5, 2, 4]}}";
+    struct server s;
+    struct reply r;
+    json_t *doc, *jobs, *tuned;
+    char path[256];
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    doc = experiment_wait(&s, path, 120);
+    jobs = json_object_get(doc, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 8);
+    for (size_t j = 0; j < 8; j++) {
+        json_t *spec = json_object_get(json_array_get(jobs, j), "spec");
+        json_t *prm = json_object_get(json_array_get(jobs, j), "params");
+        double m = (double[]){0.5, 2, 4, 1}[j % 4];
+
+        ck_assert_double_eq(json_number_value(json_object_get(spec, "smoothness_multiplier")),
+                            m);
+        ck_assert_double_eq(json_number_value(json_object_get(spec, "step_multiplier")), 1);
+        ck_assert_double_eq(json_number_value(json_object_get(prm, "smoothness_multiplier")),
+                            m);
+        if (j >= 4)
+            ck_assert_str_eq(json_string_value(json_object_get(prm, "eclk_rule")), "nominal");
+    }
+    tuned = json_object_get(doc, "tuned");
+    for (size_t v = 0; v < 2; v++) {
+        json_t *t = json_array_get(tuned, v), *best = json_object_get(t, "best");
+        json_t *def = json_object_get(t, "default");
+
+        ck_assert_str_eq(json_string_value(json_object_get(best, "axis")),
+                         "smoothness_multiplier");
+        ck_assert_double_eq(json_number_value(json_object_get(def, "multiplier")), 1);
+        ck_assert_double_eq(json_number_value(json_object_get(def, "smoothness_multiplier")), 1);
+        ck_assert_double_eq(json_number_value(json_object_get(best, "multiplier")),
+                            json_number_value(json_object_get(best, "smoothness_multiplier")));
+        if (v == 0) {
+            ck_assert_double_gt(json_number_value(json_object_get(best, "multiplier")), 1);
+            ck_assert_int_lt(json_integer_value(json_object_get(best, "rounds_to_target")),
+                             json_integer_value(json_object_get(def, "rounds_to_target")));
+        }
+        printf("heart_scale %s: default %lld rounds, best x%g %lld rounds\n",
+               json_string_value(json_object_get(t, "algorithm")),
+               (long long)json_integer_value(json_object_get(def, "rounds_to_target")),
+               json_number_value(json_object_get(best, "multiplier")),
+               (long long)json_integer_value(json_object_get(best, "rounds_to_target")));
+    }
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /* Hostile tune grids: each a 422 naming the field, and no job made. */
 START_TEST(test_experiment_tune_invalid)
 {
@@ -1100,7 +1168,16 @@ START_TEST(test_experiment_tune_invalid)
         {"{\"step_multiplier\": [1, 2, 1.0]}", "tune.step_multiplier[2]", "given twice"},
         {"{\"step_multiplier\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,"
          " 17]}", "tune.step_multiplier", "max_tune_values"},
-        {"{\"step_multiplier\": [1], \"p\": [0.1]}", "tune.p", "tune takes step_multiplier"},
+        {"{\"step_multiplier\": [1], \"p\": [0.1]}", "tune.p", "tune takes grid (and axis)"},
+        {"{}", "tune", "must give one grid"},
+        {"{\"grid\": [1], \"step_multiplier\": [2]}", "tune", "must give one grid"},
+        {"{\"axis\": \"step_multiplier\"}", "tune", "must give one grid"},
+        {"{\"grid\": [1, 2], \"axis\": \"p\"}", "tune.axis", "smoothness_multiplier (the default)"},
+        {"{\"grid\": [1, 2], \"axis\": 1}", "tune.axis", "or step_multiplier"},
+        {"{\"smoothness_multiplier\": [1], \"axis\": \"step_multiplier\"}", "tune.axis",
+         "goes with grid"},
+        {"{\"grid\": [0.5, 0]}", "tune.grid[1]", "above 0"},
+        {"{\"smoothness_multiplier\": [2, 2]}", "tune.smoothness_multiplier[1]", "given twice"},
     };
     struct server s;
     struct reply r;
@@ -1132,21 +1209,30 @@ START_TEST(test_experiment_tune_invalid)
     ck_assert_msg(strstr(r.body, "\"base.step_multiplier\""), "%s", r.body);
     free(r.body);
     r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"smoothness_multiplier\": 2},"
+            " \"variants\": [{}], \"tune\": {\"grid\": [1, 2]}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "\"base.smoothness_multiplier\""), "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
             "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [{},"
             " {\"step_size\": 0.1}], \"tune\": {\"step_multiplier\": [1, 2]}}", NULL);
     ck_assert_int_eq(r.status, 422);
     ck_assert_msg(strstr(r.body, "\"variants[1].step_size\""), "%s", r.body);
     free(r.body);
-    /* 32 variants x 9 runs (8 and the default) = 288 > 256 */
+    /* 32 variants x 9 runs (8 and the default) = 288 > 256, on the
+       default axis, which the message names */
     o = (size_t)snprintf(body, sizeof body,
                          "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": [");
     for (int i = 0; i < 32; i++)
         o += (size_t)snprintf(body + o, sizeof body - o, "%s{}", i ? ", " : "");
     snprintf(body + o, sizeof body - o,
-             "], \"tune\": {\"step_multiplier\": [0.25, 0.5, 2, 4, 8, 16, 32, 64]}}");
+             "], \"tune\": {\"grid\": [0.25, 0.5, 2, 4, 8, 16, 32, 64]}}");
     r = req(&s, "POST", "/v1/experiments", ALICE, body, NULL);
     ck_assert_int_eq(r.status, 422);
-    ck_assert_msg(strstr(r.body, "288 jobs") && strstr(r.body, "max_experiment_jobs"),
+    ck_assert_msg(strstr(r.body, "32 variants x 9 smoothness multipliers (the default x1 "
+                                 "added) make 288 jobs") &&
+                      strstr(r.body, "max_experiment_jobs"),
                   "%s", r.body);
     free(r.body);
     /* A number JSON cannot hold is refused before any of this */
@@ -1328,6 +1414,7 @@ int main(void)
     tcase_add_test(tc, test_experiment_seeds);
     tcase_add_test(tc, test_experiment_seeds_invalid);
     tcase_add_test(tc, test_experiment_excursion);
+    tcase_add_test(tc, test_experiment_tuned_smoothness);
     tcase_add_test(tc, test_eclk_end_record);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);

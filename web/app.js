@@ -1380,7 +1380,7 @@
             tunedBody.replaceChildren(...(doc.tuned || []).map(t => el('tr', {},
                 el('td', {text: t.algorithm + ' (' + t.variant + ')'}),
                 el('td', {text: runText(t.default)}),
-                el('td', {text: t.best ? 'x' + t.best.step_multiplier : '-'}),
+                el('td', {text: t.best ? 'x' + t.best.multiplier + ' (' + t.best.axis.replace('_multiplier', '') + ')' : '-'}),
                 el('td', {text: t.best ? runText(t.best) : t.detail}),
                 el('td', {text: t.finished + ' of ' + t.runs + ' finished'}))));
             /* Each curve from its rows: all of them once, then those after

@@ -86,7 +86,11 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff)
     p->delta_eff = delta_eff;
     p->inflation = rule == EC_ECLK_PLAIN ? 1.0
                                          : ec_eclk_inflation(delta_eff, p->eclk_c);
-    p->L_delta = p->inflation * p->L_eff;
+    /* The smoothness multiplier divides the smoothness every constant
+     * derives from, so gamma and theta1 move together (docs/algorithms.md,
+     * "The smoothness multiplier"). */
+    p->L_delta = p->inflation * p->L_eff /
+                 (p->smoothness_multiplier > 0.0 ? p->smoothness_multiplier : 1.0);
     p->sigma = p->mu / p->L_delta;
     p->theta2 = 0.5;
     p->theta1 = fmin(sqrt(2.0 * p->sigma / (3.0 * p->p)), 0.5);
@@ -216,6 +220,11 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
         return ec_err_set(e, EC_EINVAL, "step_multiplier must be > 0 (got %g)",
                           p->step_multiplier);
+    p->smoothness_multiplier = isnan(job->smoothness_multiplier)
+                                   ? 1.0 : job->smoothness_multiplier;
+    if (!(p->smoothness_multiplier > 0.0) || !isfinite(p->smoothness_multiplier))
+        return ec_err_set(e, EC_EINVAL, "smoothness_multiplier must be > 0 (got %g)",
+                          p->smoothness_multiplier);
     if (!isnan(job->step_size)) {
         if (!(job->step_size > 0.0) || !isfinite(job->step_size))
             return ec_err_set(e, EC_EINVAL, "step_size must be > 0 (got %g)",
@@ -258,6 +267,10 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         break;
     }
     }
+    /* A step 1/L seen through L / smoothness_multiplier: for the methods
+     * whose step alone derives from L it is the step multiplier's. */
+    if (!ec_algo_is(p->algo, EC_FAMILY_KATYUSHA))
+        p->theory_step *= p->smoothness_multiplier;
     if (!p->step_given)
         p->gamma = p->step_multiplier * p->theory_step;
     return 0;
@@ -303,7 +316,8 @@ static void model_constants(ec_model *m, double delta_eff, double guard)
     ec_params_set_eclk(&q, q.eclk_rule, delta_eff);
     if (guard != 1.0) {
         q.inflation *= guard;
-        q.L_delta = q.inflation * q.L_eff;
+        q.L_delta = q.inflation * q.L_eff /
+                    (q.smoothness_multiplier > 0.0 ? q.smoothness_multiplier : 1.0);
         q.sigma = q.mu / q.L_delta;
         q.theta1 = fmin(sqrt(2.0 * q.sigma / (3.0 * q.p)), 0.5);
         q.eta = q.theta2 / ((1.0 + q.theta2) * q.theta1);

@@ -151,6 +151,7 @@ void ec_job_defaults(ec_job *job)
     job->p = NAN;
     job->step_size = NAN;
     job->step_multiplier = 1.0;
+    job->smoothness_multiplier = NAN;
     job->eclk_rule = -1;
     job->eclk_guard = -1;
     job->eclk_guard_threshold = NAN;

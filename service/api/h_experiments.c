@@ -32,9 +32,13 @@ static void view_json(const struct experiment_view *v, json_t **table_out,
         json_object_set_new(row, "variant", json_string(variant));
 
         json_t *mult = json_object_get(r->spec, "step_multiplier");
+        json_t *smooth = json_object_get(r->spec, "smoothness_multiplier");
 
         json_object_set(row, "compressor_spec", comp ? comp : json_null());
         json_object_set(row, "step_multiplier", mult ? mult : json_null());
+        /* absent from a spec: the default, 1 */
+        json_object_set_new(row, "smoothness_multiplier",
+                            smooth ? json_incref(smooth) : json_real(1.0));
         json_object_set_new(row, "dataset_sha256", job->dataset_sha256[0]
                                                        ? json_string(job->dataset_sha256)
                                                        : json_null());
@@ -109,13 +113,19 @@ static json_t *groups_json(const struct experiment_view *v)
     return list;
 }
 
-/* One run of a tuned variant: its multiplier and how far it got. */
-static json_t *run_json(const struct experiment_row *r)
+/* One run of a tuned variant: its multipliers (the one on the tune's
+   axis as multiplier) and how far it got. */
+static json_t *run_json(const struct experiment_row *r, const char *axis)
 {
     json_t *m = json_object_get(r->spec, "step_multiplier");
+    json_t *sm = json_object_get(r->spec, "smoothness_multiplier");
+    json_t *am = json_object_get(r->spec, axis);
 
-    return json_pack("{s:s, s:o, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "job", r->job->id,
-                     "step_multiplier", m ? json_incref(m) : json_null(), "state",
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o}",
+                     "job", r->job->id, "axis", axis, "multiplier",
+                     am ? json_incref(am) : json_real(1.0), "step_multiplier",
+                     m ? json_incref(m) : json_null(), "smoothness_multiplier",
+                     sm ? json_incref(sm) : json_real(1.0), "state",
                      store_job_state_name(r->job->state), "reached", r->reached,
                      "rounds_to_target",
                      r->reached ? json_integer((json_int_t)r->last.round) : json_null(),
@@ -138,7 +148,7 @@ static json_t *tuned_run_json(const struct experiment_view *v, long row,
 
     if (row < 0)
         return json_null();
-    o = run_json(&v->rows[row]);
+    o = run_json(&v->rows[row], v->tune_axis);
     if (o) {
         json_object_set_new(o, "seeds", group_json(v, g));
         json_object_set_new(o, "peak_rel_gap", describe_real(g->peak));
@@ -157,7 +167,7 @@ static json_t *tuned_warnings(const struct experiment_view *v, const struct expe
         return NULL;
     if (t->excluded_row >= 0) {
         const struct experiment_row *r = &v->rows[t->excluded_row];
-        json_t *m = json_object_get(r->spec, "step_multiplier");
+        json_t *m = json_object_get(r->spec, v->tune_axis);
 
         snprintf(line, sizeof line,
                  "multiplier %g took fewer rounds (median %.0f) but its relative gap "
@@ -167,7 +177,7 @@ static json_t *tuned_warnings(const struct experiment_view *v, const struct expe
         json_array_append_new(w, json_string(line));
     }
     if (t->best_edge != 0) {
-        json_t *m = json_object_get(v->rows[t->best_row].spec, "step_multiplier");
+        json_t *m = json_object_get(v->rows[t->best_row].spec, v->tune_axis);
 
         snprintf(line, sizeof line,
                  "the best multiplier %g is the %s of the grid: a %s one may be better; "

@@ -151,7 +151,8 @@ static int curve_load(struct store *st, const char *id, enum plot_x xaxis,
 /*
  * A job's legend, "eclk, topk k=5" from its spec, and its variant, the
  * same less the multiplier of a tuned run: a run of a tuned experiment
- * (its name ends in " xM", M its step_multiplier) is "eclk, topk k=5 x4",
+ * (its name ends in " xM", M its multiplier on the tune's axis, step or
+ * smoothness) is "eclk, topk k=5 x4",
  * with its variant's name when the variant has one of its own; any other
  * job has its name in brackets. A run of an experiment's seeds (its name
  * ends in "s=SEED", its seed) has " s=SEED" after the rest when with_seed,
@@ -162,18 +163,22 @@ static void job_label(const struct store_job *job, int with_seed, char *out, siz
 {
     json_t *spec = job->spec ? json_loads(job->spec, 0, NULL) : NULL;
     json_t *comp = json_object_get(spec, "compressor"), *v;
-    json_t *m = json_object_get(spec, "step_multiplier");
+    /* A tuned run sets the field its grid's axis names; the other keeps
+       its default (a stored spec always has step_multiplier, 1 but for
+       a step axis). The multiplier is the one the name ends in, before
+       any seed. */
+    static const char *const axes[] = {"smoothness_multiplier", "step_multiplier"};
     json_t *seed = json_object_get(spec, "seed");
     const char *key, *name = job->name ? job->name : "";
     char plain[200] = "", suffix[48] = "", seeded[48] = "";
-    size_t o, nl = strlen(name), pl, sl;
+    size_t o, nl = strlen(name), pl, sl = 0, ssl;
 
     if (job->experiment_id[0] && json_is_integer(seed)) {
-        sl = (size_t)snprintf(seeded, sizeof seeded, "s=%lld",
-                              (long long)json_integer_value(seed));
-        if (nl >= sl && strcmp(name + nl - sl, seeded) == 0 &&
-            (nl == sl || name[nl - sl - 1] == ' '))
-            nl = nl == sl ? 0 : nl - sl - 1;
+        ssl = (size_t)snprintf(seeded, sizeof seeded, "s=%lld",
+                               (long long)json_integer_value(seed));
+        if (nl >= ssl && strcmp(name + nl - ssl, seeded) == 0 &&
+            (nl == ssl || name[nl - ssl - 1] == ' '))
+            nl = nl == ssl ? 0 : nl - ssl - 1;
         else
             seeded[0] = '\0';
     }
@@ -195,11 +200,18 @@ static void job_label(const struct store_job *job, int with_seed, char *out, siz
     if (job->compressor && strcmp(job->compressor, "none") != 0 && pl < sizeof plain &&
         strstr(out, ", "))
         snprintf(plain + pl, sizeof plain - pl, " %s", strstr(out, ", ") + 2);
-    if (job->experiment_id[0] && json_is_number(m))
+    for (size_t a = 0; job->experiment_id[0] && !sl && a < 2; a++) {
+        json_t *m = json_object_get(spec, axes[a]);
+
+        if (!json_is_number(m))
+            continue;
         snprintf(suffix, sizeof suffix, "x%g", json_number_value(m));
-    sl = strlen(suffix);
-    if (sl && nl >= sl && strncmp(name + nl - sl, suffix, sl) == 0 &&
-        (nl == sl || name[nl - sl - 1] == ' ')) {
+        sl = strlen(suffix);
+        if (nl < sl || strncmp(name + nl - sl, suffix, sl) != 0 ||
+            (nl > sl && name[nl - sl - 1] != ' '))
+            sl = 0;
+    }
+    if (sl) {
         size_t base = nl == sl ? 0 : nl - sl - 1;
 
         if (base && !(base == strlen(plain) && strncmp(name, plain, base) == 0) && o < len)

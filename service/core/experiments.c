@@ -24,8 +24,19 @@ static const char *const experiment_keys[] = {
 /* Keys a variant may set: how it runs, never what it solves. */
 static const char *const variant_keys[] = {
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
+    "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
     "name", "labels", "backend", NULL,
 };
+
+/* The job fields a tune grid may set: the first is the default axis
+ * (docs/api.md, "Tuned experiments"). */
+static const char *const tune_axes[] = {"smoothness_multiplier", "step_multiplier"};
+
+/* The axis in a sentence: "smoothness" or "step" (multipliers). */
+static const char *axis_word(const char *axis)
+{
+    return strcmp(axis, "step_multiplier") == 0 ? "step" : "smoothness";
+}
 
 static int variant_key_ok(const char *key)
 {
@@ -67,39 +78,86 @@ static void note(json_t *errors, struct spec_problem *sp, const char *field,
     note_problem(errors, sp, &p);
 }
 
-int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
-                           struct spec_problem *sp)
+/* Which grid tune gives and the field it sets: 0, or -1 with sp set. */
+static int tune_grid(const json_t *tune, const json_t **grid, const char **axis,
+                     const char **grid_field, struct spec_problem *sp)
 {
-    const json_t *grid = json_object_get(tune, "step_multiplier"), *v;
+    const json_t *a = json_object_get(tune, "axis");
     const char *key;
     json_t *value;
+    int grids = 0;
+
+    json_object_foreach((json_t *)tune, key, value) {
+        int known = strcmp(key, "grid") == 0 || strcmp(key, "axis") == 0;
+
+        for (size_t k = 0; k < 2; k++)
+            if (strcmp(key, tune_axes[k]) == 0) {
+                known = 1;
+                *axis = tune_axes[k];
+                *grid = value;
+                *grid_field = key;
+            }
+        if (!known) {
+            char field[160];
+
+            snprintf(field, sizeof field, "tune.%s", key);
+            return spec_problem_set(sp, field, NULL, 0,
+                                    "unknown key; tune takes grid (and axis), or "
+                                    "smoothness_multiplier, or step_multiplier");
+        }
+        grids += strcmp(key, "axis") != 0;
+    }
+    if (grids != 1)
+        return spec_problem_set(sp, "tune", NULL, 0,
+                                "must give one grid: {\"grid\": [0.5, 1, 2, 4]} (the "
+                                "smoothness multiplier unless axis says otherwise), or "
+                                "smoothness_multiplier, or step_multiplier");
+    if (json_object_get(tune, "grid")) {
+        *grid = json_object_get(tune, "grid");
+        *grid_field = "grid";
+        *axis = tune_axes[0];
+        if (a && !(json_is_string(a) && (strcmp(json_string_value(a), tune_axes[0]) == 0 ||
+                                         strcmp(json_string_value(a), tune_axes[1]) == 0)))
+            return spec_problem_set(sp, "tune.axis", NULL, 0,
+                                    "must be smoothness_multiplier (the default) or "
+                                    "step_multiplier");
+        if (a)
+            *axis = strcmp(json_string_value(a), tune_axes[0]) == 0 ? tune_axes[0]
+                                                                    : tune_axes[1];
+    } else if (a) {
+        return spec_problem_set(sp, "tune.axis", NULL, 0,
+                                "goes with grid; %s names its axis itself", *grid_field);
+    }
+    return 0;
+}
+
+int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
+                           const char **axis, struct spec_problem *sp)
+{
+    const json_t *grid = NULL, *v;
+    const char *grid_field = "grid";
+    char gfield[64];
     size_t i;
 
     *n = 0;
     if (!json_is_object(tune))
         return spec_problem_set(sp, "tune", NULL, 0,
-                                "must be an object: {\"step_multiplier\": [0.25, 0.5, 1, 2]}");
-    json_object_foreach((json_t *)tune, key, value) {
-        if (strcmp(key, "step_multiplier")) {
-            char field[160];
-
-            snprintf(field, sizeof field, "tune.%s", key);
-            return spec_problem_set(sp, field, NULL, 0,
-                                    "unknown key; tune takes step_multiplier");
-        }
-    }
+                                "must be an object: {\"grid\": [0.25, 0.5, 1, 2]}");
+    if (tune_grid(tune, &grid, axis, &grid_field, sp) < 0)
+        return -1;
+    snprintf(gfield, sizeof gfield, "tune.%s", grid_field);
     if (!json_is_array(grid) || json_array_size(grid) < 1 ||
         json_array_size(grid) > EXPERIMENTS_MAX_TUNE_VALUES)
-        return spec_problem_set(sp, "tune.step_multiplier", "max_tune_values",
+        return spec_problem_set(sp, gfield, "max_tune_values",
                                 EXPERIMENTS_MAX_TUNE_VALUES,
                                 "must be an array of 1..%d distinct numbers above 0 "
                                 "(max_tune_values = %d)", EXPERIMENTS_MAX_TUNE_VALUES,
                                 EXPERIMENTS_MAX_TUNE_VALUES);
     json_array_foreach(grid, i, v) {
         double x = json_number_value(v);
-        char field[64];
+        char field[96];
 
-        snprintf(field, sizeof field, "tune.step_multiplier[%zu]", i);
+        snprintf(field, sizeof field, "%s[%zu]", gfield, i);
         if (!json_is_number(v) || !isfinite(x) || !(x > 0))
             return spec_problem_set(sp, field, NULL, 0,
                                     "must be a finite number above 0");
@@ -227,16 +285,17 @@ static size_t tune_runs(double *values, size_t n)
 /* The step comes from the grid: a base or variant that sets it is refused. */
 static int tune_conflict(const json_t *spec, const char *where, struct spec_problem *sp)
 {
-    static const char *const keys[] = {"step_size", "step_multiplier"};
+    static const char *const keys[] = {"step_size", "step_multiplier",
+                                       "smoothness_multiplier"};
 
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (json_object_get(spec, keys[k]) && !json_is_null(json_object_get(spec, keys[k]))) {
             char field[160];
 
             snprintf(field, sizeof field, "%s.%s", where, keys[k]);
             return spec_problem_set(sp, field, NULL, 0,
-                                    "a tuned experiment takes its steps from "
-                                    "tune.step_multiplier; leave %s out", keys[k]);
+                                    "a tuned experiment takes its steps from its "
+                                    "tune grid; leave %s out", keys[k]);
         }
     return 0;
 }
@@ -318,10 +377,10 @@ static void create_buf_clear(struct app *a, struct create_buf *b)
 }
 
 /* Where a problem of a merged spec comes from: the variant's key
-   (variants[i].FIELD), the grid's multiplier (tune.step_multiplier), or
-   the base's (base.FIELD), so that the base's is told once. */
+   (variants[i].FIELD), the grid's multiplier (tune.AXIS), or the base's
+   (base.FIELD), so that the base's is told once. */
 static void problem_field(char *out, size_t len, const char *field, json_t *v, size_t i,
-                          double m)
+                          double m, const char *axis)
 {
     char top[96];
     size_t n = strcspn(field, ".[");
@@ -329,21 +388,22 @@ static void problem_field(char *out, size_t len, const char *field, json_t *v, s
     snprintf(top, sizeof top, "%.*s", (int)(n < sizeof top ? n : sizeof top - 1), field);
     if (json_object_get(v, top))
         snprintf(out, len, "variants[%zu].%s", i, field);
-    else if (m > 0 && strcmp(top, "step_multiplier") == 0)
+    else if (m > 0 && strcmp(top, axis) == 0)
         snprintf(out, len, "tune.%s", field);
     else
         snprintf(out, len, "base%s%s", field[0] ? "." : "", field);
 }
 
-/* Job j of variant i: the variant merged into the base (at multiplier m
-   when m > 0, with seed when not NULL), checked as a submission is, into
-   b's slot j; every problem of its spec goes to errors. full_oracle: the
-   experiment's oracle is full (batch "full" for every job). */
+/* Job j of variant i: the variant merged into the base (with the tune
+   axis at multiplier m when m > 0, with seed when not NULL), checked as a
+   submission is, into b's slot j; every problem of its spec goes to errors.
+   full_oracle: the experiment's oracle is full (batch "full" for every
+   job). */
 static enum experiments_outcome make_job(struct app *a, const char *owner, int admin,
                                          json_t *base, json_t *v, size_t i, double m,
-                                         const uint64_t *seed, int full_oracle,
-                                         struct create_buf *b, size_t j, json_t *errors,
-                                         struct spec_problem *sp)
+                                         const char *axis, const uint64_t *seed,
+                                         int full_oracle, struct create_buf *b, size_t j,
+                                         json_t *errors, struct spec_problem *sp)
 {
     json_t *merged = json_deep_copy(base);
     struct jobspec_errors errs = {0};
@@ -355,7 +415,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
         return EXPERIMENTS_NO_MEMORY;
     json_object_update(merged, v);
     if (m > 0)
-        json_object_set_new(merged, "step_multiplier", json_real(m));
+        json_object_set_new(merged, axis, json_real(m));
     if (seed)
         json_object_set_new(merged, "seed", json_integer((json_int_t)*seed));
     if (full_oracle)
@@ -364,7 +424,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
     json_decref(merged);
     if (rc < 0) {
         for (unsigned k = 0; k < errs.count; k++) {
-            problem_field(field, sizeof field, errs.item[k].field, v, i, m);
+            problem_field(field, sizeof field, errs.item[k].field, v, i, m, axis);
             note(errors, sp, field, errs.item[k].detail);
         }
         if (!errs.count)
@@ -372,7 +432,7 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
         return EXPERIMENTS_INVALID;
     }
     if (jobs_check_spec(a, &b->specs[j], owner, admin, &vp, b->versions[j]) < 0) {
-        problem_field(field, sizeof field, vp.field, v, i, m);
+        problem_field(field, sizeof field, vp.field, v, i, m, axis);
         note(errors, sp, field, vp.detail);
         return EXPERIMENTS_INVALID;
     }
@@ -388,12 +448,13 @@ static enum experiments_outcome make_job(struct app *a, const char *owner, int a
 /*
  * The document's shape: its keys, base, variants, name, tune and seeds,
  * each problem into errors. *nvar, the seeds (*nseeds of them, 0 when not
- * given) and, when tuned, the grid of runs (*runs of them) once it holds;
- * returns whether jobs can be made of it to check further (base an object
- * and variants an array of objects).
+ * given) and, when tuned, the grid of runs (*runs of them) and the job
+ * field it sets (*axis) once it holds; returns whether jobs can be made of
+ * it to check further (base an object and variants an array of objects).
  */
 static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseeds,
-                       size_t *nvar, size_t *runs, json_t *errors, struct spec_problem *sp)
+                       size_t *nvar, size_t *runs, const char **axis, json_t *errors,
+                       struct spec_problem *sp)
 {
     json_t *base = json_object_get(doc, "base"), *variants = json_object_get(doc, "variants");
     json_t *name = json_object_get(doc, "name"), *tune = json_object_get(doc, "tune");
@@ -435,8 +496,9 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
     *nvar = json_array_size(variants);
     *runs = 1;
     if (tune) {
-        if (experiments_tune_parse(tune, grid, &ngrid, &p) < 0) {
+        if (experiments_tune_parse(tune, grid, &ngrid, axis, &p) < 0) {
             note_problem(errors, sp, &p);
+            *axis = tune_axes[0];
             grid[0] = 1.0;          /* the variants are checked at their default */
         } else {
             *runs = tune_runs(grid, ngrid);
@@ -449,12 +511,16 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
         note_problem(errors, sp, &p);
     per = *runs * (*nseeds ? *nseeds : 1);
     if (*nvar * per > EXPERIMENTS_MAX_JOBS) {
-        spec_problem_set(&p, tune ? "tune.step_multiplier" : "seeds", "max_experiment_jobs",
+        char by_seeds[48] = "";
+
+        if (*nseeds)
+            snprintf(by_seeds, sizeof by_seeds, " x %zu seeds", *nseeds);
+        spec_problem_set(&p, *nseeds ? "seeds" : "tune", "max_experiment_jobs",
                          EXPERIMENTS_MAX_JOBS,
-                         "%zu variants x %zu step multipliers%s x %zu seeds make %zu jobs; "
-                         "an experiment has at most %d (max_experiment_jobs)", *nvar, *runs,
-                         tune && *runs > ngrid ? " (the default x1 added)" : "",
-                         *nseeds ? *nseeds : 1, *nvar * per, EXPERIMENTS_MAX_JOBS);
+                         "%zu variants x %zu %s multipliers%s%s make %zu jobs; an "
+                         "experiment has at most %d (max_experiment_jobs)", *nvar, *runs,
+                         axis_word(*axis), tune && *runs > ngrid ? " (the default x1 added)" : "",
+                         by_seeds, *nvar * per, EXPERIMENTS_MAX_JOBS);
         note_problem(errors, sp, &p);
         shaped = 0;
     }
@@ -473,8 +539,9 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
             if (!variant_key_ok(key)) {
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
                 note(errors, sp, field, "a variant sets only how it runs: algorithm, "
-                     "compressor, batch, p, step_size, step_multiplier, name, labels, "
-                     "backend; the problem comes from base");
+                     "compressor, batch, p, step_size, step_multiplier, "
+                     "smoothness_multiplier, eclk_rule, eclk_guard, eclk_guard_threshold, "
+                     "name, labels, backend; the problem comes from base");
             }
         }
         if (oracle == 1 && json_object_get(v, "batch")) {
@@ -541,9 +608,10 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
     struct spec_problem op;
     char what[160];
     int full;
+    const char *axis = tune_axes[0];
 
     memset(sp, 0, sizeof *sp);
-    if (!check_shape(doc, grid, seeds, &nseeds, &nvar, &runs, errors, sp))
+    if (!check_shape(doc, grid, seeds, &nseeds, &nvar, &runs, &axis, errors, sp))
         return EXPERIMENTS_INVALID;
     full = experiments_oracle_parse(doc, &op) == 1;
     per = runs * (nseeds ? nseeds : 1);
@@ -557,7 +625,7 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
      * problems are told at once. */
     for (size_t j = 0; j < b.n && out != EXPERIMENTS_NO_MEMORY; j++) {
         one = make_job(a, owner, admin, base, json_array_get(variants, j / per), j / per,
-                       tuned ? grid[j % per / (nseeds ? nseeds : 1)] : 0,
+                       tuned ? grid[j % per / (nseeds ? nseeds : 1)] : 0, axis,
                        nseeds ? &seeds[j % nseeds] : NULL, full, &b, j, errors, sp);
         if (one != EXPERIMENTS_CREATED)
             out = one == EXPERIMENTS_NO_MEMORY ? one : EXPERIMENTS_INVALID;
@@ -566,11 +634,11 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
         out = EXPERIMENTS_INVALID;
     if (out == EXPERIMENTS_CREATED) {
         if (nseeds)
-            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers x "
-                     "%zu seeds)", b.n, nvar, runs, nseeds);
+            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu %s multipliers x "
+                     "%zu seeds)", b.n, nvar, runs, axis_word(axis), nseeds);
         else if (tuned)
-            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu step multipliers)",
-                     b.n, nvar, runs);
+            snprintf(what, sizeof what, "%zu jobs (%zu variants x %zu %s multipliers)",
+                     b.n, nvar, runs, axis_word(axis));
         else
             snprintf(what, sizeof what, "%zu variants", b.n);
         out = store_all(a, owner, doc, &b, what, x, sp, e);
@@ -795,12 +863,13 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
     size_t ngrid = 0, nseeds = 0, nvar = json_array_size(json_object_get(spec, "variants"));
     size_t runs, S;
     struct spec_problem sp;
+    const char *axis;
     int rc = 0;
 
     v->seeds = experiments_seeds_parse(spec, seeds, &nseeds, &sp) == 0 && nseeds ? nseeds : 1;
     experiments_excursion_parse(spec, &v->max_excursion, &sp);
     S = v->seeds;
-    if (!tune || experiments_tune_parse(tune, grid, &ngrid, &sp) < 0 || nvar == 0)
+    if (!tune || experiments_tune_parse(tune, grid, &ngrid, &axis, &sp) < 0 || nvar == 0)
         goto out;
     runs = tune_runs(grid, ngrid);
     if (v->n != nvar * runs * S)
@@ -810,6 +879,7 @@ static int view_tuned(struct experiment_view *v, struct store_err *e)
         goto out;
     }
     v->ntuned = nvar;
+    v->tune_axis = axis;
     for (size_t i = 0; i < nvar; i++) {
         struct experiment_tuned *t = &v->tuned[i];
         int have_best = 0, have_excluded = 0;

@@ -53,11 +53,15 @@ enum experiments_outcome experiments_create(struct app *a, const char *owner,
 
 /*
  * tune's grid into values (room for EXPERIMENTS_MAX_TUNE_VALUES + 1), *n
- * of them: 0, or -1 with sp naming the field (an object with only
- * step_multiplier: an array of 1..16 distinct finite numbers above 0).
+ * of them, and the job field it sets into *axis ("smoothness_multiplier"
+ * or "step_multiplier"): 0, or -1 with sp naming the field. tune is
+ * {"grid": [...], "axis": ...} (axis smoothness_multiplier unless told
+ * otherwise), or {"smoothness_multiplier": [...]} or
+ * {"step_multiplier": [...]}; a grid is an array of 1..16 distinct
+ * finite numbers above 0.
  */
 int experiments_tune_parse(const json_t *tune, double *values, size_t *n,
-                           struct spec_problem *sp);
+                           const char **axis, struct spec_problem *sp);
 
 /* The experiment's max_excursion (EXPERIMENTS_MAX_EXCURSION when not
    given): a number >= 1, else -1 with sp naming the field. */
@@ -146,6 +150,7 @@ struct experiment_view {
     size_t ngroups;
     size_t *group_rows;
     size_t *identity;                 /* 0..n-1: the tuned groups' rows */
+    const char *tune_axis;      /* the job field the grid set (static) */
 };
 
 /* gid[i] = the group of job i: jobs whose specs agree but for seed and

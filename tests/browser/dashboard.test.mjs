@@ -639,7 +639,7 @@ async function main() {
         const r = await call('POST', '/v1/experiments', {name: 'tuned',
             base: {dataset: 'heart_scale', workers: 2, max_rounds: 300, target: 1e-6, lambda2_rel: 1e-2,
                    compressor: {type: 'topk', k: 3}},
-            variants: [{algorithm: 'eclk'}, {algorithm: 'ec-gd'}], tune: {step_multiplier: [0.5, 2]}});
+            variants: [{algorithm: 'eclk'}, {algorithm: 'ec-gd'}], tune: {grid: [0.5, 2]}});
         if (r.status !== 201) fail('experiment submit: ' + r.status + ' ' + JSON.stringify(r.doc));
         const names = r.doc.jobs.map(j => j.name);
         if (names[0] !== 'eclk topk k=3 x0.5' || names[5] !== 'ec-gd topk k=3 x1')
@@ -678,6 +678,12 @@ async function main() {
             .evaluateAll(rs => rs.map(t => t.dataset.job));
         for (const t of x.tuned)
             if (t.best && !shownIds.includes(t.best.job)) fail('the best run ' + t.best.job + ' is not shown');
+        // Its best multiplier on the tune's axis, the default one: smoothness.
+        const bestCells = await page.locator('#tuned tbody tr td:nth-child(3)').allTextContents();
+        const wantCells = x.tuned.map(t => t.best ? 'x' + t.best.multiplier + ' (smoothness)' : '-');
+        if (bestCells.join('|') !== wantCells.join('|'))
+            fail('the best multipliers read ' + bestCells.join(' | ') + ', not ' + wantCells.join(' | '));
+        if (!x.tuned.some(t => t.best)) fail('no variant has a best run to show');
         await page.screenshot({path: join(shots, 'experiment-best.png'), fullPage: true});
     });
 

@@ -58,6 +58,9 @@ typedef struct ec_params {
     double step_factor;       /* ef21: theory_step is this times its
                                  theorem's step; 1 for the others */
     double step_multiplier;
+    double smoothness_multiplier;  /* the constants see L / this (eclk,
+                                      lkatyusha: L_eff; the others: their
+                                      default step times this) */
     double gamma;             /* the step the run uses */
     double alpha;             /* DIANA shift step 1/(1+omega) */
     double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha */

@@ -202,6 +202,9 @@ typedef struct ec_job {
     double p;                /* (0, 1]; NaN: the algorithm's default */
     double step_size;        /* > 0; NaN: theory step times step_multiplier */
     double step_multiplier;  /* > 0, default 1 */
+    /* > 0; NaN: 1. The constants are computed from the smoothness divided
+     * by it (docs/algorithms.md, "The smoothness multiplier"). */
+    double smoothness_multiplier;
     /* eclk only (docs/algorithms.md, "ECLK's rules" and "ECLK's guard"):
      * the rule, an ec_eclk_rule or -1 for the default; the guard, 1 on,
      * 0 off, -1 the default; its threshold (> 1), NaN for the default. */
