@@ -1,16 +1,20 @@
 /*
- * ECLK at its defaults on every dataset and compressor: rounds to relative
- * gap 1e-6 and the largest excursion of the gap above its start, for the
- * rule that accounts for the compressor's contraction (the default, the
- * realised contraction measured online), beside the rule that reads the
- * nominal delta alone and the plain L-Katyusha constants that ignore it.
- * Every run is in process and a pure function of its job; the runs are
- * spread over --jobs forked processes.
+ * ECLK's rules and guard on every dataset and compressor: rounds to
+ * relative gap 1e-6 and the largest excursion of the gap above its start,
+ * per configuration (a rule, the guard on or off and its threshold: the
+ * job fields eclk_rule, eclk_guard, eclk_guard_threshold), so the default
+ * is chosen by measurement (docs/algorithms.md, "ECLK's defaults
+ * measured"). Every run is in process and a pure function of its job; the
+ * runs are spread over --jobs forked processes.
  *
- *   bench_eclk_defaults [--out FILE] [--jobs N] [--rules LIST]
- *                       [--seeds N] [--budget R] [--only DATASET]
+ *   bench_eclk_defaults [--out FILE] [--jobs N] [--configs LIST]
+ *                       [--seeds N] [--budget R] [--only DATASETS]
+ *                       [--comps LIST]
  *
- * LIST is a comma-separated subset of plain,nominal,online (default all).
+ * LIST is a comma-separated subset of the configurations below (default
+ * plain, nominal, online); DATASETS a comma-separated list of dataset
+ * name prefixes; the --comps LIST of top-1, top-5%, rand-1, rand-5%,
+ * dither.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -40,9 +44,25 @@ enum { C_TOP1, C_TOPF, C_RAND1, C_RANDF, C_DITHER, NCOMP };
 static const char *const comp_names[NCOMP] = {"top-1", "top-5%", "rand-1",
                                               "rand-5%", "dither s=1"};
 
-static const ec_eclk_rule all_rules[] = {EC_ECLK_PLAIN, EC_ECLK_NOMINAL,
-                                         EC_ECLK_ONLINE};
-#define NRULES 3
+/* The configurations: a rule, the guard (threshold 0: off) and, to
+ * explore, the inflation's margin c (0: the engine's, 1/2; not a job
+ * field: set on the resolved parameters). */
+static const struct config {
+    const char *name;
+    ec_eclk_rule rule;
+    double guard;
+    double c;
+} configs[] = {
+    {"plain", EC_ECLK_PLAIN, 0, 0},
+    {"nominal", EC_ECLK_NOMINAL, 0, 0},
+    {"online", EC_ECLK_ONLINE, EC_ECLK_GUARD_THRESHOLD, 0},
+    {"guarded-plain", EC_ECLK_PLAIN, EC_ECLK_GUARD_THRESHOLD, 0},
+    {"guarded-plain-4", EC_ECLK_PLAIN, 4.0, 0},
+    {"guarded-nominal", EC_ECLK_NOMINAL, EC_ECLK_GUARD_THRESHOLD, 0},
+    {"online-c1", EC_ECLK_ONLINE, EC_ECLK_GUARD_THRESHOLD, 1.0},
+    {"online-c2", EC_ECLK_ONLINE, EC_ECLK_GUARD_THRESHOLD, 2.0},
+};
+#define NRULES (sizeof configs / sizeof configs[0])
 
 struct task {
     int ds, comp, rule;
@@ -124,13 +144,18 @@ static void run_task(unsigned i)
     job.target = TARGET;
     job.seed = t->seed;
     job.max_seconds = 1e9;
+    job.eclk_rule = (int)configs[t->rule].rule;
+    job.eclk_guard = configs[t->rule].guard > 0;
+    if (job.eclk_guard)
+        job.eclk_guard_threshold = configs[t->rule].guard;
     if (ec_params_resolve(&job, pb, &prm, &e) < 0) {
         fprintf(stderr, "bench_eclk_defaults: %s\n", e.msg);
         _exit(1);
     }
-    /* The comparison rules start from the same resolved job. */
-    if (all_rules[t->rule] != prm.eclk_rule)
-        ec_params_set_eclk(&prm, all_rules[t->rule], prm.delta);
+    if (configs[t->rule].c > 0) {
+        prm.eclk_c = configs[t->rule].c;
+        ec_params_set_eclk(&prm, prm.eclk_rule, prm.delta);
+    }
     r->delta = prm.delta;
     r->delta_start = prm.delta_eff;
     r->k = job.compressor.k;
@@ -152,18 +177,31 @@ static void run_task(unsigned i)
 
 static int parse_rules(const char *list, int *want)
 {
-    char buf[128], *tok, *save = NULL;
+    char buf[256], *tok, *save = NULL;
 
     snprintf(buf, sizeof buf, "%s", list);
-    for (int i = 0; i < NRULES; i++)
+    for (unsigned i = 0; i < NRULES; i++)
         want[i] = 0;
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int found = 0;
-        for (int i = 0; i < NRULES; i++)
-            if (strcmp(tok, ec_eclk_rule_name(all_rules[i])) == 0)
+        for (unsigned i = 0; i < NRULES; i++)
+            if (strcmp(tok, configs[i].name) == 0)
                 want[i] = found = 1;
         if (!found)
             return -1;
+    }
+    return 0;
+}
+
+/* Whether name starts with one of the comma-separated prefixes of list. */
+static int listed(const char *list, const char *name)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+
+        if (n && strncmp(name, p, n) == 0)
+            return 1;
+        p += n + (p[n] == ',');
     }
     return 0;
 }
@@ -185,7 +223,7 @@ static void cell(FILE *f, const struct result *r)
 int main(int argc, char **argv)
 {
     const char *dir = getenv("ECOPT_DATA_DIR"), *out = NULL, *only = NULL;
-    int want[NRULES] = {1, 1, 1}, jobs = 2, nseeds = 2;
+    int want[NRULES] = {1, 1, 1}, jobs = 2, nseeds = 2, want_comp[NCOMP] = {1, 1, 1, 1, 1};
     FILE *f = stdout;
 
     for (int i = 1; i < argc; i++) {
@@ -201,14 +239,24 @@ int main(int argc, char **argv)
             lambda2_rel = atof(argv[++i]);
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
-        else if (strcmp(argv[i], "--rules") == 0 && i + 1 < argc) {
+        else if ((strcmp(argv[i], "--configs") == 0 || strcmp(argv[i], "--rules") == 0) &&
+                 i + 1 < argc) {
             if (parse_rules(argv[++i], want) < 0) {
-                fprintf(stderr, "bench_eclk_defaults: --rules: plain, nominal, online\n");
+                fprintf(stderr, "bench_eclk_defaults: --configs: one of");
+                for (unsigned k = 0; k < NRULES; k++)
+                    fprintf(stderr, " %s", configs[k].name);
+                fputc('\n', stderr);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--comps") == 0 && i + 1 < argc) {
+            const char *list = argv[++i];
+            for (int c = 0; c < NCOMP; c++)
+                want_comp[c] = strstr(list, comp_names[c]) != NULL ||
+                               (c == C_DITHER && strstr(list, "dither"));
         } else {
-            fprintf(stderr, "usage: %s [--out FILE] [--jobs N] [--rules LIST] "
-                            "[--seeds N] [--budget R] [--only DATASET]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--out FILE] [--jobs N] [--configs LIST] "
+                            "[--seeds N] [--budget R] [--only DATASETS] "
+                            "[--comps LIST]\n", argv[0]);
             return 2;
         }
     }
@@ -222,7 +270,7 @@ int main(int argc, char **argv)
         ec_job job;
         ec_err e = {0};
 
-        if (only && strncmp(ds_names[d], only, strlen(only)) != 0)
+        if (only && !listed(only, ds_names[d]))
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, ds_names[d]);
         ec_job_defaults(&job);
@@ -239,9 +287,9 @@ int main(int argc, char **argv)
     tasks = calloc(NDS * NCOMP * NRULES * (unsigned)nseeds, sizeof *tasks);
     for (unsigned d = 0; d < NDS; d++)
         for (int c = 0; c < NCOMP; c++)
-            for (int r = 0; r < NRULES; r++)
+            for (int r = 0; r < (int)NRULES; r++)
                 for (int s = 1; s <= nseeds; s++) {
-                    if (!want[r] || !dsets[d].n_rows)
+                    if (!want[r] || !dsets[d].n_rows || !want_comp[c])
                         continue;
                     tasks[ntasks++] = (struct task){(int)d, c, r, (uint64_t)s};
                 }
@@ -260,7 +308,7 @@ int main(int argc, char **argv)
                 run_task(i);
                 fprintf(stderr, "%-10s %-10s %-7s seed %llu: %s %llu rounds, max x%.3g, delta %.3g -> %.3g, infl %.3g, restarts %llu\n",
                         ds_names[t->ds], comp_names[t->comp],
-                        ec_eclk_rule_name(all_rules[t->rule]),
+                        configs[t->rule].name,
                         (unsigned long long)t->seed,
                         results[i].stop == -1 ? "excursion" : ec_stop_name(results[i].stop),
                         (unsigned long long)results[i].rounds, results[i].max_gap,
@@ -279,12 +327,12 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(f, "| dataset | compressor | delta |");
-    for (int r = 0; r < NRULES; r++)
+    for (unsigned r = 0; r < NRULES; r++)
         if (want[r])
             for (int s = 1; s <= nseeds; s++)
-                fprintf(f, " %s s%d |", ec_eclk_rule_name(all_rules[r]), s);
+                fprintf(f, " %s s%d |", configs[r].name, s);
     fprintf(f, " realised delta (online, end) |\n|---|---|---|");
-    for (int r = 0; r < NRULES; r++)
+    for (unsigned r = 0; r < NRULES; r++)
         if (want[r])
             for (int s = 1; s <= nseeds; s++)
                 fprintf(f, "---|");
@@ -298,7 +346,7 @@ int main(int argc, char **argv)
                 if (tasks[i].ds == (int)d && tasks[i].comp == c) {
                     if (!first)
                         first = &results[i];
-                    if (all_rules[tasks[i].rule] == EC_ECLK_ONLINE && tasks[i].seed == 1)
+                    if (configs[tasks[i].rule].rule == EC_ECLK_ONLINE && tasks[i].seed == 1)
                         dend = results[i].delta_end;
                 }
             if (!first)

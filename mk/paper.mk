@@ -16,6 +16,16 @@ bench-paper-quick: $(BUILD)/bench/bench_paper
 	@mkdir -p $(BUILD)/paper-quick
 	$(BUILD)/bench/bench_paper --quick --out $(BUILD)/paper-quick --jobs 2
 
+# ECLK's rules and guard (and the inflation's margin c) on a9a, mushrooms
+# and w8a x five compressors, one seed: the table of
+# bench/results/eclk-rules.md, from which the default is chosen.
+.PHONY: bench-eclk-rules
+bench-eclk-rules: $(BUILD)/bench/bench_eclk_defaults
+	$(BUILD)/bench/bench_eclk_defaults --jobs 2 --seeds 1 --only a9a,mushrooms,w8a \
+	    --configs plain,online,online-c1,online-c2,guarded-plain \
+	    --out $(BUILD)/eclk-rules-table.md
+	@echo "table in $(BUILD)/eclk-rules-table.md"
+
 # ECLK at its defaults on six datasets and five compressors, beside the
 # plain L-Katyusha constants and the nominal-delta rule (about 30 CPU
 # minutes): the table of bench/results/eclk-defaults.md.
