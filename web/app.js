@@ -413,6 +413,20 @@
                 last = p;
             });
             flush();
+            /* The spread of a group of seeds: a light area from its least
+               to its greatest value at each evaluation point. */
+            if (s.band && s.band.length > 1) {
+                const up = [], down = [];
+                for (const b of s.band) {
+                    if (!ok(b.x, b.lo) || !ok(b.x, b.hi)) continue;
+                    up.push(px(b.x).toFixed(1) + ' ' + py(ylog ? Math.log10(b.hi) : b.hi).toFixed(1));
+                    down.push(px(b.x).toFixed(1) + ' ' + py(ylog ? Math.log10(b.lo) : b.lo).toFixed(1));
+                }
+                if (up.length > 1)
+                    root.append(svg('path', {class: 'band', 'data-series': String(si), fill: s.color,
+                                             'fill-opacity': 0.18, stroke: 'none',
+                                             d: 'M' + up.join(' L') + ' L' + down.reverse().join(' L') + ' Z'}));
+            }
             const path = svg('path', {class: 'curve', 'data-series': String(si), d: d.trim() || 'M0 0',
                                       fill: 'none', stroke: s.color, 'stroke-width': 1.8,
                                       'stroke-linejoin': 'round'});
@@ -1275,10 +1289,12 @@
         /* All runs, or the best run of each variant: of those that reached
            the target the fewest rounds (ties: fewer bits up), else the
            lowest final gap. */
-        let runs = q.get('runs') === 'best' ? 'best' : 'all';
+        let runs = ['best', 'seeds'].indexOf(q.get('runs')) >= 0 ? q.get('runs') : 'all';
+        const seedsOption = el('option', {value: 'seeds', text: 'median of the seeds', hidden: ''});
         const runsPick = el('select', {id: 'runs-view', 'aria-label': 'which runs'},
                             el('option', {value: 'all', text: 'every run'}),
-                            el('option', {value: 'best', text: 'best run per variant'}));
+                            el('option', {value: 'best', text: 'best run per variant'}), seedsOption);
+        let seedGroups = [];    /* the service's groups of runs that differ by seed alone */
         runsPick.value = runs;
         const better = (a, b) => !b ||
             (a.reached && (!b.reached || a.rounds_to_target < b.rounds_to_target ||
@@ -1286,7 +1302,7 @@
             (!a.reached && !b.reached && typeof a.final_rel_gap === 'number' &&
              (typeof b.final_rel_gap !== 'number' || a.final_rel_gap < b.final_rel_gap));
         const shown = () => {
-            if (runs === 'all') return order;
+            if (runs !== 'best') return order;
             const best = {};
             for (const id of order) {
                 const c = rowsById[id];
@@ -1294,7 +1310,34 @@
             }
             return order.filter(id => best[rowsById[id].variant] === rowsById[id]);
         };
-        const seriesOf = () => shown().map(id => ({
+        /* Per group of seeds, one curve: at each evaluation point the
+           median of its runs (a run that stopped is read at its last row,
+           as plot.svg does), and a band from their least to greatest. */
+        const median = v => {
+            const a = v.slice().sort((p, q) => p - q), m = a.length >> 1;
+            return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
+        };
+        const seedSeries = () => seedGroups.filter(g => g.jobs && g.jobs.length > 1).map(g => {
+            const xcol = X_AXES[choice.xaxis].col, ycol = choice.y;
+            const lists = g.jobs.map(id => (curves.get(id) || {rows: []}).rows).filter(l => l.length);
+            const n = Math.max(0, ...lists.map(l => l.length)), rows = [], band = [];
+            for (let i = 0; i < n; i++) {
+                const at = lists.map(l => l[Math.min(i, l.length - 1)]);
+                const xs = at.map(r => rowValue(r, xcol)), ys = at.map(r => rowValue(r, ycol));
+                if (xs.some(v => isNaN(v)) || ys.some(v => isNaN(v))) continue;
+                const row = {round: median(at.map(r => r.round))};
+                row[xcol] = median(xs);
+                row[ycol] = median(ys);
+                rows.push(row);
+                band.push({x: row[xcol], lo: Math.min(...ys), hi: Math.max(...ys)});
+            }
+            const st = style[g.jobs[0]] || {color: PALETTE[0]};
+            const c = rowsById[g.jobs[0]];
+            return {label: (c ? c.label.replace(/ s=\d+$/, '') : g.jobs[0]) + ': median of ' +
+                        g.jobs.length + ' seeds',
+                    color: st.color, dash: st.dash, group: st.group, rows: rows, band: band};
+        });
+        const seriesOf = () => runs === 'seeds' && seedGroups.some(g => g.jobs && g.jobs.length > 1) ? seedSeries() : shown().map(id => ({
             label: rowsById[id] ? rowsById[id].label : id, color: style[id].color, dash: style[id].dash,
             group: style[id].group, rows: (curves.get(id) || {rows: []}).rows}));
         const redraw = () => {
@@ -1307,7 +1350,7 @@
         };
         runsPick.addEventListener('change', () => {
             runs = runsPick.value;
-            setQuery({runs: runs === 'best' ? 'best' : ''});
+            setQuery({runs: runs === 'all' ? '' : runs});
             redraw();
         });
         /* A line in the curve's colour and dash, for the table. */
@@ -1345,6 +1388,8 @@
             const doc = r.doc;
             jobsById = {};
             for (const j of doc.jobs || []) jobsById[j.id] = j;
+            seedGroups = doc.groups || [];
+            seedsOption.hidden = !seedGroups.some(g => g.jobs && g.jobs.length > 1);
             order = doc.comparison.map(c => c.job);
             /* One colour per variant, one dash per run of it. */
             rowsById = {};

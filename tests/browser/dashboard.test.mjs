@@ -687,6 +687,34 @@ async function main() {
         await page.screenshot({path: join(shots, 'experiment-best.png'), fullPage: true});
     });
 
+    await check('an experiment with seeds draws one median per group with a band from least to greatest', async () => {
+        const r = await call('POST', '/v1/experiments', {name: 'seeded',
+            base: {dataset: 'heart_scale', workers: 2, max_rounds: 200, target: 1e-6, lambda2_rel: 1e-2,
+                   eval_every: 10, compressor: {type: 'randk', k: 3}},
+            variants: [{algorithm: 'ec-sgd-diana'}, {algorithm: 'eclk'}], seeds: 3});
+        if (r.status !== 201) fail('experiment submit: ' + r.status + ' ' + JSON.stringify(r.doc));
+        await waitJobs(r.doc.jobs.map(j => j.id));
+        await page.goto(base + '/#/experiments/' + r.doc.id + '?runs=seeds');
+        await page.waitForFunction(() => {
+            const c = document.getElementById('compare-chart');
+            return c && c.getAttribute('data-series') === '2' &&
+                c.querySelectorAll('path.band').length === 2;
+        }, null, {timeout: 20000});
+        const legend = await page.locator('#compare-chart .legend-name').allTextContents();
+        // (the legend cuts a name at 32 characters)
+        if (legend.length !== 2 || !legend.every(t => /^(ec-sgd-diana|eclk), randk k=3: median/.test(t)))
+            fail('the legend reads ' + legend.join(' | '));
+        // Each band holds its median: the band's fill is its curve's colour.
+        const fills = await page.locator('#compare-chart path.band').evaluateAll(ps => ps.map(p => p.getAttribute('fill')));
+        const strokes = await page.locator('#compare-chart path.curve').evaluateAll(ps => ps.map(p => p.getAttribute('stroke')));
+        if (fills.join('|') !== strokes.join('|')) fail('bands ' + fills.join(',') + ' beside curves ' + strokes.join(','));
+        if ((await page.locator('#runs-view option[value=seeds]').getAttribute('hidden')) !== null)
+            fail('the seeds view is hidden for an experiment with seeds');
+        await page.screenshot({path: join(shots, 'experiment-seeds.png'), fullPage: true});
+        await page.selectOption('#runs-view', 'all');
+        await page.locator('#compare-chart[data-series="6"]').waitFor({timeout: 5000});
+    });
+
     await check('the datasets page uploads a file, and shows the service\'s message for a bad one', async () => {
         await page.goto(base + '/#/datasets');
         await page.locator('#upload-form').waitFor();
