@@ -253,15 +253,18 @@ START_TEST(test_names_round_trip)
 {
     static const char *const names[] = {"none", "topk", "randk",
                                         "randk-unbiased", "dither",
-                                        "dither-unbiased"};
+                                        "dither-unbiased", "natural",
+                                        "natural-dither",
+                                        "natural-dither-unbiased"};
     ec_comp_type t = EC_COMP_TOPK;
 
-    for (int i = 0; i < 6; i++) {
+    ck_assert_int_eq(EC_COMP_COUNT, sizeof names / sizeof names[0]);
+    for (int i = 0; i < EC_COMP_COUNT; i++) {
         ck_assert_str_eq(ec_comp_name((ec_comp_type)i), names[i]);
         ck_assert_int_eq(ec_comp_from_name(names[i], &t), 0);
         ck_assert_int_eq(t, i);
     }
-    ck_assert_ptr_null(ec_comp_name((ec_comp_type)6));
+    ck_assert_ptr_null(ec_comp_name((ec_comp_type)EC_COMP_COUNT));
     ck_assert_ptr_null(ec_comp_name((ec_comp_type)-1));
 
     t = EC_COMP_DITHER;
@@ -294,9 +297,13 @@ static const struct check_case {
     {EC_COMP_DITHER, 0, 1, 10, NULL},      /* k is ignored for dither */
     {EC_COMP_DITHER, 77, 65535, 10, NULL},
     {EC_COMP_TOPK, 5, 0, 10, NULL},        /* s is ignored for topk */
-    {(ec_comp_type)6, 1, 1, 10,
+    {(ec_comp_type)9, 1, 1, 10,
      "compressor.type must be one of none, topk, randk, randk-unbiased, "
-     "dither, dither-unbiased (got 6)"},
+     "dither, dither-unbiased, natural, natural-dither, "
+     "natural-dither-unbiased (got 9)"},
+    {EC_COMP_NATDITHER, 0, 0, 10, "compressor.s must be in 1..65535 (got 0)"},
+    {EC_COMP_NATDITHER_UNBIASED, 0, 65535, 10, NULL},
+    {EC_COMP_NATURAL, 7, 7, 10, NULL},     /* natural takes no count */
     {EC_COMP_NONE, 0, 0, 0,
      "the vector dimension d must be at least 1 (got 0)"},
 };
@@ -355,6 +362,12 @@ static const struct {
     {EC_COMP_DITHER, 0, 10, 100, 0.5, 1.0},       /* the two agree */
     {EC_COMP_DITHER, 0, 20, 100, 0.8, 0.25},      /* d/s^2 wins */
     {EC_COMP_DITHER_UNBIASED, 0, 2, 100, 0.0, 5.0},
+    {EC_COMP_NATURAL, 0, 0, 100, 0.875, 0.125},
+    /* 1/8 + r min(1, r), r = sqrt(d)/2^(s-1). */
+    {EC_COMP_NATDITHER, 0, 2, 100, 1.0 / 6.125, 5.125},        /* r = 5 */
+    {EC_COMP_NATDITHER, 0, 5, 100, 1.0 / 1.515625, 0.515625},  /* r = 5/8 */
+    {EC_COMP_NATDITHER_UNBIASED, 0, 4, 64, 0.0, 1.125},  /* r = 1 */
+    {EC_COMP_NATDITHER_UNBIASED, 0, 65535, 100, 0.0, 0.125},
 };
 
 START_TEST(test_delta_omega)
@@ -625,6 +638,9 @@ static const struct {
     {EC_COMP_DITHER, 123, 0, 65535, 7, 16, 16},
     {EC_COMP_DITHER_UNBIASED, 1, 0, 2, 0, 2, 1},
     {EC_COMP_DITHER_UNBIASED, 500, 0, 15, 9, 4, 4},
+    {EC_COMP_NATURAL, 123, 0, 0, 7, 0, 0},
+    {EC_COMP_NATDITHER, 123, 0, 3, 7, 2, 2},
+    {EC_COMP_NATDITHER_UNBIASED, 500, 0, 8, 9, 4, 3},
 };
 
 START_TEST(test_bit_counts)
@@ -657,6 +673,11 @@ START_TEST(test_bit_counts)
     case EC_COMP_RANDK_UNBIASED:
         want_value = 64 * (uint64_t)k, want_index = 64;
         want_paper = 64 * (uint64_t)k;
+        break;
+    case EC_COMP_NATURAL:
+        /* Every entry listed; the paper's 9 bits a value. */
+        want_value = 64 * (uint64_t)d, want_index = 0;
+        want_paper = 9 * (uint64_t)d;
         break;
     default:
         want_value = 64 + (uint64_t)d * bit_cases[_i].level_bits + nnz;
@@ -1161,8 +1182,7 @@ static Suite *compress_suite(void)
     tcase_add_loop_test(tc, test_random_in_expectation, 0, COUNT(stat_specs));
     tcase_add_test(tc, test_dither_exact_values);
     tcase_add_test(tc, test_dither_edge_vectors);
-    tcase_add_loop_test(tc, test_deterministic, EC_COMP_NONE,
-                        EC_COMP_DITHER_UNBIASED + 1);
+    tcase_add_loop_test(tc, test_deterministic, 0, EC_COMP_COUNT);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -411,7 +411,8 @@ static const struct bad_case bad_cases[] = {
     {WITH("'algorithm':7"), "algorithm", "(got 7)"},
     {WITH("'compressor':5"), "compressor",
      "must be an object {type, k, k_frac, s} or a compressor name, one of: "
-     "none, topk, randk, randk-unbiased, dither, dither-unbiased (got 5)"},
+     "none, topk, randk, randk-unbiased, dither, dither-unbiased, natural, "
+     "natural-dither, natural-dither-unbiased (got 5)"},
     {WITH("'compressor':['topk']"), "compressor", "(got an array)"},
     {WITH("'compressor':'zip'"), "compressor", "one of: none, topk"},
     {WITH("'compressor':'topk'"), "compressor.k",
@@ -441,8 +442,8 @@ static const struct bad_case bad_cases[] = {
     {WITH("'compressor':{'type':'dither','k_frac':0.5}"),
      "compressor.k_frac", "is not allowed for compressor type dither"},
     {WITH("'compressor':{'type':'topk','k':3,'s':2}"), "compressor.s",
-     "is not allowed for compressor type topk; only dither and "
-     "dither-unbiased take s"},
+     "is not allowed for compressor type topk; only dither, "
+     "dither-unbiased, natural-dither and natural-dither-unbiased take s"},
     {WITH("'compressor':{'type':'dither','s':0}"), "compressor.s",
      "must be an integer in 1..65535 (got 0)"},
     {WITH("'compressor':{'type':'dither','s':65536}"), "compressor.s",

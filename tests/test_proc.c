@@ -43,13 +43,12 @@ static int keep(void *ctx, const ec_metric *row)
 
 static ec_dataset a1a;
 
-/* Each algorithm with each compressor it takes: process == inproc. */
+/* Each algorithm with each compressor it takes (every contraction row of
+ * the table, k = 3 or s = 4): process == inproc, bitwise. */
 START_TEST(test_process_equals_inproc)
 {
-    static const ec_comp_spec comps[] = {
-        {EC_COMP_NONE, 0, 0}, {EC_COMP_TOPK, 3, 0},
-        {EC_COMP_RANDK, 5, 0}, {EC_COMP_DITHER, 0, 4},
-    };
+    ec_comp_spec comps[EC_COMP_COUNT];
+    size_t ncomps = 0;
     static struct rows a, b;
     ec_algo_id algo = (ec_algo_id)_i;
     char path[1024];
@@ -60,7 +59,19 @@ START_TEST(test_process_equals_inproc)
         ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
                                         NULL, &a1a, &e), 0);
     ck_assert_int_eq(ec_signal_install(&e), 0);
-    for (size_t c = 0; c < sizeof comps / sizeof comps[0]; c++) {
+    for (int t = 0; t < EC_COMP_COUNT; t++) {
+        const ec_comp_info *ci = ec_comp_info_of((ec_comp_type)t);
+
+        if (!ci->contraction)
+            continue;
+        comps[ncomps] = (ec_comp_spec){(ec_comp_type)t, 0, 0};
+        if (ci->param == EC_COMP_PARAM_K)
+            comps[ncomps].k = 3;
+        if (ci->param == EC_COMP_PARAM_S)
+            comps[ncomps].s = 4;
+        ncomps++;
+    }
+    for (size_t c = 0; c < ncomps; c++) {
         ec_job job;
         ec_problem pb;
         ec_params prm;

@@ -1,6 +1,7 @@
 /*
  * The compression operators of compress.h (none, top-k, rand-k, random
- * dithering) and the exact bit counts of the messages they produce.
+ * dithering, natural compression and natural dithering) and the exact bit
+ * counts of the messages they produce.
  */
 #include "ecopt/compress.h"
 
@@ -20,7 +21,7 @@
 struct ec_compressor {
     ec_comp_spec spec;
     uint32_t d;
-    double dither_scale;    /* 1/(1+omega), or 1 for dither-unbiased */
+    double dither_scale;    /* 1/(1+omega), or 1 for the unbiased forms */
     double randk_factor;    /* 1 for randk, d/k for randk-unbiased */
     uint32_t *cand;         /* top-k: d candidate indices for the selection */
     uint64_t *chosen;       /* rand-k: d bits, all zero between calls */
@@ -149,6 +150,15 @@ double ec_comp_omega(const ec_comp_spec *spec, uint32_t d)
 
         return fmin((double)d / (s * s), sqrt((double)d) / s);
     }
+    case EC_COMP_NATURAL:
+        return 0.125;
+    case EC_COMP_NATDITHER:
+    case EC_COMP_NATDITHER_UNBIASED: {
+        /* sqrt(d) / 2^(s-1), without overflow for s up to 65535. */
+        double r = ldexp(sqrt((double)d), 1 - (int)spec->s);
+
+        return 0.125 + r * fmin(1.0, r);
+    }
     }
     return -1.0;
 }
@@ -162,9 +172,14 @@ double ec_comp_delta(const ec_comp_spec *spec, uint32_t d)
     case EC_COMP_RANDK:
         return (double)spec->k / (double)d;
     case EC_COMP_DITHER:
+    case EC_COMP_NATDITHER:
         return 1.0 / (1.0 + ec_comp_omega(spec, d));
+    case EC_COMP_NATURAL:
+        /* Unbiased with omega < 1: E||Q(x) - x||^2 <= omega ||x||^2. */
+        return 1.0 - ec_comp_omega(spec, d);
     case EC_COMP_RANDK_UNBIASED:
     case EC_COMP_DITHER_UNBIASED:
+    case EC_COMP_NATDITHER_UNBIASED:
         return 0.0;
     }
     return 0.0;
@@ -242,11 +257,31 @@ void ec_msg_count_bits(ec_msg *m)
         m->paper_bits = 64 + nnz * (1 + ceil_log2(m->s));
         break;
     }
+    /* Natural compression's paper: a sign and an 8-bit exponent a value
+     * (docs/algorithms.md, "Counting bits"). */
+    if (m->type == EC_COMP_NATURAL)
+        m->paper_bits = 9 * nnz;
 }
 
 double ec_dither_unit(double norm, uint32_t s, double scale)
 {
     return norm * scale / (double)s;
+}
+
+uint32_t ec_msg_level(const ec_msg *m, uint32_t i)
+{
+    double a = fabs(m->val[i]);
+
+    assert(comp_rows[m->type].layout == EC_COMP_LAYOUT_LEVELS && i < m->nnz);
+    if (m->type == EC_COMP_NATDITHER || m->type == EC_COMP_NATDITHER_UNBIASED) {
+        int e;
+
+        /* a = 2^(level - s) * norm * scale exactly, so the quotient is a
+         * power of two: 2^(e-1) with frexp's e. */
+        (void)frexp(a / (m->norm * m->scale), &e);
+        return (uint32_t)((int)m->s + e - 1);
+    }
+    return (uint32_t)nearbyint(a / ec_dither_unit(m->norm, m->s, m->scale));
 }
 
 ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
@@ -264,7 +299,8 @@ ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
         goto nomem;
     c->spec = *spec;
     c->d = d;
-    c->dither_scale = spec->type == EC_COMP_DITHER
+    c->dither_scale = spec->type == EC_COMP_DITHER ||
+                              spec->type == EC_COMP_NATDITHER
                           ? 1.0 / (1.0 + ec_comp_omega(spec, d))
                           : 1.0;
     c->randk_factor = spec->type == EC_COMP_RANDK_UNBIASED
@@ -859,6 +895,98 @@ static void compress_dither(ec_compressor *c, const double *x, ec_rng *rng,
     out->nnz = n;
 }
 
+/*
+ * One magnitude a > 0, finite, rounded at random to one of its two
+ * neighbouring powers of two, unbiased: a = 2^(e-1) (1 + t) with t in
+ * [0, 1) rounds up to 2^e with probability t, else down to 2^(e-1). A
+ * power of two (t = 0) draws nothing, so the draws are a pure function of
+ * the values and the rng state. Exact: frexp and ldexp only move the
+ * exponent, and 2 m - 1 is exact for m in [1/2, 1).
+ */
+static double natural_round(double a, ec_rng *rng)
+{
+    int e;
+    double m = frexp(a, &e), t = 2.0 * m - 1.0;
+
+    if (t > 0.0 && ec_rng_uniform(rng) < t)
+        return ldexp(1.0, e);
+    return ldexp(1.0, e - 1);
+}
+
+/*
+ * Natural compression C_nat (docs/algorithms.md, "Compressors"): every
+ * value's magnitude rounded by natural_round, its sign kept. Zeros stay
+ * (signed) zeros and a value that is not finite is sent as it is, so a
+ * diverged iterate stays visible; every entry is listed, as for none.
+ */
+static void compress_natural(const ec_compressor *c, const double *x,
+                             ec_rng *rng, ec_msg *out)
+{
+    assert(rng);
+    for (uint32_t j = 0; j < c->d; j++) {
+        double v = x[j];
+
+        if (v != 0.0 && isfinite(v))
+            v = copysign(natural_round(fabs(v), rng), v);
+        out->idx[j] = j;
+        out->val[j] = v;
+    }
+    out->nnz = c->d;
+}
+
+/*
+ * Natural dithering (docs/algorithms.md, "Compressors"): y = |x_j|/||x||_2
+ * in [0, 1] rounded at random, unbiased, to one of the levels 0, 2^(1-s),
+ * 2^(2-s), ..., 1/2, 1: below 2^(1-s) between 0 and 2^(1-s), above it to a
+ * neighbouring power of two as natural compression does. Level l in 1..s
+ * stands for 2^(l-s); the value sent is +-2^(l-s) ||x|| scale, exact.
+ * Draws are made only when y lies strictly between two levels.
+ */
+static void compress_natdither(ec_compressor *c, const double *x, ec_rng *rng,
+                               ec_msg *out)
+{
+    const uint32_t d = c->d, s = c->spec.s;
+    const double norm = vector_norm(x, d);
+    /* 2^(1-s), the lowest nonzero level; 0 once it is below every double,
+     * when no nonzero y lies under it. */
+    const double lowest = ldexp(1.0, 1 - (int)s);
+    uint32_t n = 0;
+
+    out->norm = norm;
+    out->scale = c->dither_scale;
+    out->s = s;
+    /* As for dither: a zero or non-finite vector sends only its norm. */
+    if (norm > 0.0 && isfinite(norm)) {
+        const double unit = norm * c->dither_scale;
+
+        assert(rng);
+        for (uint32_t j = 0; j < d; j++) {
+            double y = fabs(x[j]) / norm, p;
+            int level;
+
+            if (y == 0.0)
+                continue;
+            if (y >= 1.0) {
+                level = (int)s;     /* rounding may nudge y above 1 */
+            } else if (y < lowest) {
+                if (ec_rng_uniform(rng) >= y / lowest)
+                    continue;       /* rounded down to level 0 */
+                level = 1;
+            } else {
+                int e;
+
+                p = natural_round(y, rng);
+                (void)frexp(p, &e);
+                level = (int)s + e - 1;     /* p = 2^(e-1) */
+            }
+            out->idx[n] = j;
+            out->val[n] = copysign(ldexp(unit, level - (int)s), x[j]);
+            n++;
+        }
+    }
+    out->nnz = n;
+}
+
 void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
 {
     assert(c && x && out && out->idx && out->val);
@@ -885,6 +1013,13 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
     case EC_COMP_DITHER:
     case EC_COMP_DITHER_UNBIASED:
         compress_dither(c, x, rng, out);
+        break;
+    case EC_COMP_NATURAL:
+        compress_natural(c, x, rng, out);
+        break;
+    case EC_COMP_NATDITHER:
+    case EC_COMP_NATDITHER_UNBIASED:
+        compress_natdither(c, x, rng, out);
         break;
     }
     ec_msg_count_bits(out);

@@ -38,7 +38,8 @@ typedef enum ec_comp_layout {
  *   CONTRACTION  1: a job may choose it (E||Q(x) - x||^2 <= (1 - delta)
  *                ||x||^2); 0: the unbiased forms DIANA's shifts use alone
  *   LAYOUT       EC_COMP_LAYOUT_ suffix
- *   SHIFT        DIANA's unbiased shift compressor for it (same k or s)
+ *   SHIFT        DIANA's unbiased shift compressor for it (same k or s);
+ *                an unbiased contraction (natural) is its own
  */
 #define EC_COMPRESSORS(X)                                                     \
     X(EC_COMP_NONE, "none", NONE, 1, 1, DENSE, EC_COMP_NONE,                  \
@@ -52,7 +53,16 @@ typedef enum ec_comp_layout {
     X(EC_COMP_DITHER, "dither", S, 0, 1, LEVELS, EC_COMP_DITHER_UNBIASED,     \
       "random dithering, s levels, scaled by 1/(1+omega)")                    \
     X(EC_COMP_DITHER_UNBIASED, "dither-unbiased", S, 1, 0, LEVELS,            \
-      EC_COMP_NONE, "random dithering without the scaling")
+      EC_COMP_NONE, "random dithering without the scaling")                  \
+    X(EC_COMP_NATURAL, "natural", NONE, 1, 1, DENSE, EC_COMP_NATURAL,         \
+      "natural compression: each value rounded at random to a neighbouring " \
+      "power of two, unbiased; omega = 1/8, so a contraction, delta = 7/8")  \
+    X(EC_COMP_NATDITHER, "natural-dither", S, 0, 1, LEVELS,                   \
+      EC_COMP_NATDITHER_UNBIASED,                                             \
+      "natural dithering: levels 2^(1-s)..1 of the norm, scaled by "          \
+      "1/(1+omega)")                                                          \
+    X(EC_COMP_NATDITHER_UNBIASED, "natural-dither-unbiased", S, 1, 0, LEVELS, \
+      EC_COMP_NONE, "natural dithering without the scaling")
 
 typedef enum ec_comp_type {
 #define EC_COMP_ENUM(id, name, param, unbiased, contraction, layout, shift, summary) id,
@@ -101,10 +111,13 @@ const char *ec_comp_check(const ec_comp_spec *spec, uint32_t d, char *buf,
                           unsigned buflen);
 
 /* delta of the contraction (1 for none, k/d for topk and randk, 1/(1+omega)
- * for dither); 0 for the unbiased types, which are not contractions. */
+ * for dither and natural-dither, 1 - omega = 7/8 for natural, unbiased with
+ * omega < 1); 0 for the unbiased types that are not contractions. */
 double ec_comp_delta(const ec_comp_spec *spec, uint32_t d);
 /* omega of the unbiased form: 0 for none, d/k - 1 for randk(-unbiased),
- * min(d/s^2, sqrt(d)/s) for dither(-unbiased); topk has none and gives -1. */
+ * min(d/s^2, sqrt(d)/s) for dither(-unbiased), 1/8 for natural, 1/8 +
+ * min(sqrt(d)/2^(s-1), d/4^(s-1)) for natural-dither(-unbiased); topk has
+ * none and gives -1. */
 double ec_comp_omega(const ec_comp_spec *spec, uint32_t d);
 
 /*
@@ -120,16 +133,21 @@ double ec_comp_omega(const ec_comp_spec *spec, uint32_t d);
  *   topk:            64 k value bits, k * ceil(log2 d) index bits
  *   randk(-unbiased): 64 k value bits, 64 index bits (the shared seed)
  *   dither(-unb.):   64 (the norm) + d * ceil(log2(s+1)) (levels) + nnz (signs)
- *                    value bits, 0 index bits
+ *                    value bits, 0 index bits; natural-dither(-unbiased) alike
+ *   natural:         64 d value bits (nnz = d), 0 index bits
  * with k = nnz. paper_bits follows the reference code each compressor's
  * experiments come from (docs/algorithms.md, "Counting bits"): 64 per
- * value for none, topk and randk (64 nnz, indices and seeds free), and
- * 64 + nnz (1 + ceil(log2 s)) for dither (the norm, a sign and the level
- * bits of each entry sent).
+ * value for none, topk and randk (64 nnz, indices and seeds free),
+ * 64 + nnz (1 + ceil(log2 s)) for dither and natural-dither (the norm, a
+ * sign and the level bits of each entry sent), and 9 per value for natural
+ * (a sign and an 8-bit exponent, as its paper counts binary32).
  *
  * For randk, seed is the draw the indices came from. For dither, every
  * val[i] equals +-level * unit exactly, unit = ec_dither_unit(norm, s, scale),
- * so a decoder holding (norm, levels, signs) rebuilds the same doubles.
+ * so a decoder holding (norm, levels, signs) rebuilds the same doubles; for
+ * natural-dither, +-2^(level - s) * norm * scale exactly (ec_msg_level gives
+ * the level back). Every val[i] of natural is +-0 or +-2^e (or x[i] itself
+ * when that is not finite).
  * Fields a type does not use (seed but for randk; norm, scale and s but for
  * dither) are 0.
  */
@@ -144,7 +162,7 @@ typedef struct ec_msg {
     uint64_t paper_bits;
     uint64_t seed;          /* randk */
     double norm;            /* dither: ||x||_2 */
-    double scale;           /* dither: 1/(1+omega); dither-unbiased: 1 */
+    double scale;           /* dither: 1/(1+omega); the unbiased forms: 1 */
     uint32_t s;             /* dither: levels */
 } ec_msg;
 
@@ -159,6 +177,9 @@ void ec_msg_to_dense(const ec_msg *m, double *out);
 void ec_msg_count_bits(ec_msg *m);
 
 double ec_dither_unit(double norm, uint32_t s, double scale);
+/* The level (0..s) of entry i of a dither or natural-dither message: the
+ * random choice a trace records. */
+uint32_t ec_msg_level(const ec_msg *m, uint32_t i);
 
 typedef struct ec_compressor ec_compressor;   /* spec + scratch for one d */
 
