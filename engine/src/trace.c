@@ -43,8 +43,9 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
 
 /*
  * The random part of a message, and for top-k its choice: the indices of
- * rand-k and top-k, the indices and levels of dithering. A dense message
- * (none) has no choice to record.
+ * rand-k and top-k, the indices and levels of dithering and natural
+ * dithering, the power of two natural compression sent for each entry (e
+ * of +-2^e; z for a zero). A dense message (none) has no choice to record.
  */
 static void put_choice(FILE *f, const char *tag, uint32_t tau,
                        const ec_msg *q)
@@ -54,12 +55,19 @@ static void put_choice(FILE *f, const char *tag, uint32_t tau,
     fprintf(f, "%s %u %u", tag, tau, q->nnz);
     for (uint32_t i = 0; i < q->nnz; i++)
         fprintf(f, " %u", q->idx[i]);
-    if (q->type == EC_COMP_DITHER || q->type == EC_COMP_DITHER_UNBIASED) {
-        double unit = ec_dither_unit(q->norm, q->s, q->scale);
-
+    if (ec_comp_info_of(q->type)->layout == EC_COMP_LAYOUT_LEVELS) {
         fputs(" levels", f);
         for (uint32_t i = 0; i < q->nnz; i++)
-            fprintf(f, " %.0f", nearbyint(fabs(q->val[i]) / unit));
+            fprintf(f, " %u", (unsigned)ec_msg_level(q, i));
+    }
+    if (q->type == EC_COMP_NATURAL) {
+        fputs(" powers", f);
+        for (uint32_t i = 0; i < q->nnz; i++) {
+            if (q->val[i] == 0.0)
+                fputs(" z", f);
+            else
+                fprintf(f, " %d", ilogb(q->val[i]));
+        }
     }
     fputc('\n', f);
 }

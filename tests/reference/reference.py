@@ -77,6 +77,8 @@ def read_trace(path):
             levels = None
             if len(tok) > 3 + nnz and tok[3 + nnz] == "levels":
                 levels = np.array([int(v) for v in tok[4 + nnz:]], dtype=np.int64)
+            if len(tok) > 3 + nnz and tok[3 + nnz] == "powers":
+                levels = [None if v == "z" else int(v) for v in tok[4 + nnz:]]
             rec[tag][int(tok[1])] = (idx, levels)
         else:
             rec["state"][tag] = np.array([float(v) for v in tok[1:]])
@@ -144,6 +146,32 @@ def dither_omega(d, s):
     return min(d / (s * s), math.sqrt(d) / s)
 
 
+def natdither_omega(d, s):
+    """Natural dithering with the Euclidean norm: 1/8 + r min(1, r),
+    r = sqrt(d) / 2^(s-1)."""
+    r = math.sqrt(d) / 2.0 ** (s - 1)
+    return 0.125 + r * min(1.0, r)
+
+
+def comp_delta(kind, k, s, d):
+    """delta of the job's contraction (docs/algorithms.md, "Compressors")."""
+    if kind == "dither":
+        return 1.0 / (1.0 + dither_omega(d, s))
+    if kind == "natural-dither":
+        return 1.0 / (1.0 + natdither_omega(d, s))
+    return {"none": 1.0, "topk": k / d, "randk": k / d, "natural": 7.0 / 8.0}.get(kind)
+
+
+def comp_omega(kind, k, s, d):
+    """omega of DIANA's unbiased shift compressor."""
+    if kind == "dither-unbiased":
+        return dither_omega(d, s)
+    if kind == "natural-dither-unbiased":
+        return natdither_omega(d, s)
+    return {"none": 0.0, "randk-unbiased": d / k - 1.0 if k else 0.0,
+            "natural": 0.125}.get(kind)
+
+
 class Compressors:
     """Q of a type, given the trace's record of its random choice."""
 
@@ -169,7 +197,54 @@ class Compressors:
         if kind in ("dither", "dither-unbiased"):
             scale = 1.0 / (1.0 + dither_omega(d, s)) if kind == "dither" else 1.0
             return self.dither(t, s, scale, idx, levels)
+        if kind == "natural":
+            return self.natural(t, idx, levels)
+        if kind in ("natural-dither", "natural-dither-unbiased"):
+            scale = 1.0 / (1.0 + natdither_omega(d, s)) if kind == "natural-dither" else 1.0
+            return self.natdither(t, s, scale, idx, levels)
         raise Mismatch("unknown compressor %s" % kind)
+
+    def natural(self, t, idx, powers):
+        """C_nat: |t_j| rounded to 2^floor(log2 |t_j|) or twice that, sign
+        kept; the trace says which power (none for a zero). Every entry is
+        sent."""
+        if len(idx) != self.d or powers is None or len(powers) != self.d:
+            raise Mismatch("natural sent %d entries, not all %d" % (len(idx), self.d))
+        q = np.zeros(self.d)
+        for j, e in enumerate(powers):
+            a = abs(t[j])
+            if e is None:
+                if a > 1e-300:
+                    raise Mismatch("natural: %.17g at %d sent as 0" % (t[j], j))
+                continue
+            # 2^e is one of the two powers around a: a in [2^(e-1), 2^(e+1)].
+            if not (2.0 ** (e - 1) * (1 - 1e-9) <= a <= 2.0 ** (e + 1) * (1 + 1e-9)):
+                raise Mismatch("natural: 2^%d at %d where |t| = %.17g" % (e, j, a))
+            q[j] = math.copysign(2.0 ** e, t[j])
+        return q
+
+    def natdither(self, t, s, scale, idx, levels):
+        """y_j = |t_j| / ||t|| rounded to a neighbouring level of 0,
+        2^(1-s), ..., 1/2, 1 (level l stands for 2^(l-s)); the trace says
+        which."""
+        q = np.zeros(self.d)
+        norm = np.linalg.norm(t)
+        if norm == 0.0:
+            if len(idx):
+                raise Mismatch("natural dithering of a zero vector sent levels")
+            return q
+        lev = np.zeros(self.d, dtype=np.int64)
+        lev[idx] = levels
+        for j in range(self.d):
+            y = abs(t[j]) / norm
+            l = int(lev[j])
+            val = 0.0 if l == 0 else 2.0 ** (l - s)
+            below = 0.0 if l <= 1 else 2.0 ** (l - 1 - s)
+            above = 2.0 ** (l + 1 - s) if l < s else 1.0
+            if l < 0 or l > s or not (below * (1 - 1e-9) <= y <= above * (1 + 1e-9)):
+                raise Mismatch("natural dithering: level %d at %d where y = %.17g" % (l, j, y))
+            q[j] = math.copysign(val * norm * scale, t[j])
+        return q
 
     def topk(self, t, k, theirs):
         """The k largest |t_j|, ties to the smaller index. Where the
@@ -270,13 +345,9 @@ class Reference:
             raise Mismatch("smallest shard: %d rows, the engine says %s" % (self.m, job["m"]))
         kind, k, s = self.comp
         d = self.d
-        self.delta = {"none": 1.0, "topk": k / d, "randk": k / d}.get(kind)
-        if kind == "dither":
-            self.delta = 1.0 / (1.0 + dither_omega(d, s))
+        self.delta = comp_delta(kind, k, s, d)
         skind, sk, ss = self.shift
-        omega = {"none": 0.0, "randk-unbiased": d / sk - 1.0 if sk else 0.0}.get(skind)
-        if skind == "dither-unbiased":
-            omega = dither_omega(d, ss)
+        omega = comp_omega(skind, sk, ss, d)
         self.alpha = 1.0 / (1.0 + omega)
         prm = head["params"]
         self.gamma, self.L_eff = default_step(self.algo, head, pb, self.n, self.m,

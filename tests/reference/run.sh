@@ -47,6 +47,10 @@ cases() {
     echo "ef21 compressor=dither s=2 loss=squared"
     echo "ec-sgd compressor=topk k=5 workers=7"
     echo "lkatyusha compressor=none workers=7 batch=8"
+    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21; do
+        echo "$algo compressor=natural"
+        echo "$algo compressor=natural-dither s=3"
+    done
 }
 
 start=$(date +%s)
