@@ -267,6 +267,14 @@ START_TEST(test_compressor_forms)
     ck_assert_int_eq(spec.job.compressor.type, EC_COMP_DITHER_UNBIASED);
     ck_assert_uint_eq(spec.job.compressor.s, 65535);
 
+    parse_sq_ok("{'dataset':'a9a','compressor':'natural'}", &spec);
+    ck_assert_int_eq(spec.job.compressor.type, EC_COMP_NATURAL);
+
+    parse_sq_ok("{'dataset':'a9a','compressor':{'type':'natural-dither',"
+                "'s':4}}", &spec);
+    ck_assert_int_eq(spec.job.compressor.type, EC_COMP_NATDITHER);
+    ck_assert_uint_eq(spec.job.compressor.s, 4);
+
     parse_sq_ok("{'dataset':'a9a','compressor':{'type':'topk',"
                 "'k_frac':0.01,'k':null,'s':null}}", &spec);
     ck_assert_int_eq(spec.job.compressor.type, EC_COMP_TOPK);
@@ -444,6 +452,10 @@ static const struct bad_case bad_cases[] = {
     {WITH("'compressor':{'type':'topk','k':3,'s':2}"), "compressor.s",
      "is not allowed for compressor type topk; only dither, "
      "dither-unbiased, natural-dither and natural-dither-unbiased take s"},
+    {WITH("'compressor':{'type':'natural','s':2}"), "compressor.s",
+     "is not allowed for compressor type natural"},
+    {WITH("'compressor':{'type':'natural','k':2}"), "compressor.k",
+     "is not allowed for compressor type natural"},
     {WITH("'compressor':{'type':'dither','s':0}"), "compressor.s",
      "must be an integer in 1..65535 (got 0)"},
     {WITH("'compressor':{'type':'dither','s':65536}"), "compressor.s",
