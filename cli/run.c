@@ -168,6 +168,9 @@ static void print_params(FILE *o, const ec_params *prm)
                 prm->theta1, prm->theta2, prm->eta, prm->L_eff);
     if (prm->algo == EC_ALGO_ECLK)
         print_eclk_rule(o, prm);
+    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
+        fprintf(o, ", default = 1/(%g L_eff), L_eff = %.6g",
+                prm->step_divisor, prm->L_eff);
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA))
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);

@@ -186,6 +186,10 @@ json_t *describe_params(const ec_params *prm)
         json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
         json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
     }
+    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN) {
+        json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
+        json_object_set_new(o, "step_divisor", describe_real(prm->step_divisor));
+    }
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA)) {
         json_object_set_new(o, "shift_compressor",
                             json_string(ec_comp_name(prm->shift_comp.type)));

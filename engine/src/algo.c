@@ -15,6 +15,14 @@ static int is_katyusha(ec_algo_id a)
     return ec_algo_is(a, EC_FAMILY_KATYUSHA);
 }
 
+/* The methods with one shared coin per round that moves the reference
+ * point w, whose full gradient the workers then send uncompressed: ECLK,
+ * L-Katyusha and Qian et al.'s EC-LSVRG. */
+static int has_shared_coin(ec_algo_id a)
+{
+    return is_katyusha(a) || a == EC_ALGO_EC_LSVRG_QIAN;
+}
+
 static int is_diana(ec_algo_id a)
 {
     return ec_algo_is(a, EC_FAMILY_DIANA);
@@ -72,6 +80,10 @@ const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
 /* EF21's default step, as a multiple of its theorem's (docs/algorithms.md,
  * "The baselines' steps"). */
 #define EF21_STEP_FACTOR 64.0
+/* Loopless SVRG's theory step 1/(6 L) (Kovalev, Horvath and Richtarik
+ * 2019), the step of Qian et al.'s EC-LSVRG here (docs/algorithms.md,
+ * "The baselines' steps"). */
+#define LSVRG_STEP_DIVISOR 6.0
 
 double ec_eclk_inflation(double delta, double c)
 {
@@ -194,10 +206,10 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     p->alpha = 1.0 / (1.0 + p->omega);
 
     p->p = NAN;
-    if (is_katyusha(p->algo) || p->algo == EC_ALGO_EC_LSVRG) {
+    if (has_shared_coin(p->algo) || p->algo == EC_ALGO_EC_LSVRG) {
         if (!isnan(job->p))
             p->p = job->p;
-        else if (p->algo == EC_ALGO_ECLK)
+        else if (p->algo == EC_ALGO_ECLK || p->algo == EC_ALGO_EC_LSVRG_QIAN)
             p->p = fmax((double)p->batch / m, p->delta);
         else if (p->algo == EC_ALGO_LKATYUSHA)
             p->p = 1.0;      /* ECLK's rule at delta = 1 */
@@ -256,6 +268,12 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
         p->theory_step = 1.0 / p->L_eff;
         break;
+    case EC_ALGO_EC_LSVRG_QIAN:
+        /* ECLK's L_eff, and loopless SVRG's 1/(6 L) from it. */
+        p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
+        p->step_divisor = LSVRG_STEP_DIVISOR;
+        p->theory_step = 1.0 / (p->step_divisor * p->L_eff);
+        break;
     case EC_ALGO_EF21: {
         double r = sqrt(1.0 - p->delta);
         double theta = 1.0 - r, beta = p->delta < 1.0 ? (1.0 - p->delta) / (1.0 - r) : 0.0;
@@ -280,7 +298,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
 
 static void draw_coin(ec_model *m)
 {
-    if (is_katyusha(m->prm->algo))
+    if (has_shared_coin(m->prm->algo))
         m->coin = ec_rng_uniform(&m->rng) < m->prm->p;
 }
 
@@ -354,12 +372,15 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w = calloc(d, sizeof *m->w);
         m->tmp = calloc(d, sizeof *m->tmp);
     }
+    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
+        m->w = calloc(d, sizeof *m->w);
     if (guarded(prm)) {
         m->w_best = calloc(d, sizeof *m->w_best);
         m->u_best = calloc(d, sizeof *m->u_best);
     }
     if (!m->x || !m->u ||
         (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp)) ||
+        (has_shared_coin(prm->algo) && !m->w) ||
         (guarded(prm) && (!m->w_best || !m->u_best))) {
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
@@ -500,10 +521,9 @@ void ec_model_apply(ec_model *m, const ec_down *down)
         /* u = grad f(x0) for L-Katyusha, g = mean g_tau(x0) for EF21. */
         memcpy(m->u, down->a, d * sizeof *m->u);
         m->initialised = 1;
-        if (is_katyusha(p->algo)) {
-            draw_coin(m);
+        draw_coin(m);
+        if (is_katyusha(p->algo))
             katyusha_x(m);
-        }
         /* EF21 takes its first step in round 1, so row 0 is x0. */
         return;
     }
@@ -531,6 +551,22 @@ void ec_model_apply(ec_model *m, const ec_down *down)
             eclk_coin_update(m, down);
         draw_coin(m);
         katyusha_x(m);
+        return;
+    }
+
+    if (p->algo == EC_ALGO_EC_LSVRG_QIAN) {
+        /* x' = prox(x - mean q - gamma u); the coin moves w to the x from
+         * before this round, whose gradient the workers sent, so u follows
+         * it after the step. */
+        if (m->coin)
+            memcpy(m->w, m->x, d * sizeof *m->w);
+        for (uint32_t j = 0; j < d; j++)
+            m->x[j] = m->x[j] - down->v[j] - p->gamma * m->u[j];
+        ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
+        if (m->coin)
+            memcpy(m->u, down->a, d * sizeof *m->u);
+        m->round++;
+        draw_coin(m);
         return;
     }
 
@@ -907,10 +943,18 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         ec_compress(w->comp, g, &w->rng, &up->q);
         ec_msg_axpy(&up->q, 1.0, w->h);
         break;
+    case EC_ALGO_EC_LSVRG_QIAN:
+        /* As ECLK: only the difference D travels compressed; the
+         * snapshot's gradient u is known to every party. */
+        local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
+        error_feedback(w, g, p->gamma, &up->q);
+        break;
     }
-    /* The L-Katyusha coin: send grad f_tau at the y that becomes w. */
-    if (is_katyusha(p->algo) && m->coin) {
-        ec_shard_grad(pb, w->tau, m->y, w->buf2);
+    /* The shared coin: send grad f_tau at the point that becomes w (y for
+     * L-Katyusha, x for EC-LSVRG). */
+    if (has_shared_coin(p->algo) && m->coin) {
+        ec_shard_grad(pb, w->tau, is_katyusha(p->algo) ? m->y : m->x,
+                      w->buf2);
         msg_dense(&up->extra, w->buf2, d);
         up->has_extra = 1;
         if (online(p)) {

@@ -88,6 +88,10 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
                    "delta_eff %.17g inflation %.17g restarts %llu\n",
                 m->coin, m->gamma, m->theta1, m->eta, m->sigma, m->delta_eff,
                 m->inflation, (unsigned long long)m->restarts);
+    else if (p->algo == EC_ALGO_EC_LSVRG_QIAN)
+        fprintf(f, "coin %d constants %.17g 0 0 0 delta_eff %.17g "
+                   "inflation 1 restarts 0\n",
+                m->coin, p->gamma, p->delta);
     for (uint32_t t = 0; t < n; t++) {
         const ec_worker *w = &ws[t];
 
@@ -116,7 +120,10 @@ int ec_trace_state(FILE *f, const ec_model *m)
         put_vec(f, "z", m->z, m->d);
         put_vec(f, "w", m->w, m->d);
     }
+    if (p->algo == EC_ALGO_EC_LSVRG_QIAN)
+        put_vec(f, "w", m->w, m->d);
     if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
+        p->algo == EC_ALGO_EC_LSVRG_QIAN ||
         ec_algo_is(p->algo, EC_FAMILY_DIANA) || p->algo == EC_ALGO_EF21)
         put_vec(f, "u", m->u, m->d);
     return ferror(f) ? -1 : 0;

@@ -297,6 +297,9 @@ def default_step(algo, h, pb, n, m, batch, delta):
         return 1.0 / L_f, L_eff
     if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana"):
         return 1.0 / L_eff, L_eff
+    if algo == "ec-lsvrg-qian":
+        # Loopless SVRG's theory step 1/(6 L), L = ECLK's L_eff.
+        return 1.0 / (6.0 * L_eff), L_eff
     if algo == "ef21":
         if delta >= 1.0:
             return 1.0 / L_f, L_eff
@@ -359,8 +362,8 @@ class Reference:
             if not close(self.gamma, float(prm["gamma"])):
                 raise Mismatch("step: %.17g by docs/algorithms.md, the engine uses %s"
                                % (self.gamma, prm["gamma"]))
-        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg"):
-            if self.algo == "eclk":
+        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg", "ec-lsvrg-qian"):
+            if self.algo in ("eclk", "ec-lsvrg-qian"):
                 self.p = max(self.batch / self.m, self.delta)
             elif self.algo == "lkatyusha":
                 self.p = 1.0
@@ -378,7 +381,7 @@ class Reference:
         if self.algo in ("ec-sgd-diana", "ec-gd-diana") and not close(self.alpha, float(prm["alpha"])):
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
-                                        "ec-sgd-diana", "sgd") and self.batch < self.m
+                                        "ec-lsvrg-qian", "ec-sgd-diana", "sgd") and self.batch < self.m
         z = np.zeros(d)
         self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
         self.e = [z.copy() for _ in range(self.n)]
@@ -419,7 +422,7 @@ class Reference:
 
     def init(self):
         pb, n = self.pb, self.n
-        if self.algo in ("eclk", "lkatyusha"):
+        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg-qian"):
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
         elif self.algo == "ef21":
             self.h = [pb.grad_shard(t, self.x) for t in range(n)]
@@ -431,6 +434,8 @@ class Reference:
             return self.katyusha(rec)
         if a == "ef21":
             return self.ef21(rec)
+        if a == "ec-lsvrg-qian":
+            return self.lsvrg_qian(rec)
         n, pb, gamma = self.n, self.pb, self.gamma
         qs = []
         shifts = []
@@ -465,6 +470,25 @@ class Reference:
             cs.append(c)
         self.x = x_new
         self.u = self.u + sum(cs) / n
+
+    def lsvrg_qian(self, rec):
+        """Qian, Dong, Richtarik and Zhang's EC-LSVRG, written from
+        docs/algorithms.md, "EC-LSVRG (Qian et al.)": each worker compresses
+        e + gamma (grad_S(x) - grad_S(w)); the server steps
+        x' = prox(x - mean q - gamma grad f(w)); one shared coin of
+        probability p makes w = x (before the step) and grad f(w) is then
+        recomputed in full."""
+        n, pb, gamma = self.n, self.pb, self.gamma
+        if not close(rec["constants"][0], gamma):
+            raise Mismatch("round %d: gamma %.17g by docs/algorithms.md, the engine %.17g"
+                           % (rec["round"], gamma, rec["constants"][0]))
+        qs = [self.ef(rec, tau, self.local_grad(rec, tau, self.x, self.w), gamma)
+              for tau in range(n)]
+        x_new = pb.prox(self.x - sum(qs) / n - gamma * self.u, gamma * pb.lam1)
+        if rec["coin"]:
+            self.w = self.x.copy()
+            self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
+        self.x = x_new
 
     def katyusha(self, rec):
         n, pb = self.n, self.pb
@@ -525,6 +549,8 @@ class Reference:
         s = {"x": self.x, "u": self.u}
         if self.algo in ("eclk", "lkatyusha"):
             s = {"y": self.y, "z": self.zv, "w": self.w, "u": self.u}
+        elif self.algo == "ec-lsvrg-qian":
+            s = {"x": self.x, "w": self.w, "u": self.u}
         return s
 
 

@@ -26,17 +26,20 @@ trap 'rm -rf "$tmp"' EXIT
 # algorithm, then the job's other arguments
 cases() {
     for comp in "compressor=topk k=5" "compressor=randk k=5" "compressor=dither s=2"; do
-        for algo in eclk ec-sgd ec-gd ec-lsvrg ec-sgd-diana ec-gd-diana ef21; do
+        for algo in eclk ec-sgd ec-gd ec-lsvrg ec-lsvrg-qian ec-sgd-diana ec-gd-diana ef21; do
             echo "$algo $comp"
         done
     done
     echo "eclk compressor=none"
     echo "lkatyusha compressor=none"
+    echo "ec-lsvrg-qian compressor=none"
     echo "gd compressor=none"
     echo "sgd compressor=none"
     echo "sgd compressor=none batch=8"
     echo "eclk compressor=topk k=5 batch=8"
     echo "ec-lsvrg compressor=randk k=5 batch=8"
+    echo "ec-lsvrg-qian compressor=topk k=5 batch=8"
+    echo "ec-lsvrg-qian compressor=topk k=5 lambda1=1e-3"
     echo "ec-sgd-diana compressor=dither s=4 batch=8"
     echo "eclk compressor=topk k=5 lambda1=1e-3"
     echo "ec-gd compressor=topk k=5 lambda1=1e-3"

@@ -53,7 +53,8 @@ typedef struct ec_params {
     uint32_t m;               /* smallest shard size */
     double delta;             /* of comp */
     double omega;             /* of shift_comp (DIANA) */
-    double p;                 /* eclk, lkatyusha: coin; ec-lsvrg: refresh */
+    double p;                 /* eclk, lkatyusha, ec-lsvrg-qian: coin;
+                                 ec-lsvrg: refresh */
     double theory_step;       /* the default step before the multiplier */
     double step_factor;       /* ef21: theory_step is this times its
                                  theorem's step; 1 for the others */
@@ -61,6 +62,8 @@ typedef struct ec_params {
     double smoothness_multiplier;  /* the constants see L / this (eclk,
                                       lkatyusha: L_eff; the others: their
                                       default step times this) */
+    double step_divisor;      /* ec-lsvrg-qian: theory_step is
+                                 1/(step_divisor L_eff), loopless SVRG's 6 */
     double gamma;             /* the step the run uses */
     double alpha;             /* DIANA shift step 1/(1+omega) */
     double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha */
@@ -112,14 +115,16 @@ int ec_algo_has_init(ec_algo_id a);
 int ec_algo_samples_rows(const ec_params *p);
 
 /* The replicated state. x is the current iterate; the rest depends on
- * the algorithm (y, z, w, u for L-Katyusha; u = h for DIANA, = g for EF21). */
+ * the algorithm (y, z, w, u for L-Katyusha; w, u for ec-lsvrg-qian; u = h
+ * for DIANA, = g for EF21). */
 typedef struct ec_model {
     const ec_problem *pb;
     const ec_params *prm;
     uint32_t d;
     uint64_t round;           /* rounds applied (the init exchange is not one) */
     int initialised;          /* the init exchange has been applied */
-    int coin;                 /* eclk/lkatyusha: this round sets w = y */
+    int coin;                 /* eclk/lkatyusha: this round sets w = y;
+                                 ec-lsvrg-qian: w = x */
     ec_rng rng;               /* the shared coin's generator */
     double *x, *y, *z, *w, *u;
     double *tmp;              /* scratch for the L-Katyusha update */
@@ -157,7 +162,7 @@ void ec_model_clear(ec_model *m);
 const double *ec_model_point(const ec_model *m);
 
 /* One worker's uplink: its main message and, on some rounds, a second one
- * (a dense gradient for the L-Katyusha coin and init; DIANA's shift). */
+ * (a dense gradient for the shared coin and init; DIANA's shift). */
 typedef struct ec_up {
     ec_msg q;
     ec_msg extra;

@@ -72,7 +72,11 @@ enum {
     X(EC_ALGO_GD, "gd", SGD, 0, 0, 0, EC_NEEDS_L_F, 2, 1, 1,                  \
       "gradient descent, uncompressed")                                       \
     X(EC_ALGO_SGD, "sgd", SGD, 0, 1, 0, EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1,   \
-      "minibatch SGD, uncompressed")
+      "minibatch SGD, uncompressed")                                          \
+    X(EC_ALGO_EC_LSVRG_QIAN, "ec-lsvrg-qian", LSVRG, 1, 1, 1,                 \
+      EC_NEEDS_L_F | EC_NEEDS_L, 3, 1, 2,                                     \
+      "Qian et al.'s loopless SVRG with error feedback: ECLK without the "    \
+      "momentum")
 
 typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
