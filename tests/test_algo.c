@@ -174,6 +174,26 @@ START_TEST(test_eclk_a9a_topk1)
 }
 END_TEST
 
+/* Qian et al.'s EC-LSVRG, ECLK without the momentum, on the same a9a
+ * top-1: it converges to the exact optimum too, but in more rounds than
+ * ECLK (17780 for seed 1 against ECLK's 6800: bench/results/ablation.md). */
+START_TEST(test_ec_lsvrg_qian_a9a_topk1)
+{
+    static struct fixture f;
+    ec_job job = job_for("ec-lsvrg-qian", EC_COMP_TOPK, 1);
+
+    load(&a9a, "a9a");
+    job.max_rounds = 25000;
+    job.target = 1e-6;
+    job.eval_every = 50;
+    run_job(&f, &a9a, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    ck_assert_uint_gt(f.sum.rounds, 10000);
+    fprintf(stderr, "ec-lsvrg-qian a9a topk1: %llu rounds\n",
+            (unsigned long long)f.sum.rounds);
+}
+END_TEST
+
 /* EC-GD on the same heterogeneous split stalls: its error memory does not
  * vanish because local gradients do not, so the gap levels off. */
 START_TEST(test_ec_gd_stalls)
@@ -359,6 +379,7 @@ int main(void)
     tcase_add_test(tc, test_eclk_mushrooms_topk5);
     tcase_add_test(tc, test_eclk_a9a_topk1);
     tcase_add_test(tc, test_ec_gd_stalls);
+    tcase_add_test(tc, test_ec_lsvrg_qian_a9a_topk1);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);
