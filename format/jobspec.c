@@ -15,6 +15,7 @@
 
 #include "ecopt/algo.h"
 #include "ecopt/error.h"
+#include "jobspec_int.h"
 #include "utf8.h"
 
 /* The top-level keys, in the order the canonical form writes them. */
@@ -36,9 +37,6 @@ static const char *const backend_names[JOBSPEC_BACKEND_COUNT] = {
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
-/* User text quoted in a detail is cut to this many characters. */
-#define QUOTE_MAX_CHARS 40
 
 /* Enough for any list of names the engine offers. */
 #define MAX_NAMES 32
@@ -64,173 +62,6 @@ void jobspec_clear(struct jobspec *spec)
     memset(spec, 0, sizeof *spec);
     ec_job_defaults(&spec->job);
     spec->backend = JOBSPEC_BACKEND_PROCESS;
-}
-
-/* ---- Text that stays valid UTF-8 ------------------------------------- */
-
-/*
- * Details and fields end up in JSON replies, and json_string() refuses
- * invalid UTF-8, so everything is built through this small writer: it
- * never cuts a character in half, and user text goes in escaped.
- */
-struct text {
-    char *buf;
-    size_t cap;
-    size_t len;
-    int full;
-};
-
-static void text_init(struct text *t, char *buf, size_t cap)
-{
-    t->buf = buf;
-    t->cap = cap;
-    t->len = 0;
-    t->full = 0;
-    buf[0] = '\0';
-}
-
-/*
- * Appends n bytes of valid UTF-8. What does not fit is dropped, and then
- * the tail is cut back to a whole character, so the buffer stays valid.
- */
-static void text_put(struct text *t, const char *s, size_t n)
-{
-    size_t room = t->cap - t->len - 1, start;
-
-    if (t->full)
-        return;
-    if (n > room) {
-        n = room;
-        t->full = 1;
-    }
-    memcpy(t->buf + t->len, s, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
-    if (!t->full || t->len == 0)
-        return;
-    start = t->len - 1;
-    while (start > 0 && t->len - start < 4 &&
-           ((unsigned char)t->buf[start] & 0xc0) == 0x80)
-        start--;
-    if (utf8_char(t->buf + start, t->len - start, NULL) != t->len - start) {
-        t->len = start;
-        t->buf[t->len] = '\0';
-    }
-}
-
-/* For ASCII formats and numbers; user text goes through text_escape. */
-static void text_add(struct text *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void text_add(struct text *t, const char *fmt, ...)
-{
-    char piece[512];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(piece, sizeof piece, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    text_put(t, piece, (size_t)n < sizeof piece ? (size_t)n
-                                                : sizeof piece - 1);
-}
-
-/*
- * Appends at most max_chars characters of s, escaping what a reader could
- * not see or a terminal would act on: control characters as \u00XX, bytes
- * that are not UTF-8 as \xXX, and with quote set, '"' and '\'. A cut is
- * marked with "...".
- */
-static void text_escape(struct text *t, const char *s, size_t n,
-                        size_t max_chars, int quote)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, chars = 0;
-
-    while (i < n) {
-        size_t len = utf8_char(p + i, n - i, NULL);
-
-        if (chars++ == max_chars) {
-            text_put(t, "...", 3);
-            return;
-        }
-        if (len == 0) {
-            text_add(t, "\\x%02x", p[i]);
-            len = 1;
-        } else if (p[i] < 0x20 || p[i] == 0x7f) {
-            text_add(t, "\\u%04x", p[i]);
-        } else if (quote && (p[i] == '"' || p[i] == '\\')) {
-            char pair[2] = {'\\', s[i]};
-
-            text_put(t, pair, 2);
-        } else {
-            text_put(t, s + i, len);
-        }
-        i += len;
-    }
-}
-
-static void text_quote(struct text *t, const char *s, size_t n)
-{
-    text_put(t, "\"", 1);
-    text_escape(t, s, n, QUOTE_MAX_CHARS, 1);
-    text_put(t, "\"", 1);
-}
-
-/*
- * A double in the fewest digits that read back the same. A real that looks
- * like an integer keeps a ".0" when it is quoted back to the user, so that
- * "must be an integer (got 3.0)" makes sense.
- */
-static void format_double(char *buf, size_t len, double x, int keep_point)
-{
-    snprintf(buf, len, "%.15g", x);
-    if (strtod(buf, NULL) != x)
-        snprintf(buf, len, "%.17g", x);
-    if (keep_point && !strpbrk(buf, ".eEn") && strlen(buf) + 2 < len)
-        strcat(buf, ".0");
-}
-
-/* What the user gave, for the "(got ...)" at the end of a detail. */
-static void text_value(struct text *t, const json_t *v)
-{
-    char num[40];
-
-    switch (json_typeof(v)) {
-    case JSON_STRING:
-        text_quote(t, json_string_value(v), json_string_length(v));
-        break;
-    case JSON_INTEGER:
-        text_add(t, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        break;
-    case JSON_REAL:
-        format_double(num, sizeof num, json_real_value(v), 1);
-        text_add(t, "%s", num);
-        break;
-    case JSON_TRUE:
-        text_add(t, "true");
-        break;
-    case JSON_FALSE:
-        text_add(t, "false");
-        break;
-    case JSON_NULL:
-        text_add(t, "null");
-        break;
-    case JSON_OBJECT:
-        text_add(t, "an object");
-        break;
-    case JSON_ARRAY:
-        text_add(t, "an array");
-        break;
-    }
-}
-
-static void text_names(struct text *t, const char *const *names, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        text_add(t, "%s%s", i ? ", " : "", names[i]);
 }
 
 /* ---- Collecting problems --------------------------------------------- */
@@ -259,9 +90,9 @@ static struct text *problem(struct check *c, const char *field,
         return NULL;
     }
     e = &c->errs->item[c->errs->count++];
-    text_init(&path, e->field, sizeof e->field);
-    text_put(&path, field, strlen(field));
-    text_init(detail, e->detail, sizeof e->detail);
+    jt_init(&path, e->field, sizeof e->field);
+    jt_put(&path, field, strlen(field));
+    jt_init(detail, e->detail, sizeof e->detail);
     return detail;
 }
 
@@ -281,11 +112,11 @@ static void fail(struct check *c, const char *field, const json_t *v,
     va_start(ap, fmt);
     vsnprintf(sentence, sizeof sentence, fmt, ap);
     va_end(ap);
-    text_put(t, sentence, strlen(sentence));
+    jt_put(t, sentence, strlen(sentence));
     if (v) {
-        text_add(t, " (got ");
-        text_value(t, v);
-        text_add(t, ")");
+        jt_add(t, " (got ");
+        jt_value(t, v);
+        jt_add(t, ")");
     }
 }
 
@@ -295,12 +126,12 @@ static void join_path(char *buf, size_t len, const char *prefix,
 {
     struct text t;
 
-    text_init(&t, buf, len);
+    jt_init(&t, buf, len);
     if (*prefix) {
-        text_add(&t, "%s", prefix);
-        text_put(&t, ".", 1);
+        jt_add(&t, "%s", prefix);
+        jt_put(&t, ".", 1);
     }
-    text_escape(&t, key, key_len, JOBSPEC_LABEL_KEY_MAX, 0);
+    jt_escape(&t, key, key_len, JOBSPEC_LABEL_KEY_MAX, 0);
 }
 
 /* ---- Reading one field ----------------------------------------------- */
@@ -332,8 +163,8 @@ static void check_keys(struct check *c, json_t *obj, const char *prefix,
             continue;
         join_path(field, sizeof field, prefix, key, key_len);
         if ((t = problem(c, field, &detail))) {
-            text_add(t, "unknown key; allowed keys are: ");
-            text_names(t, allowed, nallowed);
+            jt_add(t, "unknown key; allowed keys are: ");
+            jt_names(t, allowed, nallowed);
         }
     }
 }
@@ -386,8 +217,8 @@ static int read_number(struct check *c, const char *field, const json_t *v,
             return 1;
         }
     }
-    format_double(lo, sizeof lo, r.lo, 0);
-    format_double(hi, sizeof hi, r.hi, 0);
+    jt_double(lo, sizeof lo, r.lo, 0);
+    jt_double(hi, sizeof hi, r.hi, 0);
     if (isinf(r.hi))
         fail(c, field, v, "must be a number %s %s", r.lo_open ? ">" : ">=",
              lo);
@@ -494,11 +325,11 @@ static int read_choice(struct check *c, const char *field, const json_t *v,
         }
     }
     if ((t = problem(c, field, &detail))) {
-        text_add(t, "must be one of: ");
-        text_names(t, names, n);
-        text_add(t, " (got ");
-        text_value(t, v);
-        text_add(t, ")");
+        jt_add(t, "must be one of: ");
+        jt_names(t, names, n);
+        jt_add(t, " (got ");
+        jt_value(t, v);
+        jt_add(t, ")");
     }
     return -1;
 }
@@ -639,17 +470,17 @@ static void read_compressor(struct check *c, json_t *doc, ec_job *job)
         known = read_choice(c, "compressor.type", type, names, nnames,
                             &index);
         if (known == 0 && (text = problem(c, "compressor.type", &detail))) {
-            text_add(text, "is required; one of: ");
-            text_names(text, names, nnames);
+            jt_add(text, "is required; one of: ");
+            jt_names(text, names, nnames);
         }
     } else {
         if ((text = problem(c, "compressor", &detail))) {
-            text_add(text, "must be an object {type, k, k_frac, s} or a "
+            jt_add(text, "must be an object {type, k, k_frac, s} or a "
                            "compressor name, one of: ");
-            text_names(text, names, nnames);
-            text_add(text, " (got ");
-            text_value(text, v);
-            text_add(text, ")");
+            jt_names(text, names, nnames);
+            jt_add(text, " (got ");
+            jt_value(text, v);
+            jt_add(text, ")");
         }
         return;
     }
@@ -759,9 +590,9 @@ static void read_labels(struct check *c, json_t *doc, struct jobspec *spec)
 
         if (!label_key_ok(key, key_len)) {
             if ((t = problem(c, "labels", &detail))) {
-                text_add(t, "key ");
-                text_quote(t, key, key_len);
-                text_add(t, " must be 1..%d characters of A-Z, a-z, 0-9, "
+                jt_add(t, "key ");
+                jt_quote(t, key, key_len);
+                jt_add(t, " must be 1..%d characters of A-Z, a-z, 0-9, "
                             "'_', '.' and '-'", JOBSPEC_LABEL_KEY_MAX);
             }
             continue;
@@ -967,7 +798,7 @@ static void syntax_problem(struct check *c, const json_error_t *jerr,
     if (!t)
         return;
     if (empty) {
-        text_add(t, "the document is empty; a job spec is a JSON object");
+        jt_add(t, "the document is empty; a job spec is a JSON object");
         return;
     }
     switch (json_error_code(jerr)) {
@@ -990,12 +821,12 @@ static void syntax_problem(struct check *c, const json_error_t *jerr,
     }
     /* Jansson keeps its error code in the last byte of text. */
     end = memchr(jerr->text, '\0', sizeof jerr->text - 1);
-    text_add(t, "%s at line %d, column %d: ", what, jerr->line,
+    jt_add(t, "%s at line %d, column %d: ", what, jerr->line,
              jerr->column);
-    text_escape(t, jerr->text,
+    jt_escape(t, jerr->text,
                 end ? (size_t)(end - jerr->text) : sizeof jerr->text - 1,
                 sizeof jerr->text, 0);
-    text_add(t, "%s", hint);
+    jt_add(t, "%s", hint);
 }
 
 /* Only JSON whitespace: an empty file deserves a plainer message. */
