@@ -523,6 +523,99 @@ START_TEST(test_topk_matches_sort)
 }
 END_TEST
 
+/*
+ * Every top-k method (the automatic choice, the heap forced, the radix
+ * select forced) against the sorting reference, on long vectors with the
+ * k the heap serves (past TOPK_HEAP_MAX, up to d/16 and just past it) as
+ * well as short ones, and on the orders that are hardest for a heap:
+ * magnitudes ascending (every entry enters; the automatic choice gives up
+ * on the heap part way), descending, and all equal (-0.0, or one negative
+ * value, where the tie rule alone decides).
+ */
+enum order_kind { ORDER_RANDOM, ORDER_ASCENDING, ORDER_DESCENDING,
+                  ORDER_EQUAL, ORDER_NEG_ZERO, ORDER_KINDS };
+
+static const uint32_t method_cases[][2] = {
+    {100000, 1000}, {100000, 65},   {100000, 6250}, {100000, 6251},
+    {100000, 1},    {100000, 9},    {100000, 99999}, {100000, 100000},
+    {5000, 313},    {5000, 2500},   {1025, 64},     {1025, 65},
+    {17, 9},        {2, 1},         {1, 1},
+};
+
+static void fill_order(double *x, uint32_t d, int kind, ec_rng *r)
+{
+    for (uint32_t j = 0; j < d; j++) {
+        double sign = j % 3 ? 1.0 : -1.0;
+
+        switch (kind) {
+        case ORDER_ASCENDING:
+            x[j] = sign * (double)(j / 2 + 1);  /* pairs tie */
+            break;
+        case ORDER_DESCENDING:
+            x[j] = sign * (double)(d - j / 2);
+            break;
+        case ORDER_EQUAL:
+            x[j] = -2.5;
+            break;
+        case ORDER_NEG_ZERO:
+            x[j] = -0.0;
+            break;
+        default:
+            break;
+        }
+    }
+    (void)r;
+}
+
+START_TEST(test_topk_methods_match_sort)
+{
+    const uint32_t d = method_cases[_i][0], k = method_cases[_i][1];
+    const ec_topk_select methods[] = {EC_TOPK_SELECT_AUTO,
+                                      EC_TOPK_SELECT_HEAP,
+                                      EC_TOPK_SELECT_RADIX};
+    double *x = malloc(d * sizeof *x);
+    uint32_t *want = malloc(d * sizeof *want);
+    ec_compressor *c = make_comp(EC_COMP_TOPK, k, 0, d);
+    ec_msg m;
+    ec_rng r;
+    uint32_t wrong = 0;
+
+    ck_assert(x && want);
+    make_msg(&m, d);
+    ec_rng_seed(&r, 77 + d + k, 0);
+    for (int kind = 0; kind < VEC_KINDS + ORDER_KINDS - 1; kind++) {
+        if (kind < VEC_KINDS)
+            fill(x, d, (enum vec_kind)kind, &r);
+        else
+            fill_order(x, d, kind - VEC_KINDS + 1, &r);
+        topk_reference(x, d, k, want);
+        for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
+            ck_assert_int_eq(ec_compressor_set_topk_select(c, methods[mi]),
+                             0);
+            ec_compress(c, x, NULL, &m);
+            ck_assert_uint_eq(m.nnz, k);
+            ck_assert_msg(memcmp(m.idx, want, k * sizeof *want) == 0,
+                          "topk d=%u k=%u kind=%d method=%d differs from "
+                          "the sorted reference", d, k, kind, (int)methods[mi]);
+            /* One assertion for all k values: Check reports each one. */
+            for (uint32_t i = 0; i < k; i++)
+                wrong += !same_bits(m.val[i], x[m.idx[i]]);
+            ck_assert_uint_eq(wrong, 0);
+        }
+    }
+    ck_assert_int_eq(ec_compressor_set_topk_select(c, (ec_topk_select)3),
+                     EC_EINVAL);
+    ec_compressor_free(c);
+    c = make_comp(EC_COMP_RANDK, 1, 0, 4);
+    ck_assert_int_eq(ec_compressor_set_topk_select(c, EC_TOPK_SELECT_HEAP),
+                     EC_EINVAL);
+    ec_compressor_free(c);
+    ec_msg_clear(&m);
+    free(x);
+    free(want);
+}
+END_TEST
+
 START_TEST(test_topk_nan_and_inf_first)
 {
     /* NaN's key lies above Inf's, so a NaN is always kept (documented). */
@@ -1173,6 +1266,8 @@ static Suite *compress_suite(void)
     tcase_add_test(tc, test_msg_axpy_matches_dense);
     tcase_add_test(tc, test_none_identity);
     tcase_add_loop_test(tc, test_topk_matches_sort, 0, COUNT(topk_dims));
+    tcase_add_loop_test(tc, test_topk_methods_match_sort, 0,
+                        COUNT(method_cases));
     tcase_add_test(tc, test_topk_nan_and_inf_first);
     tcase_add_test(tc, test_topk_contraction);
     tcase_add_loop_test(tc, test_bit_counts, 0, COUNT(bit_cases));

@@ -15,6 +15,37 @@
 /* Levels travel in at most 16 bits (job.h's EC_JOB_MAX_DITHER_LEVELS). */
 #define COMP_MAX_LEVELS 65535u
 
+/* The list below serves k up to this; the heap and the radix select beyond. */
+#define TOPK_LIST_MAX 8
+
+/*
+ * Beyond TOPK_LIST_MAX, top-k keeps the k best entries seen so far in a
+ * heap: one comparison for most entries and a sift of log2(k) levels for
+ * the few that enter (about k ln(d/k) on data in no order). That is one
+ * pass over x, where the radix select below makes at least three (count,
+ * keep, emit) and clears its counters for each digit. Up to TOPK_HEAP_MAX
+ * the heap lives on the stack; beyond, in the compressor's scratch, and it
+ * is used while k <= d / TOPK_HEAP_RATIO: past that so many entries enter
+ * that the radix select is faster (bench_compress measures both). On data
+ * in ascending order every entry enters; after TOPK_HEAP_BUDGET(d, k)
+ * entries the heap gives up and the radix select starts afresh, so no
+ * input costs more than the two together.
+ */
+#define TOPK_HEAP_MAX 64
+#define TOPK_HEAP_RATIO 256
+#define TOPK_HEAP_BUDGET(d, k) (2 * (k) * (ceil_log2((d) / (k)) + 1))
+
+struct topk_entry {
+    uint64_t key;
+    uint32_t idx;
+};
+
+static int topk_use_heap(uint32_t d, uint32_t k)
+{
+    return k > TOPK_LIST_MAX && k < d &&
+           (k <= TOPK_HEAP_MAX || k <= d / TOPK_HEAP_RATIO);
+}
+
 /* The rand-k index set comes from a local generator seeded (seed, stream). */
 #define RANDK_STREAM 0u
 
@@ -24,6 +55,8 @@ struct ec_compressor {
     double dither_scale;    /* 1/(1+omega), or 1 for the unbiased forms */
     double randk_factor;    /* 1 for randk, d/k for randk-unbiased */
     uint32_t *cand;         /* top-k: d candidate indices for the selection */
+    struct topk_entry *heap;    /* top-k: k entries when the heap needs them */
+    ec_topk_select select;  /* top-k: which selection (tests and benches) */
     uint64_t *chosen;       /* rand-k: d bits, all zero between calls */
 };
 
@@ -310,6 +343,10 @@ ec_compressor *ec_compressor_new(const ec_comp_spec *spec, uint32_t d,
     if (spec->type == EC_COMP_TOPK &&
         !(c->cand = malloc((size_t)d * sizeof *c->cand)))
         goto nomem;
+    if (spec->type == EC_COMP_TOPK && topk_use_heap(d, spec->k) &&
+        spec->k > TOPK_HEAP_MAX &&
+        !(c->heap = malloc((size_t)spec->k * sizeof *c->heap)))
+        goto nomem;
     if (comp_rows[spec->type].layout == EC_COMP_LAYOUT_SEEDED &&
         !(c->chosen = calloc(((size_t)d + 63) / 64, sizeof *c->chosen)))
         goto nomem;
@@ -323,8 +360,11 @@ nomem:
 
 uint64_t ec_comp_scratch_bytes(const ec_comp_spec *spec, uint32_t d)
 {
-    if (spec->type == EC_COMP_TOPK)
-        return 4 * (uint64_t)d;                 /* cand */
+    if (spec->type == EC_COMP_TOPK)             /* cand, heap */
+        return 4 * (uint64_t)d +
+               (topk_use_heap(d, spec->k) && spec->k > TOPK_HEAP_MAX
+                    ? (uint64_t)spec->k * sizeof(struct topk_entry)
+                    : 0);
     if (comp_rows[spec->type].layout == EC_COMP_LAYOUT_SEEDED)
         return (uint64_t)d / 8 + 8;             /* chosen, d bits */
     return 0;
@@ -335,6 +375,7 @@ void ec_compressor_free(ec_compressor *c)
     if (!c)
         return;
     free(c->cand);
+    free(c->heap);
     free(c->chosen);
     free(c);
 }
@@ -342,6 +383,19 @@ void ec_compressor_free(ec_compressor *c)
 const ec_comp_spec *ec_compressor_spec(const ec_compressor *c)
 {
     return &c->spec;
+}
+
+int ec_compressor_set_topk_select(ec_compressor *c, ec_topk_select select)
+{
+    const uint32_t k = c->spec.k;
+
+    if (c->spec.type != EC_COMP_TOPK || (unsigned)select > EC_TOPK_SELECT_RADIX)
+        return EC_EINVAL;
+    if (select == EC_TOPK_SELECT_HEAP && k > TOPK_HEAP_MAX && k < c->d &&
+        !c->heap && !(c->heap = malloc((size_t)k * sizeof *c->heap)))
+        return EC_ENOMEM;
+    c->select = select;
+    return 0;
 }
 
 static void compress_none(const ec_compressor *c, const double *x, ec_msg *out)
@@ -366,20 +420,6 @@ static uint64_t magnitude_key(double v)
     memcpy(&bits, &v, sizeof bits);
     return bits & ~(UINT64_C(1) << 63);
 }
-
-/*
- * Up to this k, top-k keeps the k best entries seen so far in a heap: one
- * comparison for most entries and a sift of log2(k) levels for the few
- * that enter (about k ln(d/k) on data in no order). On short vectors that
- * is several times cheaper than the radix select below, whose counters
- * cost more to clear than the vector does to scan.
- */
-#define TOPK_HEAP_MAX 64
-
-struct topk_entry {
-    uint64_t key;
-    uint32_t idx;
-};
 
 /* Whether a ranks below b in the strict order (key descending, index
  * ascending): the heap keeps the lowest-ranked at its root. */
@@ -408,21 +448,58 @@ static void topk_sift_down(struct topk_entry *heap, uint32_t k, uint32_t i)
 }
 
 /*
- * Top-k for k <= TOPK_HEAP_MAX (and k < d). Entries come in index order,
- * so one whose key only equals the root's ranks below it and stays out.
- * The scan takes four entries at a time and looks at them one by one only
- * when one may enter: |x| > the root's magnitude, or a NaN, for which the
- * comparison is false (its key lies above every number's).
+ * idx[0..k) into ascending order: an LSD radix sort of as few digits of
+ * at most 11 bits as indices below d need, through tmp (k entries); the
+ * result ends in idx.
  */
-static void compress_topk_heap(const ec_compressor *c, const double *x,
-                               ec_msg *out)
+static void sort_indices(uint32_t *idx, uint32_t *tmp, uint32_t k, uint32_t d)
+{
+    const uint32_t bits = ceil_log2(d);
+    const uint32_t passes = (bits + 10) / 11;
+    uint32_t count[2048], *src = idx, *dst = tmp;
+
+    for (uint32_t p = 0; p < passes; p++) {
+        const uint32_t shift = p * 11;
+        uint32_t sum = 0;
+
+        memset(count, 0, sizeof count);
+        for (uint32_t i = 0; i < k; i++)
+            count[(src[i] >> shift) & 2047]++;
+        for (uint32_t b = 0; b < 2048; b++) {
+            uint32_t n = count[b];
+
+            count[b] = sum;
+            sum += n;
+        }
+        for (uint32_t i = 0; i < k; i++)
+            dst[count[(src[i] >> shift) & 2047]++] = src[i];
+        src = dst;
+        dst = dst == tmp ? idx : tmp;
+    }
+    if (src != idx)
+        memcpy(idx, src, (size_t)k * sizeof *idx);
+}
+
+/*
+ * Top-k by the heap (TOPK_LIST_MAX < k < d, or any k < d when a test or
+ * bench asks for it). Entries come in index order, so one whose key only
+ * equals the root's ranks below it and stays out. The scan takes four
+ * entries at a time and looks at them one by one only when one may enter:
+ * |x| > the root's magnitude, or a NaN, for which the comparison is false
+ * (its key lies above every number's). Returns 0, or -1 having written
+ * nothing when more than `budget` entries entered.
+ */
+static int compress_topk_heap(const ec_compressor *c, const double *x,
+                              ec_msg *out, uint32_t budget)
 {
     const uint32_t d = c->d, k = c->spec.k;
-    struct topk_entry heap[TOPK_HEAP_MAX];
+    struct topk_entry local[TOPK_HEAP_MAX];
+    struct topk_entry *heap = k <= TOPK_HEAP_MAX ? local : c->heap;
+    uint32_t entered = 0;
     double bar;
     uint32_t j;
 
-    assert(k >= 1 && k <= TOPK_HEAP_MAX && k < d);
+    assert(k >= 1 && k < d && heap);
     for (j = 0; j < k; j++) {
         heap[j].key = magnitude_key(x[j]);
         heap[j].idx = j;
@@ -444,25 +521,35 @@ static void compress_topk_heap(const ec_compressor *c, const double *x,
                 heap[0].idx = j;
                 topk_sift_down(heap, k, 0);
                 memcpy(&bar, &heap[0].key, sizeof bar);
+                entered++;
             }
         }
+        if (entered > budget)
+            return -1;
     }
     /* The message lists its entries in index order. */
-    for (uint32_t i = 1; i < k; i++) {
-        struct topk_entry v = heap[i];
-        uint32_t at = i;
+    if (k <= TOPK_HEAP_MAX) {
+        for (uint32_t i = 1; i < k; i++) {
+            struct topk_entry v = heap[i];
+            uint32_t at = i;
 
-        while (at > 0 && heap[at - 1].idx > v.idx) {
-            heap[at] = heap[at - 1];
-            at--;
+            while (at > 0 && heap[at - 1].idx > v.idx) {
+                heap[at] = heap[at - 1];
+                at--;
+            }
+            heap[at] = v;
         }
-        heap[at] = v;
+        for (uint32_t i = 0; i < k; i++)
+            out->idx[i] = heap[i].idx;
+    } else {
+        for (uint32_t i = 0; i < k; i++)
+            out->idx[i] = heap[i].idx;
+        sort_indices(out->idx, c->cand, k, d);
     }
-    for (uint32_t i = 0; i < k; i++) {
-        out->idx[i] = heap[i].idx;
-        out->val[i] = x[heap[i].idx];
-    }
+    for (uint32_t i = 0; i < k; i++)
+        out->val[i] = x[out->idx[i]];
     out->nnz = k;
+    return 0;
 }
 
 /*
@@ -474,8 +561,6 @@ static void compress_topk_heap(const ec_compressor *c, const double *x,
  * come in index order, so one whose key only equals the last one's ranks
  * below it and stays out.
  */
-#define TOPK_LIST_MAX 8
-
 static void compress_topk_list(const ec_compressor *c, const double *x,
                                ec_msg *out)
 {
@@ -655,7 +740,8 @@ static void compress_topk_blocked(const ec_compressor *c, const double *x,
 /*
  * The k largest keys in the strict order (key descending, index ascending).
  * Up to TOPK_LIST_MAX, the blocked passes on vectors up to TOPK_BLOCKED_MAX
- * and the list on longer ones; up to TOPK_HEAP_MAX, the heap. Beyond, an
+ * and the list on longer ones; then the heap while topk_use_heap says so
+ * and it stays within its budget. Otherwise (or when asked for), an
  * MSB-first radix select finds the k-th largest key T one digit at a time
  * over a shrinking candidate list (8 passes at most, each O(candidates), so
  * O(d) in all whatever the data); then one scan emits, in index order,
@@ -684,18 +770,21 @@ static void compress_topk(ec_compressor *c, const double *x, ec_msg *out)
     uint32_t ncand = d, take_equal = k, n = 0;
     uint64_t threshold = 0;
 
-    if (k < d && k <= TOPK_LIST_MAX && d <= TOPK_BLOCKED_MAX) {
+    if (c->select == EC_TOPK_SELECT_AUTO && k < d && k <= TOPK_LIST_MAX &&
+        d <= TOPK_BLOCKED_MAX) {
         compress_topk_blocked(c, x, out);
         return;
     }
-    if (k < d && k <= TOPK_LIST_MAX) {
+    if (c->select == EC_TOPK_SELECT_AUTO && k < d && k <= TOPK_LIST_MAX) {
         compress_topk_list(c, x, out);
         return;
     }
-    if (k < d && k <= TOPK_HEAP_MAX) {
-        compress_topk_heap(c, x, out);
+    if (c->select == EC_TOPK_SELECT_HEAP && k < d &&
+        compress_topk_heap(c, x, out, UINT32_MAX) == 0)
         return;
-    }
+    if (c->select == EC_TOPK_SELECT_AUTO && topk_use_heap(d, k) &&
+        compress_topk_heap(c, x, out, TOPK_HEAP_BUDGET(d, k)) == 0)
+        return;
     /* With k = d everything is selected and no order needs to be found. */
     for (size_t p = 0; p < 8 && k < d; p++) {
         const unsigned shift = digits[p].shift;

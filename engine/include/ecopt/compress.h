@@ -192,6 +192,22 @@ uint64_t ec_comp_scratch_bytes(const ec_comp_spec *spec, uint32_t d);
 const ec_comp_spec *ec_compressor_spec(const ec_compressor *c);
 
 /*
+ * How top-k finds its entries. Every method gives the same message (the k
+ * largest |x_j|, ties to the smaller index, in index order); AUTO, the
+ * default, picks the fastest for k and d. The others are for the tests,
+ * which hold each to a sorting reference, and for bench_compress.
+ */
+typedef enum {
+    EC_TOPK_SELECT_AUTO,
+    EC_TOPK_SELECT_HEAP,    /* one pass keeping the k best in a heap */
+    EC_TOPK_SELECT_RADIX    /* MSB-first radix select, O(d) whatever x */
+} ec_topk_select;
+
+/* 0, EC_EINVAL (not a top-k compressor, or no such method) or EC_ENOMEM
+ * (the heap's k entries). Not for use between a compress and its reader. */
+int ec_compressor_set_topk_select(ec_compressor *c, ec_topk_select select);
+
+/*
  * out = Q(x). Draws from rng only for the random compressors. O(d) time for
  * every type, topk included (selection, not a sort), and no allocation.
  * Deterministic given x and the rng state.
