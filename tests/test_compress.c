@@ -524,22 +524,24 @@ START_TEST(test_topk_matches_sort)
 END_TEST
 
 /*
- * Every top-k method (the automatic choice, the heap forced, the radix
- * select forced) against the sorting reference, on long vectors with the
- * k the heap serves (past TOPK_HEAP_MAX, up to d/16 and just past it) as
- * well as short ones, and on the orders that are hardest for a heap:
- * magnitudes ascending (every entry enters; the automatic choice gives up
- * on the heap part way), descending, and all equal (-0.0, or one negative
- * value, where the tie rule alone decides).
+ * Every top-k method (the automatic choice, and the heap, the radix select
+ * and the filter forced) against the sorting reference: on long vectors
+ * with k either side of TOPK_HEAP_MAX and of the filter's 4096, where the
+ * filter compacts its buffer many times, as well as short ones; and on
+ * the orders hardest for a heap and a filter: magnitudes ascending (every
+ * entry enters; the heap gives up part way, the filter compacts every
+ * span), descending, and all equal (-0.0, or one negative value), where
+ * the tie rule alone decides.
  */
 enum order_kind { ORDER_RANDOM, ORDER_ASCENDING, ORDER_DESCENDING,
                   ORDER_EQUAL, ORDER_NEG_ZERO, ORDER_KINDS };
 
 static const uint32_t method_cases[][2] = {
-    {100000, 1000}, {100000, 65},   {100000, 6250}, {100000, 6251},
-    {100000, 1},    {100000, 9},    {100000, 99999}, {100000, 100000},
-    {5000, 313},    {5000, 2500},   {1025, 64},     {1025, 65},
-    {17, 9},        {2, 1},         {1, 1},
+    {100000, 1000}, {100000, 64},   {100000, 65},    {100000, 4096},
+    {100000, 4097}, {100000, 1},    {100000, 9},     {100000, 50000},
+    {100000, 99999}, {100000, 100000}, {30000, 5000}, {10000, 5000},
+    {1025, 64},     {1025, 65},     {200, 100},      {17, 9},
+    {2, 1},         {1, 1},
 };
 
 static void fill_order(double *x, uint32_t d, int kind, ec_rng *r)
@@ -572,7 +574,8 @@ START_TEST(test_topk_methods_match_sort)
     const uint32_t d = method_cases[_i][0], k = method_cases[_i][1];
     const ec_topk_select methods[] = {EC_TOPK_SELECT_AUTO,
                                       EC_TOPK_SELECT_HEAP,
-                                      EC_TOPK_SELECT_RADIX};
+                                      EC_TOPK_SELECT_RADIX,
+                                      EC_TOPK_SELECT_FILTER};
     double *x = malloc(d * sizeof *x);
     uint32_t *want = malloc(d * sizeof *want);
     ec_compressor *c = make_comp(EC_COMP_TOPK, k, 0, d);
@@ -590,8 +593,14 @@ START_TEST(test_topk_methods_match_sort)
             fill_order(x, d, kind - VEC_KINDS + 1, &r);
         topk_reference(x, d, k, want);
         for (size_t mi = 0; mi < sizeof methods / sizeof methods[0]; mi++) {
-            ck_assert_int_eq(ec_compressor_set_topk_select(c, methods[mi]),
-                             0);
+            int rc = ec_compressor_set_topk_select(c, methods[mi]);
+
+            /* The heap serves k up to TOPK_HEAP_MAX, 64, alone. */
+            if (methods[mi] == EC_TOPK_SELECT_HEAP && k > 64) {
+                ck_assert_int_eq(rc, EC_EINVAL);
+                continue;
+            }
+            ck_assert_int_eq(rc, 0);
             ec_compress(c, x, NULL, &m);
             ck_assert_uint_eq(m.nnz, k);
             ck_assert_msg(memcmp(m.idx, want, k * sizeof *want) == 0,
@@ -603,7 +612,7 @@ START_TEST(test_topk_methods_match_sort)
             ck_assert_uint_eq(wrong, 0);
         }
     }
-    ck_assert_int_eq(ec_compressor_set_topk_select(c, (ec_topk_select)3),
+    ck_assert_int_eq(ec_compressor_set_topk_select(c, (ec_topk_select)(EC_TOPK_SELECT_FILTER + 1)),
                      EC_EINVAL);
     ec_compressor_free(c);
     c = make_comp(EC_COMP_RANDK, 1, 0, 4);

@@ -200,7 +200,8 @@ const ec_comp_spec *ec_compressor_spec(const ec_compressor *c);
 typedef enum {
     EC_TOPK_SELECT_AUTO,
     EC_TOPK_SELECT_HEAP,    /* one pass keeping the k best in a heap */
-    EC_TOPK_SELECT_RADIX    /* MSB-first radix select, O(d) whatever x */
+    EC_TOPK_SELECT_RADIX,   /* MSB-first radix select, O(d) whatever x */
+    EC_TOPK_SELECT_FILTER   /* one pass keeping candidates above a bar */
 } ec_topk_select;
 
 /* 0, EC_EINVAL (not a top-k compressor, or no such method) or EC_ENOMEM
