@@ -1,6 +1,7 @@
 /*
- * Times top-k selection (ec_compress, radix select) against the obvious
- * baseline, a full qsort on (|x_j| desc, j asc), on the same Gaussian vectors.
+ * Times top-k selection (ec_compress, whichever selection it picks for k
+ * and d) against the obvious baseline, a full qsort on (|x_j| desc, j asc),
+ * on the same Gaussian vectors.
  * Prints a table and writes it to bench/results/compress.txt (or argv[1]).
  */
 #include <math.h>
