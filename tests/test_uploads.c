@@ -675,7 +675,7 @@ START_TEST(test_validator_descriptors)
     CURLM *m = curl_multi_init();
     struct up u;
     pid_t pids[4];
-    int leak = open("/dev/null", O_RDONLY), n = 0, seen = 0, unreadable = 0;
+    int leak = open("/dev/null", O_RDONLY), n = 0, seen = 0, unreadable = 0, early = 0;
 
     ck_assert_int_ge(leak, 3);          /* no O_CLOEXEC: ecopt serve inherits it */
     start(&s, 0, NULL);
@@ -723,8 +723,10 @@ START_TEST(test_validator_descriptors)
         }
         closedir(d);
         snprintf(path, sizeof path, "/proc/%d/fdinfo/0", (int)pids[0]);
-        if (!(f = fopen(path, "r")))
+        if (!(f = fopen(path, "r"))) {
+            unreadable += errno == EACCES || errno == EPERM;
             continue;
+        }
         while (fgets(line, sizeof line, f)) {
             if (strncmp(line, "flags:", 6) == 0)
                 flags = strtol(line + 6, NULL, 8);
@@ -734,8 +736,10 @@ START_TEST(test_validator_descriptors)
         fclose(f);
         /* Until it reads its file the validator may still be in the
          * dynamic loader, whose library descriptors come and go. */
-        if (flags < 0 || pos == 0)
+        if (flags < 0 || pos == 0) {
+            early++;
             continue;
+        }
         seen = 1;
         printf("validator descriptors:%s; stdin flags 0%lo\n", fds, flags);
         fflush(stdout);
@@ -747,6 +751,10 @@ START_TEST(test_validator_descriptors)
     if (!seen && unreadable)
         tu_skip("PTRACE", "test_uploads: the validator's /proc/PID/fd is not "
                 "readable here (no CAP_SYS_PTRACE)");
+    else if (!seen && early)
+        tu_skip("PTRACE", "test_uploads: the validator was seen %d times, always "
+                "before it had read its file (as in a container, where it ends "
+                "between two looks): its descriptors were not checked", early);
     else
         ck_assert_msg(seen, "no validator was seen");
     for (int i = 0; i < 3000 && !u.done; i++)
