@@ -62,22 +62,35 @@ failed=0
 cases | while read -r algo rest; do
     case " $algo $rest " in *" $FILTER"*) ;; *) continue ;; esac
     n=$((n + 1))
+    echo "$algo $rest" >>"$tmp/expected"
     trace="$tmp/case$n.trace"
     # shellcheck disable=SC2086
     if ! "$TRACE_RUN" dataset=a1a algorithm="$algo" $rest rounds="$ROUNDS" \
             out="$trace"; then
         echo "FAIL $algo $rest: trace_run failed"
-        echo fail >>"$tmp/failed"
         continue
     fi
-    if ! "$PYTHON" "$here/reference.py" "$trace" --tol "$TOL" |
-            sed "s/\$/  [$rest]/"; then
-        :
+    # A case passes only on reference.py's own "ok" line with exit 0: a
+    # crash, a traceback or a verdict that never came is a failure.
+    rc=0
+    "$PYTHON" "$here/reference.py" "$trace" --tol "$TOL" \
+        >"$tmp/case.out" 2>&1 || rc=$?
+    sed "s/\$/  [$rest]/" "$tmp/case.out"
+    if [ "$rc" -ne 0 ] || ! grep -q '^ok' "$tmp/case.out"; then
+        grep -q '^FAIL' "$tmp/case.out" ||
+            echo "FAIL $algo $rest: reference.py ended with status $rc and no verdict"
     fi
     rm -f "$trace"
 done | tee "$tmp/out"
+expected=0
+[ -f "$tmp/expected" ] && expected=$(wc -l <"$tmp/expected")
 cases_run=$(grep -c '^ok\|^FAIL' "$tmp/out" || true)
 fails=$(grep -c '^FAIL' "$tmp/out" || true)
+# Every case that started ends in exactly one verdict line.
+if [ "$cases_run" -ne "$expected" ]; then
+    echo "reference-check: $expected cases started but $cases_run verdicts were printed"
+    fails=$((fails + 1))
+fi
 worst=$(sed -n 's/.*max deviation \([0-9.e+-]*\).*/\1/p' "$tmp/out" | sort -g | tail -1)
 echo "reference-check: $cases_run cases, $fails failed, largest deviation ${worst:-none} (tolerance $TOL), $(( $(date +%s) - start )) s"
 [ "$fails" = 0 ] && [ "$cases_run" -gt 0 ]
