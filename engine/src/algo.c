@@ -28,6 +28,14 @@ static int is_diana(ec_algo_id a)
     return ec_algo_is(a, EC_FAMILY_DIANA);
 }
 
+/* Gorbunov et al.'s loopless SVRG estimators: each worker keeps its own
+ * reference point w_tau and its full local gradient there, refreshed with
+ * its own coin of probability p (ec-lsvrg, ec-lsvrg-diana). */
+static int has_local_refs(ec_algo_id a)
+{
+    return a == EC_ALGO_EC_LSVRG || a == EC_ALGO_EC_LSVRG_DIANA;
+}
+
 /* Algorithms whose gradient is the full local one rather than a minibatch. */
 int ec_algo_full_local(ec_algo_id a)
 {
@@ -206,7 +214,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     p->alpha = 1.0 / (1.0 + p->omega);
 
     p->p = NAN;
-    if (has_shared_coin(p->algo) || p->algo == EC_ALGO_EC_LSVRG) {
+    if (has_shared_coin(p->algo) || has_local_refs(p->algo)) {
         if (!isnan(job->p))
             p->p = job->p;
         else if (p->algo == EC_ALGO_ECLK || p->algo == EC_ALGO_EC_LSVRG_QIAN)
@@ -263,6 +271,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     case EC_ALGO_EC_SGD:
     case EC_ALGO_EC_LSVRG:
     case EC_ALGO_EC_SGD_DIANA:
+    case EC_ALGO_EC_LSVRG_DIANA:
         /* The expected smoothness of the mean of n minibatch gradients,
          * the constant ECLK's step is built from too. */
         p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
@@ -732,7 +741,7 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
         if (!(w->h = zeros(d)))
             goto nomem;
     }
-    if (a == EC_ALGO_EC_LSVRG) {
+    if (has_local_refs(a)) {
         w->w_local = zeros(d);
         w->mu_local = zeros(d);
         if (!w->w_local || !w->mu_local)
@@ -863,6 +872,28 @@ static void error_feedback_measured(ec_worker *w, const double *g,
     w->ef_out += out;
 }
 
+/* Gorbunov et al.'s loopless SVRG estimator into g:
+ * grad f_S(x) - grad f_S(w_tau) + grad f^(tau)(w_tau). */
+static void lsvrg_grad(ec_worker *w, const double *x, double *g)
+{
+    local_grad(w, x, w->w_local, g);
+    for (uint32_t j = 0; j < w->pb->d; j++)
+        g[j] += w->mu_local[j];
+}
+
+/* After the round's messages: the worker's own coin of probability p
+ * moves w_tau to x (the x the round's gradients were taken at) and takes
+ * its full local gradient there; the uplink flags it, for the count. */
+static void lsvrg_refresh(ec_worker *w, const double *x, ec_up *up)
+{
+    w->refreshed = ec_rng_uniform(&w->rng) < w->prm->p;
+    up->refreshed = w->refreshed;
+    if (w->refreshed) {
+        memcpy(w->w_local, x, w->pb->d * sizeof *x);
+        ec_shard_grad(w->pb, w->tau, w->w_local, w->mu_local);
+    }
+}
+
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 {
     const ec_params *p = w->prm;
@@ -915,21 +946,19 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         error_feedback(w, g, p->gamma, &up->q);
         break;
     case EC_ALGO_EC_LSVRG:
-        local_grad(w, m->x, w->w_local, g);
-        for (uint32_t j = 0; j < d; j++)
-            g[j] += w->mu_local[j];
+        lsvrg_grad(w, m->x, g);
         error_feedback(w, g, p->gamma, &up->q);
-        /* Each worker refreshes its own reference point with probability p. */
-        w->refreshed = ec_rng_uniform(&w->rng) < p->p;
-        up->refreshed = w->refreshed;
-        if (w->refreshed) {
-            memcpy(w->w_local, m->x, d * sizeof *m->x);
-            ec_shard_grad(pb, w->tau, w->w_local, w->mu_local);
-        }
+        lsvrg_refresh(w, m->x, up);
         break;
     case EC_ALGO_EC_SGD_DIANA:
     case EC_ALGO_EC_GD_DIANA:
-        local_grad(w, m->x, NULL, g);          /* g_hat */
+    case EC_ALGO_EC_LSVRG_DIANA:
+        /* g_hat: a minibatch's or the shard's gradient, or for
+         * ec-lsvrg-diana the loopless SVRG estimator at w_tau. */
+        if (p->algo == EC_ALGO_EC_LSVRG_DIANA)
+            lsvrg_grad(w, m->x, g);
+        else
+            local_grad(w, m->x, NULL, g);
         /* One pass: buf2 = g_hat - h_tau, and the error memory takes
          * gamma (g_hat - h_tau + h), each entry's operations in the same
          * order as in separate passes, so the same bits. */
@@ -951,6 +980,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         up->has_extra = 1;
         error_feedback_send(w, &up->q);
         ec_msg_axpy(&up->extra, p->alpha, w->h);
+        if (p->algo == EC_ALGO_EC_LSVRG_DIANA)
+            lsvrg_refresh(w, m->x, up);
         break;
     case EC_ALGO_EF21:
         /* c = Q(grad f_tau(x') - g_tau) at the x' = prox(x - gamma g) the
@@ -1038,8 +1069,10 @@ uint64_t ec_round_grads(const ec_model *m)
             total += 2 * one;
             break;
         case EC_FAMILY_SGD:
-        case EC_FAMILY_DIANA:
             total += one;
+            break;
+        case EC_FAMILY_DIANA:         /* ec-lsvrg-diana: at x and at w_tau */
+            total += has_local_refs(p->algo) ? 2 * one : one;
             break;
         case EC_FAMILY_EF21:          /* the whole shard at x' */
             total += mt;
@@ -1051,7 +1084,7 @@ uint64_t ec_round_grads(const ec_model *m)
 
 uint64_t ec_setup_grads(const ec_problem *pb, const ec_params *prm)
 {
-    return prm->algo == EC_ALGO_EC_LSVRG ? pb->ds->n_rows : 0;
+    return has_local_refs(prm->algo) ? pb->ds->n_rows : 0;
 }
 
 void ec_server_reduce_begin(const ec_model *m, ec_down *down)

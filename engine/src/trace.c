@@ -101,7 +101,7 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
                 fprintf(f, " %u", w->rows[r]);
             fputc('\n', f);
         }
-        if (p->algo == EC_ALGO_EC_LSVRG)
+        if (p->algo == EC_ALGO_EC_LSVRG || p->algo == EC_ALGO_EC_LSVRG_DIANA)
             fprintf(f, "refresh %u %d\n", t, w->refreshed);
         put_choice(f, "q", t, &ups[t].q);
         if (ups[t].has_extra && ec_algo_is(p->algo, EC_FAMILY_DIANA))

@@ -24,7 +24,7 @@
 
 #define UP_HAS_EXTRA 0x1u
 #define UP_HAS_STATS 0x2u      /* ECLK's two error-feedback sums follow */
-#define UP_REFRESHED 0x4u      /* ec-lsvrg refreshed its reference point */
+#define UP_REFRESHED 0x4u      /* ec-lsvrg(-diana) refreshed its reference point */
 #define STEP_INIT 0x1u
 #define STEP_HAS_A 0x2u
 #define STEP_HAS_STATS 0x4u    /* their sums over the workers follow */

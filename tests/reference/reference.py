@@ -295,7 +295,7 @@ def default_step(algo, h, pb, n, m, batch, delta):
     L_eff = L_f if batch >= m else L_f + L / (n * batch)
     if algo in ("gd", "ec-gd", "ec-gd-diana"):
         return 1.0 / L_f, L_eff
-    if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana"):
+    if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana", "ec-lsvrg-diana"):
         return 1.0 / L_eff, L_eff
     if algo == "ec-lsvrg-qian":
         # Loopless SVRG's theory step 1/(6 L), L = ECLK's L_eff.
@@ -362,7 +362,7 @@ class Reference:
             if not close(self.gamma, float(prm["gamma"])):
                 raise Mismatch("step: %.17g by docs/algorithms.md, the engine uses %s"
                                % (self.gamma, prm["gamma"]))
-        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg", "ec-lsvrg-qian"):
+        if self.algo in ("eclk", "lkatyusha", "ec-lsvrg", "ec-lsvrg-qian", "ec-lsvrg-diana"):
             if self.algo in ("eclk", "ec-lsvrg-qian"):
                 self.p = max(self.batch / self.m, self.delta)
             elif self.algo == "lkatyusha":
@@ -378,17 +378,18 @@ class Reference:
         self.delta_eff = self.delta
         self.est_in = self.est_out = 0.0
         self.acc_in = self.acc_out = 0.0
-        if self.algo in ("ec-sgd-diana", "ec-gd-diana") and not close(self.alpha, float(prm["alpha"])):
+        if self.algo in ("ec-sgd-diana", "ec-gd-diana", "ec-lsvrg-diana") and not close(self.alpha, float(prm["alpha"])):
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
-                                        "ec-lsvrg-qian", "ec-sgd-diana", "sgd") and self.batch < self.m
+                                        "ec-lsvrg-qian", "ec-sgd-diana", "ec-lsvrg-diana",
+                                        "sgd") and self.batch < self.m
         z = np.zeros(d)
         self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
         self.e = [z.copy() for _ in range(self.n)]
         self.h = [z.copy() for _ in range(self.n)]
         self.w_loc = [z.copy() for _ in range(self.n)]
         self.mu_loc = [pb.grad_shard(t, z) for t in range(self.n)] \
-            if self.algo == "ec-lsvrg" else None
+            if self.algo in ("ec-lsvrg", "ec-lsvrg-diana") else None
 
     # The gradient estimate of worker tau at x (minus at ref), on the rows
     # the trace says it drew, or on its whole shard.
@@ -447,13 +448,21 @@ class Reference:
                 if rec["refresh"].get(tau):
                     self.w_loc[tau] = self.x.copy()
                     self.mu_loc[tau] = pb.grad_shard(tau, self.x)
-            elif a in ("ec-sgd-diana", "ec-gd-diana"):
-                g_hat = self.local_grad(rec, tau, self.x)
+            elif a in ("ec-sgd-diana", "ec-gd-diana", "ec-lsvrg-diana"):
+                # Gorbunov et al.'s EC-SGD-DIANA; for EC-LSVRG-DIANA g_hat
+                # is the loopless SVRG estimator at the worker's own w_tau.
+                if a == "ec-lsvrg-diana":
+                    g_hat = self.local_grad(rec, tau, self.x, self.w_loc[tau]) + self.mu_loc[tau]
+                else:
+                    g_hat = self.local_grad(rec, tau, self.x)
                 g = g_hat - self.h[tau] + self.u
                 qs.append(self.ef(rec, tau, g, gamma))
                 msg = self.compress(rec, tau, g_hat - self.h[tau], "shift")
                 self.h[tau] = self.h[tau] + self.alpha * msg
                 shifts.append(msg)
+                if a == "ec-lsvrg-diana" and rec["refresh"].get(tau):
+                    self.w_loc[tau] = self.x.copy()
+                    self.mu_loc[tau] = pb.grad_shard(tau, self.x)
             else:       # ec-sgd, ec-gd, gd, sgd
                 qs.append(self.ef(rec, tau, self.local_grad(rec, tau, self.x), gamma))
         self.x = pb.prox(self.x - sum(qs) / n, gamma * pb.lam1)

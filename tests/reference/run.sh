@@ -26,7 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 # algorithm, then the job's other arguments
 cases() {
     for comp in "compressor=topk k=5" "compressor=randk k=5" "compressor=dither s=2"; do
-        for algo in eclk ec-sgd ec-gd ec-lsvrg ec-lsvrg-qian ec-sgd-diana ec-gd-diana ef21; do
+        for algo in eclk ec-sgd ec-gd ec-lsvrg ec-lsvrg-qian ec-sgd-diana ec-gd-diana \
+            ec-lsvrg-diana ef21; do
             echo "$algo $comp"
         done
     done
@@ -41,6 +42,9 @@ cases() {
     echo "ec-lsvrg-qian compressor=topk k=5 batch=8"
     echo "ec-lsvrg-qian compressor=topk k=5 lambda1=1e-3"
     echo "ec-sgd-diana compressor=dither s=4 batch=8"
+    echo "ec-lsvrg-diana compressor=topk k=5 batch=8"
+    echo "ec-lsvrg-diana compressor=randk k=5 lambda1=1e-3"
+    echo "ec-lsvrg-diana compressor=dither s=2 loss=squared"
     echo "eclk compressor=topk k=5 lambda1=1e-3"
     echo "ec-gd compressor=topk k=5 lambda1=1e-3"
     echo "ef21 compressor=topk k=5 lambda1=1e-3"

@@ -54,7 +54,7 @@ typedef struct ec_params {
     double delta;             /* of comp */
     double omega;             /* of shift_comp (DIANA) */
     double p;                 /* eclk, lkatyusha, ec-lsvrg-qian: coin;
-                                 ec-lsvrg: refresh */
+                                 ec-lsvrg, ec-lsvrg-diana: refresh */
     double theory_step;       /* the default step before the multiplier */
     double step_factor;       /* ef21: theory_step is this times its
                                  theorem's step; 1 for the others */
@@ -171,8 +171,9 @@ typedef struct ec_up {
      * ||e + gamma D||^2 and ||e'||^2 since its last report. */
     int has_stats;
     double ef_in, ef_out;
-    /* ec-lsvrg: the worker refreshed its reference point this round, a
-     * full local gradient more (a flag on the wire, no payload). */
+    /* ec-lsvrg, ec-lsvrg-diana: the worker refreshed its reference
+     * point this round, a full local gradient more (a flag on the wire,
+     * no payload). */
     int refreshed;
 } ec_up;
 
@@ -210,13 +211,15 @@ typedef struct ec_worker {
     ec_compressor *comp, *shift_comp;
     double *e;                /* error memory */
     double *h;                /* DIANA shift h_tau; EF21 g_tau */
-    double *w_local, *mu_local;   /* ec-lsvrg: w_tau, grad f_tau(w_tau) */
+    double *w_local, *mu_local;   /* ec-lsvrg, ec-lsvrg-diana: w_tau,
+                                     grad f_tau(w_tau) */
     double *buf, *buf2;       /* scratch within one step */
     uint32_t *rows;
     int borrowed;             /* comp, shift_comp, buf, buf2 are another's */
     double ef_in, ef_out;     /* ECLK: sums since the last coin round */
     uint64_t restarts;        /* the model's restarts this worker has seen */
-    int refreshed;            /* ec-lsvrg: this round's coin refreshed w_tau */
+    int refreshed;            /* ec-lsvrg, ec-lsvrg-diana: this round's
+                                 coin refreshed w_tau */
 } ec_worker;
 
 int ec_worker_init(ec_worker *w, const ec_problem *pb, const ec_params *prm,

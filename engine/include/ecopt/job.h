@@ -76,7 +76,10 @@ enum {
     X(EC_ALGO_EC_LSVRG_QIAN, "ec-lsvrg-qian", LSVRG, 1, 1, 1,                 \
       EC_NEEDS_L_F | EC_NEEDS_L, 3, 1, 2,                                     \
       "Qian et al.'s loopless SVRG with error feedback: ECLK without the "    \
-      "momentum")
+      "momentum")                                                             \
+    X(EC_ALGO_EC_LSVRG_DIANA, "ec-lsvrg-diana", DIANA, 1, 1, 0,               \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 4, 2,                                     \
+      "loopless SVRG with error feedback and DIANA's shifts")
 
 typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
