@@ -395,6 +395,34 @@ START_TEST(test_param_errors)
 }
 END_TEST
 
+/* A problem set up for one algorithm lacks constants another may need
+ * (ef21's L_tilde for an eclk problem): resolving ef21 on it is refused,
+ * not run with a NaN step, and succeeds on a problem set up for ef21. */
+START_TEST(test_missing_constant_refused)
+{
+    ec_job je = job_for("eclk", EC_COMP_TOPK, 5);
+    ec_job jf = job_for("ef21", EC_COMP_TOPK, 5);
+    ec_problem pb;
+    ec_params prm;
+    ec_err e = {0};
+
+    load(&mushrooms, "mushrooms");
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &je, &e), 0);
+    ck_assert(isnan(pb.L_tilde));
+    ck_assert_int_eq(ec_params_resolve(&jf, &pb, &prm, &e), EC_EINVAL);
+    ck_assert_msg(strstr(e.msg, "ef21: the default step is nan"), "'%s'", e.msg);
+    /* A given step needs no constant. */
+    jf.step_size = 0.1;
+    ck_assert_int_eq(ec_params_resolve(&jf, &pb, &prm, &e), 0);
+    ec_problem_clear(&pb);
+    jf.step_size = NAN;
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &jf, &e), 0);
+    ck_assert_msg(ec_params_resolve(&jf, &pb, &prm, &e) == 0, "%s", e.msg);
+    ck_assert(prm.gamma > 0.0 && isfinite(prm.gamma));
+    ec_problem_clear(&pb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("algo");
@@ -414,6 +442,7 @@ int main(void)
     tcase_add_test(tc, test_divergence_is_reported);
     tcase_add_test(tc, test_max_seconds);
     tcase_add_test(tc, test_param_errors);
+    tcase_add_test(tc, test_missing_constant_refused);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     ec_dataset_clear(&mushrooms);

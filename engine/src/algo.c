@@ -298,6 +298,15 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
      * whose step alone derives from L it is the step multiplier's. */
     if (!ec_algo_is(p->algo, EC_FAMILY_KATYUSHA))
         p->theory_step *= p->smoothness_multiplier;
+    /* A constant the problem was not asked for is NaN (ef21's L_tilde
+     * when the problem was set up for another algorithm): a run from it
+     * would step by NaN. */
+    if (!p->step_given && !(p->theory_step > 0.0 && isfinite(p->theory_step)))
+        return ec_err_set(e, EC_EINVAL,
+                          "%s: the default step is %g: the problem lacks a "
+                          "constant the algorithm needs (set it up for %s)",
+                          ec_algo_name(p->algo), p->theory_step,
+                          ec_algo_name(p->algo));
     if (!p->step_given)
         p->gamma = p->step_multiplier * p->theory_step;
     return 0;
