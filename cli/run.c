@@ -171,6 +171,13 @@ static void print_params(FILE *o, const ec_params *prm)
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
         fprintf(o, ", default = 1/(%g L_eff), L_eff = %.6g",
                 prm->step_divisor, prm->L_eff);
+    if (prm->algo == EC_ALGO_ADIANA)
+        fprintf(o, ", eta = %.4g, theta1 = %.4g, theta2 = %.4g, gamma = %.4g,"
+                   " beta = %.6g, L = %.6g, sends %s (omega = %.4g, alpha = "
+                   "%.4g)",
+                prm->eta, prm->theta1, prm->theta2, prm->gamma_z, prm->beta,
+                prm->L_eff, ec_comp_name(prm->shift_comp.type), prm->omega,
+                prm->alpha);
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA))
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);

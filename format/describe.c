@@ -186,6 +186,20 @@ json_t *describe_params(const ec_params *prm)
         json_object_set_new(o, "inflation_c", describe_real(prm->eclk_c));
         json_object_set_new(o, "L_delta", describe_real(prm->L_delta));
     }
+    if (prm->algo == EC_ALGO_ADIANA) {
+        /* Named as Li et al.'s theorem names them (docs/algorithms.md,
+         * "ADIANA's constants"): eta is the step. */
+        json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
+        json_object_set_new(o, "eta", describe_real(prm->eta));
+        json_object_set_new(o, "theta1", describe_real(prm->theta1));
+        json_object_set_new(o, "theta2", describe_real(prm->theta2));
+        json_object_set_new(o, "gamma", describe_real(prm->gamma_z));
+        json_object_set_new(o, "beta", describe_real(prm->beta));
+        json_object_set_new(o, "shift_compressor",
+                            json_string(ec_comp_name(prm->shift_comp.type)));
+        json_object_set_new(o, "omega", describe_real(prm->omega));
+        json_object_set_new(o, "alpha", describe_real(prm->alpha));
+    }
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN) {
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
         json_object_set_new(o, "step_divisor", describe_real(prm->step_divisor));

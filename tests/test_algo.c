@@ -274,9 +274,10 @@ END_TEST
 
 /*
  * Every row of the algorithm table against what the algorithm does: it
- * admits the compressors its row says (contractions when it compresses,
- * none otherwise), and its rows move with the batch exactly when it is
- * stochastic.
+ * admits the compressors its row says (contractions when it compresses;
+ * those with an unbiased form, every one but topk, when it sends that
+ * form; none otherwise), and its rows move with the batch exactly when
+ * it is stochastic.
  */
 START_TEST(test_table_rows_hold)
 {
@@ -293,14 +294,17 @@ START_TEST(test_table_rows_hold)
     ck_assert_int_eq(back, a);
     ck_assert_ptr_nonnull(ec_algo_family_name(ai->family));
     for (int t = 0; t < EC_COMP_COUNT; t++) {
-        int admits = ai->compresses ? ec_comp_info_of((ec_comp_type)t)->contraction
+        int admits = ai->compresses ? ec_comp_info_of((ec_comp_type)t)->contraction &&
+                                          (ai->compresses == 1 || t != EC_COMP_TOPK)
                                     : t == EC_COMP_NONE;
 
         ck_assert_msg((ec_algo_comp_check(a, (ec_comp_type)t, buf, sizeof buf) == NULL) ==
                           admits,
                       "%s with %s: %s", ai->name, ec_comp_name((ec_comp_type)t), buf);
     }
-    job = job_for(ai->name, ai->compresses ? EC_COMP_TOPK : EC_COMP_NONE,
+    job = job_for(ai->name,
+                  ai->compresses == 2 ? EC_COMP_RANDK
+                  : ai->compresses    ? EC_COMP_TOPK : EC_COMP_NONE,
                   ai->compresses ? 10 : 0);
     load(&mushrooms, "mushrooms");
     job.max_rounds = 30;
@@ -376,6 +380,9 @@ START_TEST(test_param_errors)
         {"eclk", EC_COMP_TOPK, 5, 407, NAN, "batch must be in 1..406"},
         {"gd", EC_COMP_TOPK, 5, 1, NAN, "gd sends uncompressed messages"},
         {"eclk", EC_COMP_RANDK_UNBIASED, 5, 1, NAN, "is not a contraction"},
+        {"adiana", EC_COMP_TOPK, 5, 1, NAN,
+         "compressor.type: topk is contractive only: adiana sends unbiased"},
+        {"adiana", EC_COMP_RANDK, 5, 1, 0.0, "p must be in (0, 1] (got 0)"},
         {"eclk", EC_COMP_TOPK, 5, 1, 1.5, "p must be in (0, 1] (got 1.5)"},
     };
     ec_problem pb;

@@ -410,6 +410,15 @@ START_TEST(test_problem_types)
     ck_assert_msg(strstr(r.body, "compressor.type: randk-unbiased is not a contraction"), "%s",
                   r.body);
     free(r.body);
+    /* ADIANA sends unbiased messages: top-k, which has no unbiased form,
+     * is refused naming the field and the method. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"adiana\","
+            " \"compressor\": {\"type\": \"topk\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "compressor.type: topk is contractive only: adiana"), "%s",
+                  r.body);
+    free(r.body);
     r = req(&s, "GET", "/problems/invalid-job", NULL, NULL, NULL);
     ck_assert_int_eq(r.status, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "errors"));

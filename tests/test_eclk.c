@@ -282,7 +282,9 @@ START_TEST(test_smoothness_multiplier)
         int acc = ec_algo_is((ec_algo_id)a, EC_FAMILY_KATYUSHA);
 
         job = job_for(ec_algo_name((ec_algo_id)a),
-                      ec_algo_compresses((ec_algo_id)a) ? EC_COMP_TOPK : EC_COMP_NONE, 6);
+                      ec_algo_unbiased_only((ec_algo_id)a) ? EC_COMP_RANDK
+                      : ec_algo_compresses((ec_algo_id)a)  ? EC_COMP_TOPK
+                                                           : EC_COMP_NONE, 6);
         /* the problem computes L_tilde for ef21 alone */
         ec_problem_clear(&pb);
         ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);

@@ -77,7 +77,9 @@ START_TEST(test_process_equals_inproc)
         ec_params prm;
         ec_summary sa, sb;
 
-        if (!ec_algo_compresses(algo) && comps[c].type != EC_COMP_NONE)
+        char why[384];
+
+        if (ec_algo_comp_check(algo, comps[c].type, why, sizeof why))
             continue;
         ec_job_defaults(&job);
         job.algorithm = algo;
@@ -362,6 +364,7 @@ START_TEST(test_grad_evals_counted)
         {EC_ALGO_GD, 0, 321},
         {EC_ALGO_EC_GD_DIANA, 0, 321},
         {EC_ALGO_EF21, 321, 321},
+        {EC_ALGO_ADIANA, 0, 2 * 321},            /* the shard at x and at w */
     };
     char path[1024];
     ec_err e = {0};
@@ -382,8 +385,9 @@ START_TEST(test_grad_evals_counted)
         job.algorithm = cases[c].algo;
         job.workers = 5;
         job.lambda2_rel = 1e-3;
-        job.compressor.type = ec_algo_compresses(cases[c].algo) ? EC_COMP_TOPK
-                                                                : EC_COMP_NONE;
+        job.compressor.type = ec_algo_unbiased_only(cases[c].algo) ? EC_COMP_RANDK
+                              : ec_algo_compresses(cases[c].algo) ? EC_COMP_TOPK
+                                                                  : EC_COMP_NONE;
         job.compressor.k = 3;
         job.batch = 2;
         job.max_rounds = 12;

@@ -15,12 +15,25 @@ static int is_katyusha(ec_algo_id a)
     return ec_algo_is(a, EC_FAMILY_KATYUSHA);
 }
 
-/* The methods with one shared coin per round that moves the reference
- * point w, whose full gradient the workers then send uncompressed: ECLK,
- * L-Katyusha and Qian et al.'s EC-LSVRG. */
-static int has_shared_coin(ec_algo_id a)
+/* The methods whose coin round sends the full gradient at the new
+ * reference point w uncompressed: ECLK, L-Katyusha and Qian et al.'s
+ * EC-LSVRG. */
+static int sends_snapshot(ec_algo_id a)
 {
     return is_katyusha(a) || a == EC_ALGO_EC_LSVRG_QIAN;
+}
+
+/* The methods with one shared coin per round that moves the reference
+ * point w: those above, and ADIANA (whose workers compress their
+ * gradient at w every round, so the coin sends nothing). */
+static int has_shared_coin(ec_algo_id a)
+{
+    return sends_snapshot(a) || a == EC_ALGO_ADIANA;
+}
+
+static int is_adiana(ec_algo_id a)
+{
+    return a == EC_ALGO_ADIANA;
 }
 
 static int is_diana(ec_algo_id a)
@@ -44,7 +57,21 @@ int ec_algo_full_local(ec_algo_id a)
 
 int ec_algo_compresses(ec_algo_id a)
 {
-    return ec_algo_info_of(a) && ec_algo_info_of(a)->compresses;
+    return ec_algo_info_of(a) && ec_algo_info_of(a)->compresses != 0;
+}
+
+int ec_algo_unbiased_only(ec_algo_id a)
+{
+    return ec_algo_info_of(a) && ec_algo_info_of(a)->compresses == 2;
+}
+
+/* Whether compressor t has an unbiased form (its omega is defined: every
+ * type but topk), whatever its k or s. */
+static int has_unbiased_form(ec_comp_type t)
+{
+    ec_comp_spec one = {t, 1, 1};
+
+    return ec_comp_omega(&one, 1) >= 0.0;
 }
 
 int ec_algo_has_init(ec_algo_id a)
@@ -76,6 +103,14 @@ const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
                               "(DIANA's shifts use the unbiased forms by "
                               "themselves)",
                  ci->name, ec_comp_names(1, names, sizeof names));
+        return "compressor.type";
+    }
+    if (ai->compresses == 2 && !has_unbiased_form(t)) {
+        snprintf(buf, buflen, "%s is contractive only: %s sends unbiased "
+                              "compressed gradient differences and takes "
+                              "randk, dither, natural, natural-dither (each "
+                              "sent in its unbiased form) or none",
+                 ci->name, ai->name);
         return "compressor.type";
     }
     return NULL;
@@ -131,6 +166,51 @@ ec_comp_spec ec_shift_comp(const ec_comp_spec *comp)
         c.s = ec_comp_info_of(c.type)->param == EC_COMP_PARAM_S ? comp->s : 0;
     }
     return c;
+}
+
+/*
+ * ADIANA's constants (Li, Kovalev, Qian and Richtarik 2020, the
+ * strongly convex theorem for ADIANA; docs/algorithms.md, "ADIANA's
+ * constants"). The coin: p = min(1, max(1, sqrt(n / (32 omega)) - 1) /
+ * (2 (1 + omega))), 1 without compression.
+ */
+static double adiana_p(double omega, uint32_t n)
+{
+    if (!(omega > 0.0))
+        return 1.0;
+    return fmin(1.0, fmax(1.0, sqrt(n / (32.0 * omega)) - 1.0) /
+                         (2.0 * (1.0 + omega)));
+}
+
+/* eta = min(1/(2L), n / (64 omega (2 p omega + 1)^2 L)) with L = each
+ * f_tau's smoothness over the smoothness multiplier, times the step
+ * multiplier (or the given step); theta1 = min(1/4, sqrt(eta mu / p)),
+ * theta2 = 1/2, gamma = eta / (2 (theta1 + eta mu)), beta = 1 - gamma mu
+ * follow from that eta; alpha = 1/(1 + omega) is DIANA's. L is the
+ * problem's L, the largest per-row constant over the shards, which bounds
+ * every f_tau's smoothness and which every party computes alike from the
+ * shards' rows. */
+static void adiana_resolve(ec_params *p, const ec_problem *pb)
+{
+    double om = p->omega, L, eta;
+
+    p->L_eff = pb->L;
+    p->mu = pb->mu;
+    L = p->L_eff / p->smoothness_multiplier;
+    eta = 1.0 / (2.0 * L);
+    if (om > 0.0) {
+        double t = 2.0 * p->p * om + 1.0;
+
+        eta = fmin(eta, pb->n / (64.0 * om * t * t * L));
+    }
+    p->theory_step = eta;
+    if (!p->step_given)
+        p->gamma = p->step_multiplier * p->theory_step;
+    p->eta = p->gamma;
+    p->theta2 = 0.5;
+    p->theta1 = fmin(0.25, sqrt(p->eta * p->mu / p->p));
+    p->gamma_z = p->eta / (2.0 * (p->theta1 + p->eta * p->mu));
+    p->beta = 1.0 - p->gamma_z * p->mu;
 }
 
 /*
@@ -221,6 +301,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
             p->p = fmax((double)p->batch / m, p->delta);
         else if (p->algo == EC_ALGO_LKATYUSHA)
             p->p = 1.0;      /* ECLK's rule at delta = 1 */
+        else if (is_adiana(p->algo))
+            p->p = adiana_p(p->omega, pb->n);
         else
             p->p = (double)p->batch / m;
         if (!(p->p > 0.0 && p->p <= 1.0))
@@ -283,6 +365,9 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         p->step_divisor = LSVRG_STEP_DIVISOR;
         p->theory_step = 1.0 / (p->step_divisor * p->L_eff);
         break;
+    case EC_ALGO_ADIANA:
+        adiana_resolve(p, pb);
+        break;
     case EC_ALGO_EF21: {
         double r = sqrt(1.0 - p->delta);
         double theta = 1.0 - r, beta = p->delta < 1.0 ? (1.0 - p->delta) / (1.0 - r) : 0.0;
@@ -296,7 +381,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     }
     /* A step 1/L seen through L / smoothness_multiplier: for the methods
      * whose step alone derives from L it is the step multiplier's. */
-    if (!ec_algo_is(p->algo, EC_FAMILY_KATYUSHA))
+    if (!ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) && !is_adiana(p->algo))
         p->theory_step *= p->smoothness_multiplier;
     /* A constant the problem was not asked for is NaN (ef21's L_tilde
      * when the problem was set up for another algorithm): a run from it
@@ -403,7 +488,7 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     m->d = d;
     m->x = zeros(d);
     m->u = zeros(d);
-    if (is_katyusha(prm->algo)) {
+    if (is_katyusha(prm->algo) || is_adiana(prm->algo)) {
         m->y = zeros(d);
         m->z = zeros(d);
         m->w = zeros(d);
@@ -416,7 +501,8 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->u_best = zeros(d);
     }
     if (!m->x || !m->u ||
-        (is_katyusha(prm->algo) && (!m->y || !m->z || !m->w || !m->tmp)) ||
+        ((is_katyusha(prm->algo) || is_adiana(prm->algo)) &&
+         (!m->y || !m->z || !m->w || !m->tmp)) ||
         (has_shared_coin(prm->algo) && !m->w) ||
         (guarded(prm) && (!m->w_best || !m->u_best))) {
         ec_model_clear(m);
@@ -432,6 +518,10 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     m->guard = 1.0;
     ec_rng_seed(&m->rng, prm->seed, 0xc0171);
     m->initialised = !ec_algo_has_init(prm->algo);
+    /* ADIANA starts at x0 = y0 = z0 = w0 with zero shifts, no exchange
+     * first: its first round's coin is drawn here. */
+    if (is_adiana(prm->algo))
+        draw_coin(m);
     return 0;
 }
 
@@ -463,7 +553,7 @@ void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out)
 
 const double *ec_model_point(const ec_model *m)
 {
-    return is_katyusha(m->prm->algo) ? m->y : m->x;
+    return is_katyusha(m->prm->algo) || is_adiana(m->prm->algo) ? m->y : m->x;
 }
 
 /* EF21's next iterate prox(x - gamma g) into out (which may be m->x):
@@ -586,6 +676,30 @@ void ec_model_apply(ec_model *m, const ec_down *down)
         m->round++;
         if (m->coin && (online(p) || guarded(p)))
             eclk_coin_update(m, down);
+        draw_coin(m);
+        katyusha_x(m);
+        return;
+    }
+
+    if (is_adiana(p->algo)) {
+        /* g = mean q + h;  y' = prox(x - eta g);  z' = beta z + (1 - beta)
+         * x + (gamma/eta)(y' - x);  the coin moves w to the y from before
+         * this round;  h += alpha mean of the shifts' messages;  then the
+         * next round's x from z', w', y'. */
+        double eta = p->gamma, ratio = p->gamma_z / eta, beta = p->beta;
+
+        for (uint32_t j = 0; j < d; j++)
+            m->tmp[j] = m->x[j] - eta * (down->v[j] + m->u[j]);
+        ec_prox_l1(m->tmp, d, eta * pb->lambda1);
+        for (uint32_t j = 0; j < d; j++)
+            m->z[j] = beta * m->z[j] + (1.0 - beta) * m->x[j] +
+                      ratio * (m->tmp[j] - m->x[j]);
+        if (m->coin)
+            memcpy(m->w, m->y, d * sizeof *m->w);
+        memcpy(m->y, m->tmp, d * sizeof *m->y);
+        for (uint32_t j = 0; j < d; j++)
+            m->u[j] += p->alpha * down->a[j];
+        m->round++;
         draw_coin(m);
         katyusha_x(m);
         return;
@@ -734,7 +848,7 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
     } else {
         if (!(w->comp = ec_compressor_new(&prm->comp, d, e)))
             goto fail;
-        if (is_diana(a) &&
+        if ((is_diana(a) || is_adiana(a)) &&
             !(w->shift_comp = ec_compressor_new(&prm->shift_comp, d, e)))
             goto fail;
         w->buf = zeros(d);
@@ -746,7 +860,7 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
     w->rows = calloc(prm->batch, sizeof *w->rows);
     if (!w->e || !w->rows)
         goto nomem;
-    if (is_diana(a) || a == EC_ALGO_EF21) {
+    if (is_diana(a) || is_adiana(a) || a == EC_ALGO_EF21) {
         if (!(w->h = zeros(d)))
             goto nomem;
     }
@@ -1008,10 +1122,25 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
         error_feedback(w, g, p->gamma, &up->q);
         break;
+    case EC_ALGO_ADIANA:
+        /* q = C(grad f_tau(x) - h_tau), then the shift's message
+         * C(grad f_tau(w) - h_tau), in that order from the generator;
+         * h_tau += alpha times the second. */
+        ec_shard_grad(pb, w->tau, m->x, g);
+        for (uint32_t j = 0; j < d; j++)
+            g[j] -= w->h[j];
+        ec_compress(w->shift_comp, g, &w->rng, &up->q);
+        ec_shard_grad(pb, w->tau, m->w, w->buf2);
+        for (uint32_t j = 0; j < d; j++)
+            w->buf2[j] -= w->h[j];
+        ec_compress(w->shift_comp, w->buf2, &w->rng, &up->extra);
+        up->has_extra = 1;
+        ec_msg_axpy(&up->extra, p->alpha, w->h);
+        break;
     }
     /* The shared coin: send grad f_tau at the point that becomes w (y for
      * L-Katyusha, x for EC-LSVRG). */
-    if (has_shared_coin(p->algo) && m->coin) {
+    if (sends_snapshot(p->algo) && m->coin) {
         ec_shard_grad(pb, w->tau, is_katyusha(p->algo) ? m->y : m->x,
                       w->buf2);
         msg_dense(&up->extra, w->buf2, d);
@@ -1085,6 +1214,9 @@ uint64_t ec_round_grads(const ec_model *m)
             break;
         case EC_FAMILY_EF21:          /* the whole shard at x' */
             total += mt;
+            break;
+        case EC_FAMILY_ADIANA:        /* the whole shard at x and at w */
+            total += 2 * mt;
             break;
         }
     }

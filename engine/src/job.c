@@ -36,6 +36,8 @@ const char *ec_algo_family_name(ec_algo_family f)
         return "diana";
     case EC_FAMILY_EF21:
         return "ef21";
+    case EC_FAMILY_ADIANA:
+        return "adiana";
     }
     return NULL;
 }

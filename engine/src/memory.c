@@ -22,9 +22,11 @@ static uint64_t doubled(uint64_t initial, uint64_t need)
     return cap;
 }
 
+/* The methods with a second compressed message of DIANA's unbiased
+ * compressor (DIANA's shift; ADIANA's gradient at w). */
 static int diana(ec_algo_id a)
 {
-    return ec_algo_is(a, EC_FAMILY_DIANA);
+    return ec_algo_is(a, EC_FAMILY_DIANA) || a == EC_ALGO_ADIANA;
 }
 
 /* The algorithm's row; a job of an unknown one is counted as ec-sgd. */

@@ -92,6 +92,10 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
         fprintf(f, "coin %d constants %.17g 0 0 0 delta_eff %.17g "
                    "inflation 1 restarts 0\n",
                 m->coin, p->gamma, p->delta);
+    else if (p->algo == EC_ALGO_ADIANA)
+        fprintf(f, "coin %d constants %.17g %.17g %.17g %.17g delta_eff "
+                   "%.17g inflation 1 restarts 0\n",
+                m->coin, p->eta, p->theta1, p->gamma_z, p->beta, p->delta);
     for (uint32_t t = 0; t < n; t++) {
         const ec_worker *w = &ws[t];
 
@@ -104,7 +108,8 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
         if (p->algo == EC_ALGO_EC_LSVRG || p->algo == EC_ALGO_EC_LSVRG_DIANA)
             fprintf(f, "refresh %u %d\n", t, w->refreshed);
         put_choice(f, "q", t, &ups[t].q);
-        if (ups[t].has_extra && ec_algo_is(p->algo, EC_FAMILY_DIANA))
+        if (ups[t].has_extra && (ec_algo_is(p->algo, EC_FAMILY_DIANA) ||
+                                 p->algo == EC_ALGO_ADIANA))
             put_choice(f, "shift", t, &ups[t].extra);
     }
     return ferror(f) ? -1 : 0;
@@ -115,7 +120,8 @@ int ec_trace_state(FILE *f, const ec_model *m)
     const ec_params *p = m->prm;
 
     put_vec(f, "x", m->x, m->d);
-    if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA)) {
+    if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
+        p->algo == EC_ALGO_ADIANA) {
         put_vec(f, "y", m->y, m->d);
         put_vec(f, "z", m->z, m->d);
         put_vec(f, "w", m->w, m->d);
@@ -123,7 +129,7 @@ int ec_trace_state(FILE *f, const ec_model *m)
     if (p->algo == EC_ALGO_EC_LSVRG_QIAN)
         put_vec(f, "w", m->w, m->d);
     if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
-        p->algo == EC_ALGO_EC_LSVRG_QIAN ||
+        p->algo == EC_ALGO_EC_LSVRG_QIAN || p->algo == EC_ALGO_ADIANA ||
         ec_algo_is(p->algo, EC_FAMILY_DIANA) || p->algo == EC_ALGO_EF21)
         put_vec(f, "u", m->u, m->d);
     return ferror(f) ? -1 : 0;

@@ -320,6 +320,26 @@ def katyusha_constants(L_eff, mu, p, inflation):
     return eta / L_delta, theta1, eta, sigma
 
 
+def adiana_constants(mu, p, eta):
+    """Li, Kovalev, Qian and Richtarik's ADIANA (docs/algorithms.md,
+    "ADIANA's constants"): from the step eta, theta1 = min(1/4,
+    sqrt(eta mu / p)), theta2 = 1/2, gamma = eta / (2 (theta1 + eta mu)),
+    beta = 1 - gamma mu."""
+    theta1 = min(0.25, math.sqrt(eta * mu / p))
+    gamma = eta / (2.0 * (theta1 + eta * mu))
+    return theta1, 0.5, gamma, 1.0 - gamma * mu
+
+
+def adiana_theory(L, n, omega):
+    """ADIANA's p and step eta by its theorem; L is each f^(tau)'s
+    smoothness (here the problem's L over the smoothness multiplier)."""
+    if omega == 0.0:
+        return 1.0, 1.0 / (2.0 * L)
+    p = min(1.0, max(1.0, math.sqrt(n / (32.0 * omega)) - 1.0) / (2.0 * (1.0 + omega)))
+    eta = min(1.0 / (2.0 * L), n / (64.0 * omega * (2.0 * p * omega + 1.0) ** 2 * L))
+    return p, eta
+
+
 def eclk_inflation(delta, c=0.5):
     """max(1, (1/3) / (c a_max(delta))), a_max(delta) = 2 sin(pi delta /
     (2 (2 - delta))): docs/algorithms.md, "ECLK's constants"."""
@@ -378,7 +398,19 @@ class Reference:
         self.delta_eff = self.delta
         self.est_in = self.est_out = 0.0
         self.acc_in = self.acc_out = 0.0
-        if self.algo in ("ec-sgd-diana", "ec-gd-diana", "ec-lsvrg-diana") and not close(self.alpha, float(prm["alpha"])):
+        if self.algo == "adiana":
+            self.omega = omega
+            p_th, eta = adiana_theory(float(head["problem"]["L"]), self.n, omega)
+            self.p = p_th
+            self.gamma = eta * float(prm["step_multiplier"])
+            if int(prm["step_given"]):
+                self.gamma = float(prm["gamma"])
+            for mine, name in ((self.p, "p"), (self.gamma, "gamma")):
+                if not close(mine, float(prm[name])):
+                    raise Mismatch("%s: %.17g by docs/algorithms.md, the engine uses %s"
+                                   % (name, mine, prm[name]))
+        if self.algo in ("ec-sgd-diana", "ec-gd-diana", "ec-lsvrg-diana", "adiana") and \
+                not close(self.alpha, float(prm["alpha"])):
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
                                         "ec-lsvrg-qian", "ec-sgd-diana", "ec-lsvrg-diana",
@@ -407,8 +439,8 @@ class Reference:
         g = pb.grad_shard(tau, x)
         return g - pb.grad_shard(tau, ref) if ref is not None else g
 
-    def compress(self, rec, tau, t, which="q"):
-        kind, k, s = self.comp if which == "q" else self.shift
+    def compress(self, rec, tau, t, which="q", kind_of=None):
+        kind, k, s = self.comp if (kind_of or which) == "q" else self.shift
         choice = rec[which].get(tau)
         if kind != "none" and choice is None:
             raise Mismatch("round %d: worker %d's %s has no record" % (rec["round"], tau, which))
@@ -437,6 +469,8 @@ class Reference:
             return self.ef21(rec)
         if a == "ec-lsvrg-qian":
             return self.lsvrg_qian(rec)
+        if a == "adiana":
+            return self.adiana(rec)
         n, pb, gamma = self.n, self.pb, self.gamma
         qs = []
         shifts = []
@@ -499,6 +533,37 @@ class Reference:
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
         self.x = x_new
 
+    def adiana(self, rec):
+        """ADIANA (Li, Kovalev, Qian and Richtarik 2020), written from
+        docs/algorithms.md, "ADIANA": x = theta1 z + theta2 w + (1 - theta1
+        - theta2) y; each worker sends C(grad f_tau(x) - h_tau) and
+        C(grad f_tau(w) - h_tau), both with the unbiased compressor, and
+        moves h_tau by alpha times the second; g = mean of the first + h;
+        y' = prox(x - eta g); z' = beta z + (1 - beta) x + (gamma/eta)(y' - x);
+        the coin sets w = y; h moves by alpha times the mean of the second."""
+        n, pb, eta = self.n, self.pb, self.gamma
+        theta1, theta2, gamma, beta = adiana_constants(pb.lam2, self.p, eta)
+        for mine, theirs, name in zip((eta, theta1, gamma, beta), rec["constants"],
+                                      ("eta", "theta1", "gamma", "beta")):
+            if not close(mine, theirs):
+                raise Mismatch("round %d: %s %.17g by docs/algorithms.md, the engine %.17g"
+                               % (rec["round"], name, mine, theirs))
+        x = theta1 * self.zv + theta2 * self.w + (1.0 - theta1 - theta2) * self.y
+        gs, ws = [], []
+        for tau in range(n):
+            gs.append(self.compress(rec, tau, pb.grad_shard(tau, x) - self.h[tau], "q", "shift"))
+            c = self.compress(rec, tau, pb.grad_shard(tau, self.w) - self.h[tau], "shift")
+            self.h[tau] = self.h[tau] + self.alpha * c
+            ws.append(c)
+        g = sum(gs) / n + self.u
+        y_new = pb.prox(x - eta * g, eta * pb.lam1)
+        self.zv = beta * self.zv + (1.0 - beta) * x + (gamma / eta) * (y_new - x)
+        if rec["coin"]:
+            self.w = self.y.copy()
+        self.y = y_new
+        self.u = self.u + self.alpha * (sum(ws) / n)
+        self.x = theta1 * self.zv + theta2 * self.w + (1.0 - theta1 - theta2) * self.y
+
     def katyusha(self, rec):
         n, pb = self.n, self.pb
         if rec["restarts"]:
@@ -560,6 +625,8 @@ class Reference:
             s = {"y": self.y, "z": self.zv, "w": self.w, "u": self.u}
         elif self.algo == "ec-lsvrg-qian":
             s = {"x": self.x, "w": self.w, "u": self.u}
+        elif self.algo == "adiana":
+            s = {"x": self.x, "y": self.y, "z": self.zv, "w": self.w, "u": self.u}
         return s
 
 

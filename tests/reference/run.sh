@@ -54,7 +54,14 @@ cases() {
     echo "ef21 compressor=dither s=2 loss=squared"
     echo "ec-sgd compressor=topk k=5 workers=7"
     echo "lkatyusha compressor=none workers=7 batch=8"
-    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21; do
+    # ADIANA takes the compressors with an unbiased form and sends that form
+    echo "adiana compressor=randk k=5"
+    echo "adiana compressor=dither s=2"
+    echo "adiana compressor=none"
+    echo "adiana compressor=randk k=5 lambda1=1e-3"
+    echo "adiana compressor=dither s=2 loss=squared"
+    echo "adiana compressor=randk k=5 workers=7"
+    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21 adiana; do
         echo "$algo compressor=natural"
         echo "$algo compressor=natural-dither s=3"
     done

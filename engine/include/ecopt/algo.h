@@ -66,7 +66,11 @@ typedef struct ec_params {
                                  1/(step_divisor L_eff), loopless SVRG's 6 */
     double gamma;             /* the step the run uses */
     double alpha;             /* DIANA shift step 1/(1+omega) */
-    double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha */
+    double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha; adiana:
+                                 L_eff = L, theta1, theta2 and eta (the
+                                 step, = gamma) as its theorem names them */
+    double beta, gamma_z;     /* adiana: z' = beta z + (1 - beta) x +
+                                 (gamma_z / eta)(y' - x); the paper's gamma */
     /* eclk: L_delta = inflation L_eff, the constant sigma, theta1, eta and
      * the theory step are computed from; delta_eff the contraction used
      * (these are the starting values under the online rule). */
@@ -102,8 +106,12 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
  * at submit. */
 const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
                                unsigned buflen);
-/* Whether the algorithm compresses (gd, sgd and lkatyusha do not). */
+/* Whether the algorithm compresses (gd, sgd and lkatyusha do not): 0 or
+ * 1, whatever the compressor class its row names. */
 int ec_algo_compresses(ec_algo_id a);
+/* Whether it sends the unbiased form of its compressor (adiana: its row's
+ * COMPRESSES is 2), so that topk, which has none, is refused. */
+int ec_algo_unbiased_only(ec_algo_id a);
 /* Whether its workers take their whole shard's gradient each round (gd,
  * ec-gd, ec-gd-diana, ef21) rather than a minibatch's. */
 int ec_algo_full_local(ec_algo_id a);
@@ -116,15 +124,15 @@ int ec_algo_samples_rows(const ec_params *p);
 
 /* The replicated state. x is the current iterate; the rest depends on
  * the algorithm (y, z, w, u for L-Katyusha; w, u for ec-lsvrg-qian; u = h
- * for DIANA, = g for EF21). */
+ * for DIANA, = g for EF21; y, z, w and u = h for ADIANA). */
 typedef struct ec_model {
     const ec_problem *pb;
     const ec_params *prm;
     uint32_t d;
     uint64_t round;           /* rounds applied (the init exchange is not one) */
     int initialised;          /* the init exchange has been applied */
-    int coin;                 /* eclk/lkatyusha: this round sets w = y;
-                                 ec-lsvrg-qian: w = x */
+    int coin;                 /* eclk/lkatyusha/adiana: this round sets
+                                 w = y; ec-lsvrg-qian: w = x */
     ec_rng rng;               /* the shared coin's generator */
     double *x, *y, *z, *w, *u;
     double *tmp;              /* scratch for the L-Katyusha update */
@@ -158,7 +166,8 @@ typedef struct ec_eclk_report {
 
 void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out);
 void ec_model_clear(ec_model *m);
-/* The point whose objective is reported: y for eclk/lkatyusha, else x. */
+/* The point whose objective is reported: y for eclk/lkatyusha/adiana,
+ * else x. */
 const double *ec_model_point(const ec_model *m);
 
 /* One worker's uplink: its main message and, on some rounds, a second one
@@ -210,7 +219,7 @@ typedef struct ec_worker {
     ec_rng rng;
     ec_compressor *comp, *shift_comp;
     double *e;                /* error memory */
-    double *h;                /* DIANA shift h_tau; EF21 g_tau */
+    double *h;                /* DIANA's and ADIANA's shift h_tau; EF21 g_tau */
     double *w_local, *mu_local;   /* ec-lsvrg, ec-lsvrg-diana: w_tau,
                                      grad f_tau(w_tau) */
     double *buf, *buf2;       /* scratch within one step */

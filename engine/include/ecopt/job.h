@@ -21,7 +21,8 @@ typedef enum ec_algo_family {
     EC_FAMILY_LSVRG,          /* loopless SVRG with a reference point */
     EC_FAMILY_KATYUSHA,       /* loopless Katyusha: x, y, z, w and a coin */
     EC_FAMILY_DIANA,          /* compressed differences to learned shifts */
-    EC_FAMILY_EF21            /* compressed differences to the last gradient */
+    EC_FAMILY_EF21,           /* compressed differences to the last gradient */
+    EC_FAMILY_ADIANA          /* accelerated DIANA: x, y, z, w, shifts, a coin */
 } ec_algo_family;
 
 /* The constants of the problem an algorithm's step is computed from. */
@@ -40,7 +41,9 @@ enum {
  * X(ID, NAME, FAMILY, COMPRESSES, STOCHASTIC, HAS_INIT, NEEDS,
  *   MODEL_VECTORS, WORKER_VECTORS, GRADIENTS, SUMMARY)
  *   FAMILY          EC_FAMILY_ suffix
- *   COMPRESSES      1: takes a contraction compressor; 0: compressor none
+ *   COMPRESSES      1: takes a contraction compressor; 2: takes one with an
+ *                   unbiased form (randk, dither, natural, natural-dither
+ *                   or none; not topk) and sends that form; 0: none
  *   STOCHASTIC      1: a minibatch's gradient; 0: the whole shard's
  *   HAS_INIT        1: a first exchange of dense gradients
  *   NEEDS           EC_NEEDS_ bits
@@ -79,7 +82,10 @@ enum {
       "momentum")                                                             \
     X(EC_ALGO_EC_LSVRG_DIANA, "ec-lsvrg-diana", DIANA, 1, 1, 0,               \
       EC_NEEDS_L_F | EC_NEEDS_L, 2, 4, 2,                                     \
-      "loopless SVRG with error feedback and DIANA's shifts")
+      "loopless SVRG with error feedback and DIANA's shifts")                 \
+    X(EC_ALGO_ADIANA, "adiana", ADIANA, 2, 0, 0,                              \
+      EC_NEEDS_L | EC_NEEDS_MU, 6, 2, 2,                                      \
+      "ADIANA: accelerated DIANA, unbiased compressed gradient differences")
 
 typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
