@@ -51,6 +51,7 @@ struct coord_usage coord_usage_now(const ec_summary *sum)
                              kids.ru_utime.tv_sec + kids.ru_stime.tv_sec) +
                     1e-6 * (double)(self.ru_utime.tv_usec + self.ru_stime.tv_usec +
                                     kids.ru_utime.tv_usec + kids.ru_stime.tv_usec);
+    u.cpu_seconds += sum->workers_cpu;
     u.own_rss = 1024.0 * (double)self.ru_maxrss;
     u.workers_rss = (double)sum->workers_maxrss;
     return u;

@@ -447,6 +447,12 @@ out:
 int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                     ec_err *e)
 {
+    return ec_problem_init_given(pb, ds, job, NULL, e);
+}
+
+int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                          const ec_problem_given *given, ec_err *e)
+{
     uint32_t N = ds->n_rows, n = job->workers, d = ds->d;
     double c = loss_curv(job->loss), sumsq = 0.0;
     double *v = NULL, *av = NULL, *v0 = NULL, *vp = NULL, *ab = NULL;
@@ -490,10 +496,15 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     }
 
     power_start(d, v0);
-    ncols = rows_support(pb->ds, 0, N, d, mark, cols);
-    pb->lmax_data = c * lanczos_lmax(pb->ds, 0, N, cols, ncols, v0, v, av, vp, ab,
-                                  ab + EC_LANCZOS_MAX_STEPS,
-                                  &pb->lmax_steps) / N;
+    if (given) {
+        pb->lmax_data = given->lmax_data;
+        pb->lmax_steps = given->lmax_steps;
+    } else {
+        ncols = rows_support(pb->ds, 0, N, d, mark, cols);
+        pb->lmax_data = c * lanczos_lmax(pb->ds, 0, N, cols, ncols, v0, v, av, vp,
+                                         ab, ab + EC_LANCZOS_MAX_STEPS,
+                                         &pb->lmax_steps) / N;
+    }
     if (isnan(pb->lmax_data))
         goto cancelled;
     if (!isnan(job->lambda2))
@@ -533,6 +544,11 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
         sh->L_bar = NAN;
         if (!needs_l_tilde)
             continue;
+        if (given) {
+            sh->L_bar = given->L_bar[t];
+            sumsq += sh->L_bar * sh->L_bar;
+            continue;
+        }
         ncols = rows_support(pb->ds, sh->begin, sh->end, d, mark, cols);
         sh->L_bar = sh->weight * c *
                         lanczos_lmax(pb->ds, sh->begin, sh->end, cols,

@@ -8,6 +8,7 @@
 #ifndef ECOPT_MPI_H
 #define ECOPT_MPI_H
 
+#include "ecopt/problem.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
 
@@ -27,6 +28,14 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
  * STOP; returns an exit code. */
 int ec_mpi_worker(const ec_problem *pb, const ec_params *prm, int rank,
                   int size);
+/*
+ * A worker rank, before it builds its problem: waits (asleep, while rank
+ * 0 reads the data and solves P*) for the constants rank 0 computed for
+ * the job's n workers, and gives them as g for ec_problem_init_given;
+ * *L_bar is the array g points into, for the caller to free. 0, or < 0
+ * with e set when they do not come or are out of range.
+ */
+int ec_mpi_constants(uint32_t n, ec_problem_given *g, double **L_bar, ec_err *e);
 /*
  * A worker rank that cannot serve (its data, its uid, its limits): sends
  * rank 0, in place of its HELLO, an ERROR frame that names this rank, its

@@ -71,6 +71,22 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                     ec_err *e);
 void ec_problem_clear(ec_problem *pb);
 
+/* The constants ec_problem_init computes with Lanczos runs, as another
+ * process found them for the same data and job (an MPI worker rank gets
+ * rank 0's): lmax_data and its steps, and each shard's L_bar (n entries;
+ * read only where the algorithm needs L_tilde). */
+typedef struct ec_problem_given {
+    double lmax_data;
+    uint32_t lmax_steps;
+    const double *L_bar;
+} ec_problem_given;
+
+/* ec_problem_init, but with the Lanczos results given (NULL: computed);
+ * the rest (shards, lambda2, L, L_f, mu, P(0)) is derived as there, so
+ * the problem is the same bit for bit as where they were computed. */
+int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                          const ec_problem_given *given, ec_err *e);
+
 /*
  * The order of the rows and the shards' sizes for job's split (split.c):
  * position i of the problem's rows holds row perm[i] of ds, and shard tau

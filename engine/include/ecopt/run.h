@@ -55,6 +55,10 @@ typedef struct ec_summary {
     uint64_t workers_maxrss; /* bytes: the sum of the worker processes'
                                 peak resident sets, as each was reaped
                                 (0 when no worker process ran) */
+    double workers_cpu;      /* CPU seconds (user + system) of workers
+                                that are not this process's children
+                                (MPI ranks, as each reported at its end);
+                                0 otherwise */
 } ec_summary;
 
 /* Called at every evaluation point; a nonzero return cancels the job. */
