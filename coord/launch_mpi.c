@@ -174,6 +174,16 @@ static int exec_mpirun(int argc, char **argv, uint32_t procs,
         av[ac++] = "--bind-to";
         av[ac++] = "none";
     }
+    /* With more ranks than cores Open MPI makes every MPI call that finds
+     * nothing yield the CPU, and on a busy machine a yield is a time
+     * slice of others' work: the ranks wait on doorbells instead
+     * (docs/mpi.md, "How the ranks wait"; a9a, P = 2, load 11: 150-1100
+     * us a round yielding, 33-39 not). */
+    if (!env_args || !strstr(env_args, "yield_when_idle")) {
+        av[ac++] = "--mca";
+        av[ac++] = "mpi_yield_when_idle";
+        av[ac++] = "0";
+    }
     if (env_args && (extra = strdup(env_args))) {
         for (tok = strtok_r(extra, " ", &save); tok && ac < 40;
              tok = strtok_r(NULL, " ", &save))

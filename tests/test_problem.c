@@ -295,6 +295,59 @@ START_TEST(test_constants)
 }
 END_TEST
 
+/* The constants given (as an MPI worker rank gets rank 0's) build the
+ * same problem bit for bit, and are used rather than computed again: a
+ * changed lmax_data or L_bar shows in L_f, lambda2 and L_tilde. */
+START_TEST(test_init_given)
+{
+    ec_dataset ds;
+    ec_problem pb, pg;
+    ec_problem_given g;
+    ec_err e = {0};
+    double L_bar[4];
+
+    make_data(&ds, 40, 6, 0.15, 13);
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
+    job.lambda2 = NAN;
+    job.lambda2_rel = 1e-2;
+    job.algorithm = EC_ALGO_EF21;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    for (uint32_t t = 0; t < pb.n; t++)
+        L_bar[t] = pb.shards[t].L_bar;
+    g = (ec_problem_given){pb.lmax_data, pb.lmax_steps, L_bar};
+    ck_assert_int_eq(ec_problem_init_given(&pg, &ds, &job, &g, &e), 0);
+    ck_assert(memcmp(&pg.lmax_data, &pb.lmax_data, sizeof pb.lmax_data) == 0);
+    ck_assert_uint_eq(pg.lmax_steps, pb.lmax_steps);
+    ck_assert(memcmp(&pg.lambda2, &pb.lambda2, sizeof pb.lambda2) == 0);
+    ck_assert(memcmp(&pg.L, &pb.L, sizeof pb.L) == 0);
+    ck_assert(memcmp(&pg.L_f, &pb.L_f, sizeof pb.L_f) == 0);
+    ck_assert(memcmp(&pg.L_tilde, &pb.L_tilde, sizeof pb.L_tilde) == 0);
+    ck_assert(memcmp(&pg.mu, &pb.mu, sizeof pb.mu) == 0);
+    ck_assert(memcmp(&pg.P0, &pb.P0, sizeof pb.P0) == 0);
+    for (uint32_t t = 0; t < pb.n; t++) {
+        ck_assert_uint_eq(pg.shards[t].begin, pb.shards[t].begin);
+        ck_assert_uint_eq(pg.shards[t].end, pb.shards[t].end);
+        ck_assert(memcmp(&pg.shards[t].L_max, &pb.shards[t].L_max,
+                         sizeof(double)) == 0);
+        ck_assert(memcmp(&pg.shards[t].L_bar, &pb.shards[t].L_bar,
+                         sizeof(double)) == 0);
+    }
+    ec_problem_clear(&pg);
+
+    g.lmax_data = 2 * pb.lmax_data;
+    L_bar[1] *= 3;
+    ck_assert_int_eq(ec_problem_init_given(&pg, &ds, &job, &g, &e), 0);
+    ck_assert_double_eq(pg.lmax_data, 2 * pb.lmax_data);
+    ck_assert_double_eq(pg.lambda2, 2 * pb.lambda2);
+    ck_assert_double_eq_tol(pg.L_f, 2 * pb.L_f, 1e-12 * pb.L_f);
+    ck_assert_double_eq(pg.shards[1].L_bar, L_bar[1]);
+    ck_assert(pg.L_tilde > pb.L_tilde);
+    ec_problem_clear(&pg);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
 /* P* by Newton (lambda1 = 0) and by restarted FISTA (lambda1 > 0): the
  * minimiser satisfies its optimality condition, and the two methods agree
  * on a smooth problem when forced onto the same one. */
@@ -690,6 +743,7 @@ int main(void)
     tcase_add_test(tc, test_prox_l1_soft_threshold);
     tcase_add_test(tc, test_uneven_shards_keep_f);
     tcase_add_test(tc, test_constants);
+    tcase_add_test(tc, test_init_given);
     tcase_add_test(tc, test_p_star_optimality);
     tcase_add_test(tc, test_init_errors);
     tcase_add_test(tc, test_mushrooms_p_star);

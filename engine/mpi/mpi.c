@@ -39,8 +39,8 @@
  * 32-bit counter in memory the ranks share (MPI_Win_allocate_shared).
  * A sender starts its message, then adds one to the receiver's counter
  * and, if the receiver sleeps, wakes it (FUTEX_WAKE); a receiver rings
- * the sender's doorbell once it has taken the message (a large one keeps
- * its sender waiting until then). A rank that finds nothing to do spins
+ * the sender's doorbell once it has taken the message if the sender
+ * waits for its sends to finish (a large one needs its receiver). A rank that finds nothing to do spins
  * a little while spinning pays (ecopt/spin.h, as the process backend
  * does), then sleeps on its counter (FUTEX_WAIT). Across hosts there is
  * no shared counter: a rank that finds nothing sleeps 20 us between
@@ -49,7 +49,8 @@
 struct bell {
     uint32_t count;          /* rung: one more for every ring */
     uint32_t sleeping;       /* 1 while the rank sleeps on count */
-    char pad[56];            /* one cache line a rank */
+    uint32_t sends;          /* 1 while the rank waits for its sends */
+    char pad[52];            /* one cache line a rank */
 };
 
 /* How long a wait spins before it sleeps, when the ranks fit the CPUs. */
@@ -87,6 +88,14 @@ static void ring(int dest)
     __atomic_fetch_add(&b->count, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&b->sleeping, __ATOMIC_SEQ_CST))
         syscall(SYS_futex, &b->count, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A message from src was taken: src's doorbell, if src waits for its
+ * sends to finish (else the ring would only wake it for nothing). */
+static void ring_back(int src)
+{
+    if (bells && __atomic_load_n(&bells[src].sends, __ATOMIC_SEQ_CST))
+        ring(src);
 }
 
 static inline void cpu_relax(void)
@@ -215,8 +224,12 @@ static int wait_sends(MPI_Request *reqs, int count, int first)
     struct sends_arg a = {count, first, reqs};
     int rc;
 
+    if (bells)
+        __atomic_store_n(&bells[my_rank].sends, 1, __ATOMIC_SEQ_CST);
     while ((rc = wait_ready(sends_ready, &a, 3600.0)) == 0)
         ;
+    if (bells)
+        __atomic_store_n(&bells[my_rank].sends, 0, __ATOMIC_SEQ_CST);
     return rc > 0 ? 0 : -1;
 }
 
@@ -339,7 +352,7 @@ static int mpi_recv_from(int src, uint8_t *buf, ec_buf *b, size_t max_payload,
         uint8_t *sink = malloc(count > 0 ? (size_t)count : 1);
         MPI_Recv(sink, count, MPI_BYTE, src, FRAME_TAG, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
-        ring(src);
+        ring_back(src);
         free(sink);
         return ec_err_set(e, EC_EPROTO, "message of %d bytes from rank %d is "
                           "not a frame within the limit", count, src);
@@ -353,7 +366,7 @@ static int mpi_recv_from(int src, uint8_t *buf, ec_buf *b, size_t max_payload,
     rc = MPI_Recv(buf, count, MPI_BYTE, src, FRAME_TAG, MPI_COMM_WORLD,
                   MPI_STATUS_IGNORE);
     /* Its sender may wait for this receive (a large message). */
-    ring(src);
+    ring_back(src);
     if (rc != MPI_SUCCESS)
         return ec_err_set(e, EC_EPEER, "MPI receive from rank %d failed", src);
     if (ec_wire_header_decode(buf, (size_t)count, max_payload, h, e) < 0)
@@ -397,9 +410,13 @@ static int chan_send(void *ctx, const uint8_t *buf, size_t len)
         return -1;
     c->pending = 1;
     /* A first look, which rings rank 0 unless the send is done. */
-    if (sends_ready(&a) < 0)
+    switch (sends_ready(&a)) {
+    case -1:
         return -1;
-    ring(0);
+    case 1:
+        ring(0);
+        break;
+    }
     return 0;
 }
 
@@ -459,7 +476,7 @@ int ec_mpi_constants(uint32_t n, ec_problem_given *g, double **L_bar, ec_err *e)
         return ec_err_set(e, EC_ENOMEM, "out of memory for %d constants", count);
     rc = MPI_Recv(v, count, MPI_DOUBLE, 0, CONSTANTS_TAG, MPI_COMM_WORLD,
                   MPI_STATUS_IGNORE);
-    ring(0);
+    ring_back(0);
     if (rc != MPI_SUCCESS) {
         free(v);
         return ec_err_set(e, EC_EPEER, "receiving the problem's constants failed");
@@ -623,18 +640,20 @@ static int co_exchange(void *vctx, const ec_model *m, ec_down *down,
         }
         acc->wire_down += (uint64_t)len;
     }
-    /* Open MPI may hold a send back until the sender's next call. */
+    /* A first look (Open MPI may hold a send back until the sender's
+     * next call), which rings the ranks unless the sends are done. */
+    co->sending = 1;
     struct sends_arg started = {(int)co->np, 1, co->reqs};
-    if (sends_ready(&started) < 0) {
+    switch (sends_ready(&started)) {
+    case -1:
         fail(sum, EC_STOP_FAILED, "the broadcast failed at round %llu",
              (unsigned long long)co->round);
         goto out;
+    case 1:
+        for (uint32_t t = 0; t < co->np; t++)
+            ring((int)t + 1);
+        break;
     }
-    for (uint32_t t = 0; t < co->np; t++)
-        ring((int)t + 1);
-    co->sending = 1;
-    for (uint32_t t = 0; t < co->np; t++)
-        ring((int)t + 1);
     /* Wait in slices, so SIGTERM and the round timeout are seen. */
     while (left > 0) {
         MPI_Status st;
@@ -732,7 +751,7 @@ static void collect_usage(struct mpi_co *co, ec_summary *sum)
         if (MPI_Recv(usage, 2, MPI_DOUBLE, (int)t + 1, USAGE_TAG, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
             continue;
-        ring((int)t + 1);
+        ring_back((int)t + 1);
         if (usage[0] >= 0 && usage[0] < 1e9)
             sum->workers_cpu += usage[0];
         if (usage[1] >= 0 && usage[1] < 1e15)
@@ -795,9 +814,9 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
         co.sending = 1;
     }
     struct sends_arg started = {(int)co.np, 1, co.reqs};
-    sends_ready(&started);
-    for (uint32_t t = 0; t < co.np; t++)
-        ring((int)t + 1);
+    if (sends_ready(&started) == 1)
+        for (uint32_t t = 0; t < co.np; t++)
+            ring((int)t + 1);
     /* Handshake, rank by rank. */
     for (uint32_t t = 0; t < co.np; t++) {
         struct rank *rk = &co.ranks[t];
