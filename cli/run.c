@@ -171,6 +171,8 @@ static void print_params(FILE *o, const ec_params *prm)
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
         fprintf(o, ", default = 1/(%g L_eff), L_eff = %.6g",
                 prm->step_divisor, prm->L_eff);
+    if (prm->algo == EC_ALGO_ECONTROL)
+        fprintf(o, ", econtrol_eta = %.4g", prm->econtrol_eta);
     if (prm->algo == EC_ALGO_ADIANA)
         fprintf(o, ", eta = %.4g, theta1 = %.4g, theta2 = %.4g, gamma = %.4g,"
                    " beta = %.6g, L = %.6g, sends %s (omega = %.4g, alpha = "

@@ -200,6 +200,8 @@ json_t *describe_params(const ec_params *prm)
         json_object_set_new(o, "omega", describe_real(prm->omega));
         json_object_set_new(o, "alpha", describe_real(prm->alpha));
     }
+    if (prm->algo == EC_ALGO_ECONTROL)
+        json_object_set_new(o, "econtrol_eta", describe_real(prm->econtrol_eta));
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN) {
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
         json_object_set_new(o, "step_divisor", describe_real(prm->step_divisor));

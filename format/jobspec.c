@@ -23,7 +23,7 @@ static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
     "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
     "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
-    "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
+    "econtrol_eta", "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
     "max_seconds",
     "name", "labels", "backend", "procs",
 };
@@ -732,6 +732,12 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
                 ABOVE(0), &job->smoothness_multiplier);
 
     read_eclk(c, doc, job);
+    /* EControl's eta (docs/algorithms.md, "EControl"): econtrol only. */
+    if (read_number(c, "econtrol_eta", member(doc, "econtrol_eta"),
+                    (struct range){0, 1, 0, 0}, &job->econtrol_eta) == 1 &&
+        job->algorithm != EC_ALGO_ECONTROL)
+        fail(c, "econtrol_eta", NULL, "applies to algorithm econtrol only (got %s)",
+             ec_algo_name(job->algorithm));
 
     if (read_int(c, "max_rounds", member(doc, "max_rounds"), 1,
                  (long long)EC_JOB_MAX_ROUNDS, &x) == 1)

@@ -86,7 +86,7 @@ struct jobspec {
 
 struct jobspec_error {
     char field[96];
-    char detail[320];
+    char detail[384];               /* the unknown-key sentence lists every key */
 };
 
 struct jobspec_errors {

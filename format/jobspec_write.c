@@ -76,6 +76,7 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "eclk_guard", job->eclk_guard >= 0 ? json_boolean(job->eclk_guard) : json_null(),
         &ok);
     put(doc, "eclk_guard_threshold", real_or_null(job->eclk_guard_threshold), &ok);
+    put(doc, "econtrol_eta", real_or_null(job->econtrol_eta), &ok);
     put(doc, "max_rounds", json_integer((json_int_t)job->max_rounds), &ok);
     put(doc, "target", json_real(job->target), &ok);
     put(doc, "eval_every", json_integer(job->eval_every), &ok);

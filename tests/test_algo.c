@@ -243,6 +243,40 @@ START_TEST(test_ec_gd_stalls)
 }
 END_TEST
 
+/*
+ * EControl at eta = 0 with whole-shard gradients is EF21's recursion (its
+ * h after round t + 1 is EF21's g after round t; docs/algorithms.md,
+ * "EControl"): at the same step and top-k, every row's objective is
+ * EF21's, bit for bit. With eta > 0 the memory enters and they part.
+ */
+START_TEST(test_econtrol_eta0_is_ef21)
+{
+    static struct fixture ef21, ec0, ec;
+    ec_job job = job_for("ef21", EC_COMP_TOPK, 5);
+    int differ = 0;
+
+    load(&mushrooms, "mushrooms");
+    job.step_size = 0.5;
+    job.max_rounds = 120;
+    job.eval_every = 1;
+    run_job(&ef21, &mushrooms, &job);
+    ck_assert_int_eq(ec_algo_from_name("econtrol", &job.algorithm), 0);
+    job.batch = EC_JOB_BATCH_FULL;
+    job.econtrol_eta = 0.0;
+    run_job(&ec0, &mushrooms, &job);
+    job.econtrol_eta = 0.5;
+    run_job(&ec, &mushrooms, &job);
+    ck_assert_uint_eq(ef21.nrows, ec0.nrows);
+    ck_assert_uint_eq(ef21.nrows, ec.nrows);
+    for (unsigned i = 0; i < ef21.nrows; i++) {
+        ck_assert_msg(ef21.rows[i].P == ec0.rows[i].P, "row %u: %.17g vs %.17g", i,
+                      ef21.rows[i].P, ec0.rows[i].P);
+        differ |= ef21.rows[i].P != ec.rows[i].P;
+    }
+    ck_assert(differ);
+}
+END_TEST
+
 /* Every algorithm: same seed, bitwise the same rows; a different seed
  * changes the stochastic ones; the gap decreases from the start. */
 START_TEST(test_every_algorithm_deterministic)
@@ -399,6 +433,25 @@ START_TEST(test_param_errors)
         ck_assert_msg(strstr(e.msg, cases[i].want), "case %zu: '%s'", i, e.msg);
         ec_problem_clear(&pb);
     }
+    /* EControl's eta: [0, 1], its default half of delta, econtrol only. */
+    {
+        ec_job job = job_for("econtrol", EC_COMP_TOPK, 5);
+
+        ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), 0);
+        ck_assert_double_eq(prm.econtrol_eta, EC_ECONTROL_ETA_PER_DELTA * prm.delta);
+        job.econtrol_eta = 0.0;
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), 0);
+        ck_assert_double_eq(prm.econtrol_eta, 0.0);
+        job.econtrol_eta = 1.5;
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), EC_EINVAL);
+        ck_assert_msg(strstr(e.msg, "econtrol_eta must be in [0, 1] (got 1.5)"), "%s", e.msg);
+        job = job_for("ec-gd", EC_COMP_TOPK, 5);
+        job.econtrol_eta = 0.5;
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), EC_EINVAL);
+        ck_assert_msg(strstr(e.msg, "econtrol_eta applies to econtrol only"), "%s", e.msg);
+        ec_problem_clear(&pb);
+    }
 }
 END_TEST
 
@@ -443,6 +496,7 @@ int main(void)
     tcase_add_test(tc, test_ec_gd_stalls);
     tcase_add_test(tc, test_ec_lsvrg_qian_a9a_topk1);
     tcase_add_test(tc, test_ec_lsvrg_diana_exact);
+    tcase_add_test(tc, test_econtrol_eta0_is_ef21);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);

@@ -112,6 +112,7 @@ static int spec_equal(const struct jobspec *a, const struct jobspec *b)
         !same_double(x->smoothness_multiplier, y->smoothness_multiplier) ||
         x->eclk_rule != y->eclk_rule || x->eclk_guard != y->eclk_guard ||
         !same_double(x->eclk_guard_threshold, y->eclk_guard_threshold) ||
+        !same_double(x->econtrol_eta, y->econtrol_eta) ||
         x->max_rounds != y->max_rounds || !same_double(x->target, y->target) ||
         x->eval_every != y->eval_every || x->seed != y->seed ||
         x->split != y->split || !same_double(x->split_alpha, y->split_alpha) ||
@@ -331,6 +332,9 @@ static const char *const round_trip_docs[] = {
     "{'dataset':'a9a','compressor':{'type':'topk','k':1},'eclk_rule':'plain',"
     "'eclk_guard':true,'eclk_guard_threshold':4}",
     "{'dataset':'a9a','eclk_rule':'nominal','eclk_guard':false,'step_size':0.5}",
+    "{'dataset':'a9a','algorithm':'econtrol','compressor':{'type':'topk','k':3},"
+    "'econtrol_eta':0.125}",
+    "{'dataset':'a9a','algorithm':'econtrol','econtrol_eta':0}",
     "{'dataset':'a9a','algorithm':'ec-gd','compressor':{'type':'topk','k':1},"
     "'smoothness_multiplier':2.5,'step_multiplier':0.5}",
 };
@@ -414,7 +418,7 @@ static const struct bad_case bad_cases[] = {
      "(got -9223372036854775808)"},
     {WITH("'algorithm':'adam'"), "algorithm",
      "must be one of: eclk, lkatyusha, ec-sgd, ec-gd, ec-lsvrg, ec-sgd-diana, "
-     "ec-gd-diana, ef21, gd, sgd, ec-lsvrg-qian, ec-lsvrg-diana, adiana (got "
+     "ec-gd-diana, ef21, gd, sgd, ec-lsvrg-qian, ec-lsvrg-diana, adiana, econtrol (got "
      "\"adam\")"},
     {WITH("'algorithm':'ECLK'"), "algorithm", "(got \"ECLK\")"},
     {WITH("'algorithm':7"), "algorithm", "(got 7)"},
@@ -489,6 +493,12 @@ static const struct bad_case bad_cases[] = {
     {WITH("'eclk_guard_threshold':'10x'"), "eclk_guard_threshold", "(got \"10x\")"},
     {WITH("'eclk_guard':false,'eclk_guard_threshold':4"), "eclk_guard_threshold",
      "cannot be given with eclk_guard false"},
+    {WITH("'algorithm':'econtrol','econtrol_eta':1.5"), "econtrol_eta",
+     "must be a number in [0, 1] (got 1.5)"},
+    {WITH("'algorithm':'econtrol','econtrol_eta':-0.1"), "econtrol_eta", "(got -0.1)"},
+    {WITH("'algorithm':'econtrol','econtrol_eta':'half'"), "econtrol_eta", "(got \"half\")"},
+    {WITH("'algorithm':'ec-gd','econtrol_eta':0.5"), "econtrol_eta",
+     "applies to algorithm econtrol only (got ec-gd)"},
     {WITH("'algorithm':'ec-gd','eclk_rule':'plain'"), "eclk_rule",
      "applies to algorithm eclk only (got ec-gd)"},
     {WITH("'algorithm':'lkatyusha','eclk_guard':true"), "eclk_guard",
@@ -559,7 +569,7 @@ static const struct bad_case bad_cases[] = {
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
      "lambda2_rel, workers, algorithm, compressor, batch, p, step_size, "
      "step_multiplier, smoothness_multiplier, eclk_rule, eclk_guard, "
-     "eclk_guard_threshold, max_rounds, target, eval_every, seed, split, "
+     "eclk_guard_threshold, econtrol_eta, max_rounds, target, eval_every, seed, split, "
      "split_alpha, shuffle, max_seconds, name, labels, backend"},
     {WITH("'Dataset':'x'"), "Dataset", "unknown key"},
     {WITH("'w\\u00f6rkers':1"), "w\u00f6rkers", "unknown key"},

@@ -242,6 +242,27 @@ static int eclk_resolve(const ec_job *job, ec_params *p, ec_err *e)
     return 0;
 }
 
+/* EControl's eta: the job's, in [0, 1], or EC_ECONTROL_ETA_PER_DELTA
+ * delta; given for another algorithm it is refused. */
+static int econtrol_resolve(const ec_job *job, ec_params *p, ec_err *e)
+{
+    if (p->algo != EC_ALGO_ECONTROL) {
+        if (!isnan(job->econtrol_eta))
+            return ec_err_set(e, EC_EINVAL,
+                              "econtrol_eta applies to econtrol only "
+                              "(algorithm %s)", ec_algo_name(p->algo));
+        return 0;
+    }
+    p->econtrol_eta = isnan(job->econtrol_eta)
+                          ? EC_ECONTROL_ETA_PER_DELTA * p->delta
+                          : job->econtrol_eta;
+    if (!(p->econtrol_eta >= 0.0 && p->econtrol_eta <= 1.0))
+        return ec_err_set(e, EC_EINVAL,
+                          "econtrol_eta must be in [0, 1] (got %g)",
+                          p->econtrol_eta);
+    return 0;
+}
+
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e)
 {
@@ -317,6 +338,8 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                           "eclk_rule, eclk_guard and eclk_guard_threshold "
                           "apply to eclk only (algorithm %s)",
                           ec_algo_name(p->algo));
+    if (econtrol_resolve(job, p, e) < 0)
+        return e ? e->code : EC_EINVAL;
     p->step_factor = 1.0;
     p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
@@ -354,6 +377,7 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     case EC_ALGO_EC_LSVRG:
     case EC_ALGO_EC_SGD_DIANA:
     case EC_ALGO_EC_LSVRG_DIANA:
+    case EC_ALGO_ECONTROL:
         /* The expected smoothness of the mean of n minibatch gradients,
          * the constant ECLK's step is built from too. */
         p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
@@ -721,6 +745,17 @@ void ec_model_apply(ec_model *m, const ec_down *down)
         return;
     }
 
+    if (p->algo == EC_ALGO_ECONTROL) {
+        /* h' = h + mean Delta;  x = prox(x - gamma h'). */
+        for (uint32_t j = 0; j < d; j++) {
+            m->u[j] += down->v[j];
+            m->x[j] -= p->gamma * m->u[j];
+        }
+        ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
+        m->round++;
+        return;
+    }
+
     if (p->algo == EC_ALGO_EF21) {
         /* x = prox(x - gamma g), as every worker computed it; g += mean c,
          * the c's being taken at that new x. */
@@ -860,7 +895,8 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
     w->rows = calloc(prm->batch, sizeof *w->rows);
     if (!w->e || !w->rows)
         goto nomem;
-    if (is_diana(a) || is_adiana(a) || a == EC_ALGO_EF21) {
+    if (is_diana(a) || is_adiana(a) || a == EC_ALGO_EF21 ||
+        a == EC_ALGO_ECONTROL) {
         if (!(w->h = zeros(d)))
             goto nomem;
     }
@@ -1033,7 +1069,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
     if (!m->initialised) {
         /* The init exchange: the full local gradient at x0, uncompressed. */
         ec_shard_grad(pb, w->tau, m->x, g);
-        if (p->algo == EC_ALGO_EF21)
+        if (p->algo == EC_ALGO_EF21 || p->algo == EC_ALGO_ECONTROL)
             memcpy(w->h, g, d * sizeof *g);
         msg_dense(&up->extra, g, d);
         up->has_extra = 1;
@@ -1121,6 +1157,25 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
          * snapshot's gradient u is known to every party. */
         local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
         error_feedback(w, g, p->gamma, &up->q);
+        break;
+    case EC_ALGO_ECONTROL:
+        /* t = g - h_tau;  Delta = Q(eta e + t);  e += t - Delta;
+         * h_tau += Delta;  send Delta. */
+        local_grad(w, m->x, NULL, g);
+        {
+            double *restrict b = w->buf2, *restrict ef = w->e;
+            const double eta = p->econtrol_eta;
+
+            for (uint32_t j = 0; j < d; j++) {
+                g[j] -= w->h[j];
+                b[j] = eta * ef[j] + g[j];
+                ef[j] += g[j];
+            }
+        }
+        ec_compress(w->comp, w->buf2, &w->rng, &up->q);
+        for (uint32_t i = 0; i < up->q.nnz; i++)
+            w->e[up->q.idx[i]] -= up->q.val[i];
+        ec_msg_axpy(&up->q, 1.0, w->h);
         break;
     case EC_ALGO_ADIANA:
         /* q = C(grad f_tau(x) - h_tau), then the shift's message
@@ -1217,6 +1272,9 @@ uint64_t ec_round_grads(const ec_model *m)
             break;
         case EC_FAMILY_ADIANA:        /* the whole shard at x and at w */
             total += 2 * mt;
+            break;
+        case EC_FAMILY_ECONTROL:      /* the minibatch at x */
+            total += one;
             break;
         }
     }

@@ -38,6 +38,8 @@ const char *ec_algo_family_name(ec_algo_family f)
         return "ef21";
     case EC_FAMILY_ADIANA:
         return "adiana";
+    case EC_FAMILY_ECONTROL:
+        return "econtrol";
     }
     return NULL;
 }
@@ -157,6 +159,7 @@ void ec_job_defaults(ec_job *job)
     job->eclk_rule = -1;
     job->eclk_guard = -1;
     job->eclk_guard_threshold = NAN;
+    job->econtrol_eta = NAN;
     job->max_rounds = 10000;
     job->target = 1e-9;
     job->eval_every = 10;

@@ -130,7 +130,8 @@ int ec_trace_state(FILE *f, const ec_model *m)
         put_vec(f, "w", m->w, m->d);
     if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
         p->algo == EC_ALGO_EC_LSVRG_QIAN || p->algo == EC_ALGO_ADIANA ||
-        ec_algo_is(p->algo, EC_FAMILY_DIANA) || p->algo == EC_ALGO_EF21)
+        ec_algo_is(p->algo, EC_FAMILY_DIANA) || p->algo == EC_ALGO_EF21 ||
+        p->algo == EC_ALGO_ECONTROL)
         put_vec(f, "u", m->u, m->d);
     return ferror(f) ? -1 : 0;
 }

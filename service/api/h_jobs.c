@@ -290,7 +290,7 @@ int h_jobs_create(struct http_req *rq, struct http_resp *rs, const struct token 
     struct spec_problem sp;
     struct store_job job = {0};
     struct store_err e = {0};
-    char detail[512];
+    char detail[640];
     long long queued = 0;
     enum jobs_outcome outcome;
     char version[65];

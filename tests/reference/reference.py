@@ -295,7 +295,7 @@ def default_step(algo, h, pb, n, m, batch, delta):
     L_eff = L_f if batch >= m else L_f + L / (n * batch)
     if algo in ("gd", "ec-gd", "ec-gd-diana"):
         return 1.0 / L_f, L_eff
-    if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana", "ec-lsvrg-diana"):
+    if algo in ("sgd", "ec-sgd", "ec-lsvrg", "ec-sgd-diana", "ec-lsvrg-diana", "econtrol"):
         return 1.0 / L_eff, L_eff
     if algo == "ec-lsvrg-qian":
         # Loopless SVRG's theory step 1/(6 L), L = ECLK's L_eff.
@@ -414,7 +414,10 @@ class Reference:
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
                                         "ec-lsvrg-qian", "ec-sgd-diana", "ec-lsvrg-diana",
-                                        "sgd") and self.batch < self.m
+                                        "sgd", "econtrol") and self.batch < self.m
+        # EControl's eta: half the compressor's delta (docs/algorithms.md,
+        # "EControl").
+        self.eta_ec = 0.5 * self.delta
         z = np.zeros(d)
         self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
         self.e = [z.copy() for _ in range(self.n)]
@@ -457,7 +460,7 @@ class Reference:
         pb, n = self.pb, self.n
         if self.algo in ("eclk", "lkatyusha", "ec-lsvrg-qian"):
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
-        elif self.algo == "ef21":
+        elif self.algo in ("ef21", "econtrol"):
             self.h = [pb.grad_shard(t, self.x) for t in range(n)]
             self.u = sum(self.h) / n
 
@@ -471,6 +474,8 @@ class Reference:
             return self.lsvrg_qian(rec)
         if a == "adiana":
             return self.adiana(rec)
+        if a == "econtrol":
+            return self.econtrol(rec)
         n, pb, gamma = self.n, self.pb, self.gamma
         qs = []
         shifts = []
@@ -532,6 +537,23 @@ class Reference:
             self.w = self.x.copy()
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
         self.x = x_new
+
+    def econtrol(self, rec):
+        """EControl (Gao, Islamov and Stich 2024), written from
+        docs/algorithms.md, "EControl": each worker compresses
+        Delta = C(eta e + g - h_tau), keeps e += g - h_tau - Delta and
+        h_tau += Delta; the server steps x' = prox(x - gamma (h + mean
+        Delta)) and h += mean Delta."""
+        n, pb, gamma, eta = self.n, self.pb, self.gamma, self.eta_ec
+        deltas = []
+        for tau in range(n):
+            t = self.local_grad(rec, tau, self.x) - self.h[tau]
+            D = self.compress(rec, tau, eta * self.e[tau] + t)
+            self.e[tau] = self.e[tau] + t - D
+            self.h[tau] = self.h[tau] + D
+            deltas.append(D)
+        self.u = self.u + sum(deltas) / n
+        self.x = pb.prox(self.x - gamma * self.u, gamma * pb.lam1)
 
     def adiana(self, rec):
         """ADIANA (Li, Kovalev, Qian and Richtarik 2020), written from

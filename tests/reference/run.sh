@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 cases() {
     for comp in "compressor=topk k=5" "compressor=randk k=5" "compressor=dither s=2"; do
         for algo in eclk ec-sgd ec-gd ec-lsvrg ec-lsvrg-qian ec-sgd-diana ec-gd-diana \
-            ec-lsvrg-diana ef21; do
+            ec-lsvrg-diana ef21 econtrol; do
             echo "$algo $comp"
         done
     done
@@ -45,6 +45,9 @@ cases() {
     echo "ec-lsvrg-diana compressor=topk k=5 batch=8"
     echo "ec-lsvrg-diana compressor=randk k=5 lambda1=1e-3"
     echo "ec-lsvrg-diana compressor=dither s=2 loss=squared"
+    echo "econtrol compressor=topk k=5 batch=8"
+    echo "econtrol compressor=topk k=5 lambda1=1e-3"
+    echo "econtrol compressor=randk k=5 loss=squared workers=7"
     echo "eclk compressor=topk k=5 lambda1=1e-3"
     echo "ec-gd compressor=topk k=5 lambda1=1e-3"
     echo "ef21 compressor=topk k=5 lambda1=1e-3"
@@ -61,7 +64,7 @@ cases() {
     echo "adiana compressor=randk k=5 lambda1=1e-3"
     echo "adiana compressor=dither s=2 loss=squared"
     echo "adiana compressor=randk k=5 workers=7"
-    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21 adiana; do
+    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21 adiana econtrol; do
         echo "$algo compressor=natural"
         echo "$algo compressor=natural-dither s=3"
     done

@@ -26,6 +26,10 @@
  * loopless-Katyusha theory values computed from an inflated smoothness
  * L_delta = inflation(delta) L_eff; the rules are EC_ECLK_RULES (job.h).
  */
+/* EControl's eta when a job gives none, as a multiple of delta
+ * (docs/algorithms.md, "EControl"). */
+#define EC_ECONTROL_ETA_PER_DELTA 0.5
+
 /* The rule a job gets when it names none, and the guard's defaults. */
 #define EC_ECLK_RULE_DEFAULT EC_ECLK_ONLINE
 #define EC_ECLK_GUARD_DEFAULT 1
@@ -69,6 +73,7 @@ typedef struct ec_params {
     double L_eff, sigma, theta1, theta2, eta;   /* eclk, lkatyusha; adiana:
                                  L_eff = L, theta1, theta2 and eta (the
                                  step, = gamma) as its theorem names them */
+    double econtrol_eta;      /* econtrol: the error memory's weight eta */
     double beta, gamma_z;     /* adiana: z' = beta z + (1 - beta) x +
                                  (gamma_z / eta)(y' - x); the paper's gamma */
     /* eclk: L_delta = inflation L_eff, the constant sigma, theta1, eta and
@@ -219,7 +224,8 @@ typedef struct ec_worker {
     ec_rng rng;
     ec_compressor *comp, *shift_comp;
     double *e;                /* error memory */
-    double *h;                /* DIANA's and ADIANA's shift h_tau; EF21 g_tau */
+    double *h;                /* DIANA's, ADIANA's and EControl's shift
+                                 h_tau; EF21 g_tau */
     double *w_local, *mu_local;   /* ec-lsvrg, ec-lsvrg-diana: w_tau,
                                      grad f_tau(w_tau) */
     double *buf, *buf2;       /* scratch within one step */

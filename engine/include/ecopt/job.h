@@ -22,7 +22,8 @@ typedef enum ec_algo_family {
     EC_FAMILY_KATYUSHA,       /* loopless Katyusha: x, y, z, w and a coin */
     EC_FAMILY_DIANA,          /* compressed differences to learned shifts */
     EC_FAMILY_EF21,           /* compressed differences to the last gradient */
-    EC_FAMILY_ADIANA          /* accelerated DIANA: x, y, z, w, shifts, a coin */
+    EC_FAMILY_ADIANA,         /* accelerated DIANA: x, y, z, w, shifts, a coin */
+    EC_FAMILY_ECONTROL        /* EControl: error memory and compressed shifts */
 } ec_algo_family;
 
 /* The constants of the problem an algorithm's step is computed from. */
@@ -85,7 +86,10 @@ enum {
       "loopless SVRG with error feedback and DIANA's shifts")                 \
     X(EC_ALGO_ADIANA, "adiana", ADIANA, 2, 0, 0,                              \
       EC_NEEDS_L | EC_NEEDS_MU, 6, 2, 2,                                      \
-      "ADIANA: accelerated DIANA, unbiased compressed gradient differences")
+      "ADIANA: accelerated DIANA, unbiased compressed gradient differences")\
+    X(EC_ALGO_ECONTROL, "econtrol", ECONTROL, 1, 1, 1,                        \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1,                                     \
+      "EControl: error feedback controlled by eta, compressed shifts")
 
 typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
@@ -224,6 +228,9 @@ typedef struct ec_job {
     int eclk_rule;
     int eclk_guard;
     double eclk_guard_threshold;
+    /* econtrol only (docs/algorithms.md, "EControl"): the weight eta of
+     * the error memory in what is compressed, [0, 1]; NaN: the default. */
+    double econtrol_eta;
     uint64_t max_rounds;     /* 1..EC_JOB_MAX_ROUNDS, default 10000 */
     double target;           /* relative gap to stop at, [0, 1); default 1e-9 */
     uint32_t eval_every;     /* >= 1, default 10 */

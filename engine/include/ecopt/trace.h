@@ -34,8 +34,8 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
                       const ec_up *ups, uint32_t n);
 
 /* The replicated vectors after the model applied the exchange: x, and
- * y, z, w, u for L-Katyusha's family and ADIANA, u (= h or g) for DIANA
- * and EF21. */
+ * y, z, w, u for L-Katyusha's family and ADIANA, u (= h or g) for DIANA,
+ * EF21 and EControl. */
 int ec_trace_state(FILE *f, const ec_model *m);
 
 #endif
