@@ -180,6 +180,10 @@ static void print_params(FILE *o, const ec_params *prm)
                 prm->eta, prm->theta1, prm->theta2, prm->gamma_z, prm->beta,
                 prm->L_eff, ec_comp_name(prm->shift_comp.type), prm->omega,
                 prm->alpha);
+    if (prm->algo == EC_ALGO_ADEF)
+        fprintf(o, ", default = delta/(%g L_eff), L_eff = %.6g (ADEF's "
+                   "weights a^2 = step A)",
+                prm->step_divisor, prm->L_eff);
     if (ec_algo_is(prm->algo, EC_FAMILY_DIANA))
         fprintf(o, ", shifts %s (omega = %.4g, alpha = %.4g)",
                 ec_comp_name(prm->shift_comp.type), prm->omega, prm->alpha);

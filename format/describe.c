@@ -202,7 +202,7 @@ json_t *describe_params(const ec_params *prm)
     }
     if (prm->algo == EC_ALGO_ECONTROL)
         json_object_set_new(o, "econtrol_eta", describe_real(prm->econtrol_eta));
-    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN) {
+    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN || prm->algo == EC_ALGO_ADEF) {
         json_object_set_new(o, "L_eff", describe_real(prm->L_eff));
         json_object_set_new(o, "step_divisor", describe_real(prm->step_divisor));
     }

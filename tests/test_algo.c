@@ -221,6 +221,31 @@ START_TEST(test_ec_lsvrg_diana_exact)
 }
 END_TEST
 
+/* ADEF with full local gradients on mushrooms' contiguous split (the one
+ * where EC-GD stalls, below) with top-5 (k = 5 of 112): its compressed
+ * gradient differences let the error memory vanish at the optimum, so the
+ * gap falls to 1e-6 at the default weights; and the gap never rises above
+ * its start. */
+START_TEST(test_adef_mushrooms_topk5)
+{
+    static struct fixture f;
+    ec_job job = job_for("adef", EC_COMP_TOPK, 5);
+
+    load(&mushrooms, "mushrooms");
+    job.batch = EC_JOB_BATCH_FULL;
+    job.max_rounds = 20000;
+    job.target = 1e-6;
+    job.eval_every = 50;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    ck_assert_double_le(f.sum.last.rel_gap, 1e-6);
+    for (unsigned i = 0; i < f.nrows; i++)
+        ck_assert_double_le(f.rows[i].rel_gap, 1.0);
+    fprintf(stderr, "adef mushrooms topk5 full: %llu rounds\n",
+            (unsigned long long)f.sum.rounds);
+}
+END_TEST
+
 /* EC-GD on the same heterogeneous split stalls: its error memory does not
  * vanish because local gradients do not, so the gap levels off. */
 START_TEST(test_ec_gd_stalls)
@@ -497,6 +522,7 @@ int main(void)
     tcase_add_test(tc, test_ec_lsvrg_qian_a9a_topk1);
     tcase_add_test(tc, test_ec_lsvrg_diana_exact);
     tcase_add_test(tc, test_econtrol_eta0_is_ef21);
+    tcase_add_test(tc, test_adef_mushrooms_topk5);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);

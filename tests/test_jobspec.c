@@ -418,7 +418,7 @@ static const struct bad_case bad_cases[] = {
      "(got -9223372036854775808)"},
     {WITH("'algorithm':'adam'"), "algorithm",
      "must be one of: eclk, lkatyusha, ec-sgd, ec-gd, ec-lsvrg, ec-sgd-diana, "
-     "ec-gd-diana, ef21, gd, sgd, ec-lsvrg-qian, ec-lsvrg-diana, adiana, econtrol (got "
+     "ec-gd-diana, ef21, gd, sgd, ec-lsvrg-qian, ec-lsvrg-diana, adiana, econtrol, adef (got "
      "\"adam\")"},
     {WITH("'algorithm':'ECLK'"), "algorithm", "(got \"ECLK\")"},
     {WITH("'algorithm':7"), "algorithm", "(got 7)"},

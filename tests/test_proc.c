@@ -366,6 +366,7 @@ START_TEST(test_grad_evals_counted)
         {EC_ALGO_EF21, 321, 321},
         {EC_ALGO_ADIANA, 0, 2 * 321},            /* the shard at x and at w */
         {EC_ALGO_ECONTROL, 321, 2},              /* h_tau at x0; the minibatch */
+        {EC_ALGO_ADEF, 0, 2},                    /* at y */
     };
     char path[1024];
     ec_err e = {0};

@@ -49,6 +49,11 @@ static int has_local_refs(ec_algo_id a)
     return a == EC_ALGO_EC_LSVRG || a == EC_ALGO_EC_LSVRG_DIANA;
 }
 
+static int is_adef(ec_algo_id a)
+{
+    return ec_algo_is(a, EC_FAMILY_ADEF);
+}
+
 /* Algorithms whose gradient is the full local one rather than a minibatch. */
 int ec_algo_full_local(ec_algo_id a)
 {
@@ -127,6 +132,10 @@ const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
  * 2019), the step of Qian et al.'s EC-LSVRG here (docs/algorithms.md,
  * "The baselines' steps"). */
 #define LSVRG_STEP_DIVISOR 6.0
+/* ADEF's default gamma = delta / (ADEF_STEP_DIVISOR L_eff), the scale of
+ * its weights a_{t+1}^2 = gamma A_{t+1} (docs/algorithms.md, "ADEF's
+ * constants"). */
+#define ADEF_STEP_DIVISOR 2.0
 
 double ec_eclk_inflation(double delta, double c)
 {
@@ -392,6 +401,13 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     case EC_ALGO_ADIANA:
         adiana_resolve(p, pb);
         break;
+    case EC_ALGO_ADEF:
+        /* gamma = delta / (2 L_eff): Nesterov's 1/(2 L) shrunk by the
+         * contraction, as error feedback's steps are. */
+        p->L_eff = p->batch >= m ? pb->L_f : pb->L_f + pb->L / (pb->n * (double)p->batch);
+        p->step_divisor = ADEF_STEP_DIVISOR;
+        p->theory_step = p->delta / (p->step_divisor * p->L_eff);
+        break;
     case EC_ALGO_EF21: {
         double r = sqrt(1.0 - p->delta);
         double theta = 1.0 - r, beta = p->delta < 1.0 ? (1.0 - p->delta) / (1.0 - r) : 0.0;
@@ -520,6 +536,10 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     }
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
         m->w = zeros(d);
+    if (is_adef(prm->algo)) {
+        m->y = zeros(d);
+        m->z = zeros(d);
+    }
     if (guarded(prm)) {
         m->w_best = zeros(d);
         m->u_best = zeros(d);
@@ -528,6 +548,7 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         ((is_katyusha(prm->algo) || is_adiana(prm->algo)) &&
          (!m->y || !m->z || !m->w || !m->tmp)) ||
         (has_shared_coin(prm->algo) && !m->w) ||
+        (is_adef(prm->algo) && (!m->y || !m->z)) ||
         (guarded(prm) && (!m->w_best || !m->u_best))) {
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
@@ -546,6 +567,9 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
      * first: its first round's coin is drawn here. */
     if (is_adiana(prm->algo))
         draw_coin(m);
+    /* ADEF starts at A_0 = 0, so a_1 = gamma and y_0 = nu_0 = theta_0 = x0. */
+    m->adef_A = 0.0;
+    m->adef_a = prm->gamma;
     return 0;
 }
 
@@ -662,6 +686,34 @@ static void eclk_coin_update(ec_model *m, const ec_down *down)
     m->updates++;
 }
 
+/*
+ * ADEF's server (docs/algorithms.md, "ADEF"): g~ += mean of the compressed
+ * differences; g^ = g~ + mean of the error-fed messages;
+ * nu' = prox_{a psi}(nu - a g^); theta' = (A theta + a nu')/(A + a); then
+ * the next weight, a'^2 = gamma (A' + a'), and y = (A' theta' + a' nu')/(A'
+ * + a'), the point the workers take their gradients at.
+ */
+static void adef_apply(ec_model *m, const ec_down *down)
+{
+    const ec_params *p = m->prm;
+    uint32_t d = m->d;
+    double a = m->adef_a, A = m->adef_A, A1 = A + a, g = p->gamma;
+
+    for (uint32_t j = 0; j < d; j++) {
+        m->u[j] += down->a[j];
+        m->z[j] -= a * (m->u[j] + down->v[j]);
+    }
+    ec_prox_l1(m->z, d, a * m->pb->lambda1);
+    for (uint32_t j = 0; j < d; j++)
+        m->x[j] = (A * m->x[j] + a * m->z[j]) / A1;
+    m->adef_A = A = A1;
+    m->adef_a = a = 0.5 * (g + sqrt(g * g + 4.0 * g * A));
+    A1 = A + a;
+    for (uint32_t j = 0; j < d; j++)
+        m->y[j] = (A * m->x[j] + a * m->z[j]) / A1;
+    m->round++;
+}
+
 void ec_model_apply(ec_model *m, const ec_down *down)
 {
     const ec_params *p = m->prm;
@@ -753,6 +805,11 @@ void ec_model_apply(ec_model *m, const ec_down *down)
         }
         ec_prox_l1(m->x, d, p->gamma * pb->lambda1);
         m->round++;
+        return;
+    }
+
+    if (is_adef(p->algo)) {
+        adef_apply(m, down);
         return;
     }
 
@@ -896,7 +953,7 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
     if (!w->e || !w->rows)
         goto nomem;
     if (is_diana(a) || is_adiana(a) || a == EC_ALGO_EF21 ||
-        a == EC_ALGO_ECONTROL) {
+        a == EC_ALGO_ECONTROL || is_adef(a)) {
         if (!(w->h = zeros(d)))
             goto nomem;
     }
@@ -1053,6 +1110,31 @@ static void lsvrg_refresh(ec_worker *w, const double *x, ec_up *up)
     }
 }
 
+/*
+ * ADEF's worker (docs/algorithms.md, "ADEF"), g its gradient at y:
+ * D~ = Q(g - g~_tau), sent as extra, and g~_tau += D~; then
+ * delta = g - g~_tau - e/a, D = Q(delta), sent as q, and e = a (D - delta),
+ * a = a_{t+1} the round's weight. The difference's compressor draws first.
+ */
+static void adef_worker(ec_worker *w, const ec_model *m, double *g, ec_up *up)
+{
+    uint32_t d = w->pb->d;
+    double *t = w->buf2, a = m->adef_a;
+
+    local_grad(w, m->y, NULL, g);
+    for (uint32_t j = 0; j < d; j++)
+        t[j] = g[j] - w->h[j];
+    ec_compress(w->comp, t, &w->rng, &up->extra);
+    up->has_extra = 1;
+    ec_msg_axpy(&up->extra, 1.0, w->h);
+    for (uint32_t j = 0; j < d; j++)
+        t[j] = g[j] - w->h[j] - w->e[j] / a;
+    ec_compress(w->comp, t, &w->rng, &up->q);
+    for (uint32_t j = 0; j < d; j++)
+        w->e[j] = -a * t[j];
+    ec_msg_axpy(&up->q, a, w->e);
+}
+
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 {
     const ec_params *p = w->prm;
@@ -1192,6 +1274,9 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
         up->has_extra = 1;
         ec_msg_axpy(&up->extra, p->alpha, w->h);
         break;
+    case EC_ALGO_ADEF:
+        adef_worker(w, m, g, up);
+        break;
     }
     /* The shared coin: send grad f_tau at the point that becomes w (y for
      * L-Katyusha, x for EC-LSVRG). */
@@ -1274,6 +1359,7 @@ uint64_t ec_round_grads(const ec_model *m)
             total += 2 * mt;
             break;
         case EC_FAMILY_ECONTROL:      /* the minibatch at x */
+        case EC_FAMILY_ADEF:          /* at y */
             total += one;
             break;
         }

@@ -40,6 +40,8 @@ const char *ec_algo_family_name(ec_algo_family f)
         return "adiana";
     case EC_FAMILY_ECONTROL:
         return "econtrol";
+    case EC_FAMILY_ADEF:
+        return "adef";
     }
     return NULL;
 }

@@ -57,8 +57,9 @@ static uint64_t msg_bytes(const ec_comp_spec *c, uint64_t d)
 }
 
 /* The largest UP payload of one worker for this job: q as compressed,
- * plus a dense extra (the init exchange, L-Katyusha's coin) or DIANA's
- * compressed shift, and ECLK's two sums. */
+ * plus a dense extra (the init exchange, L-Katyusha's coin), DIANA's
+ * compressed shift or ADEF's compressed gradient difference, and ECLK's
+ * two sums. */
 static uint64_t up_bytes(const ec_mem_job *j)
 {
     uint64_t d = j->d, extra = 8 + 8 * d;
@@ -67,6 +68,9 @@ static uint64_t up_bytes(const ec_mem_job *j)
 
     if (diana(j->algo) && shift > extra)
         extra = shift;
+    /* ADEF's second message is the job's compressor's too. */
+    if (ec_algo_is(j->algo, EC_FAMILY_ADEF) && msg_bytes(&j->comp, d) > extra)
+        extra = msg_bytes(&j->comp, d);
     return 4 + msg_bytes(&j->comp, d) + extra + 16;
 }
 

@@ -111,6 +111,8 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
         if (ups[t].has_extra && (ec_algo_is(p->algo, EC_FAMILY_DIANA) ||
                                  p->algo == EC_ALGO_ADIANA))
             put_choice(f, "shift", t, &ups[t].extra);
+        if (ups[t].has_extra && ec_algo_is(p->algo, EC_FAMILY_ADEF))
+            put_choice(f, "diff", t, &ups[t].extra);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -128,7 +130,13 @@ int ec_trace_state(FILE *f, const ec_model *m)
     }
     if (p->algo == EC_ALGO_EC_LSVRG_QIAN)
         put_vec(f, "w", m->w, m->d);
-    if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
+    if (ec_algo_is(p->algo, EC_FAMILY_ADEF)) {
+        put_vec(f, "y", m->y, m->d);
+        put_vec(f, "z", m->z, m->d);
+        put_vec(f, "A", &m->adef_A, 1);
+    }
+    if (ec_algo_is(p->algo, EC_FAMILY_ADEF) ||
+        ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
         p->algo == EC_ALGO_EC_LSVRG_QIAN || p->algo == EC_ALGO_ADIANA ||
         ec_algo_is(p->algo, EC_FAMILY_DIANA) || p->algo == EC_ALGO_EF21 ||
         p->algo == EC_ALGO_ECONTROL)

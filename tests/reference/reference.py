@@ -58,7 +58,7 @@ def read_trace(path):
         tag = tok[0]
         if tag in ("init", "round"):
             rec = {"init": tag == "init", "round": int(tok[1]) if tag == "round" else 0,
-                   "rows": {}, "q": {}, "shift": {}, "refresh": {}, "state": {}}
+                   "rows": {}, "q": {}, "shift": {}, "diff": {}, "refresh": {}, "state": {}}
             records.append(rec)
         elif tag == "coin":
             rec["coin"] = int(tok[1])
@@ -71,7 +71,7 @@ def read_trace(path):
             rec["rows"][int(tok[1])] = np.array([int(v) for v in tok[2:]])
         elif tag == "refresh":
             rec["refresh"][int(tok[1])] = int(tok[2])
-        elif tag in ("q", "shift"):
+        elif tag in ("q", "shift", "diff"):
             nnz = int(tok[2])
             idx = np.array([int(v) for v in tok[3:3 + nnz]], dtype=np.int64)
             levels = None
@@ -300,6 +300,10 @@ def default_step(algo, h, pb, n, m, batch, delta):
     if algo == "ec-lsvrg-qian":
         # Loopless SVRG's theory step 1/(6 L), L = ECLK's L_eff.
         return 1.0 / (6.0 * L_eff), L_eff
+    if algo == "adef":
+        # The scale of ADEF's weights, a_{t+1}^2 = gamma A_{t+1}:
+        # delta / (2 L_eff) ("ADEF's constants").
+        return delta / (2.0 * L_eff), L_eff
     if algo == "ef21":
         if delta >= 1.0:
             return 1.0 / L_f, L_eff
@@ -414,10 +418,13 @@ class Reference:
             raise Mismatch("alpha: %.17g, the engine uses %s" % (self.alpha, prm["alpha"]))
         self.stochastic = self.algo in ("eclk", "lkatyusha", "ec-sgd", "ec-lsvrg",
                                         "ec-lsvrg-qian", "ec-sgd-diana", "ec-lsvrg-diana",
-                                        "sgd", "econtrol") and self.batch < self.m
+                                        "sgd", "econtrol", "adef") and self.batch < self.m
         # EControl's eta: half the compressor's delta (docs/algorithms.md,
         # "EControl").
         self.eta_ec = 0.5 * self.delta
+        # ADEF: A_t and the server's control variate g~_t (in u); the
+        # workers' g~_t^i are in h, their memories e_t^i in e.
+        self.A = 0.0
         z = np.zeros(d)
         self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
         self.e = [z.copy() for _ in range(self.n)]
@@ -443,7 +450,7 @@ class Reference:
         return g - pb.grad_shard(tau, ref) if ref is not None else g
 
     def compress(self, rec, tau, t, which="q", kind_of=None):
-        kind, k, s = self.comp if (kind_of or which) == "q" else self.shift
+        kind, k, s = self.shift if (kind_of or which) == "shift" else self.comp
         choice = rec[which].get(tau)
         if kind != "none" and choice is None:
             raise Mismatch("round %d: worker %d's %s has no record" % (rec["round"], tau, which))
@@ -476,6 +483,8 @@ class Reference:
             return self.adiana(rec)
         if a == "econtrol":
             return self.econtrol(rec)
+        if a == "adef":
+            return self.adef(rec)
         n, pb, gamma = self.n, self.pb, self.gamma
         qs = []
         shifts = []
@@ -586,6 +595,39 @@ class Reference:
         self.u = self.u + self.alpha * (sum(ws) / n)
         self.x = theta1 * self.zv + theta2 * self.w + (1.0 - theta1 - theta2) * self.y
 
+    def adef(self, rec):
+        """ADEF (Gao, Rodomanov, Rack, Stich, arXiv 2503.08427), round t in
+        the paper's notation: theta = x, nu = zv, A = A_t; the weight
+        a_{t+1} solves a_{t+1}^2 = gamma A_{t+1}, A_{t+1} = A_t + a_{t+1};
+        y_t = (A_t theta_t + a_{t+1} nu_t) / A_{t+1};  g_t^i at y_t;
+        worker: dt = g - gt^i, Dt = C(dt), gt^i += Dt;
+                d = g - gt^i - e^i / a_{t+1}, D = C(d), e^i = a_{t+1} (D - d);
+        server: gt += mean Dt; g_hat = gt + mean D;
+                nu_{t+1} = prox_{a psi}(nu_t - a_{t+1} g_hat);
+                theta_{t+1} = (A_t theta_t + a_{t+1} nu_{t+1}) / A_{t+1}."""
+        n, pb, gamma = self.n, self.pb, self.gamma
+        A = self.A
+        a = (gamma + math.sqrt(gamma * gamma + 4.0 * gamma * A)) / 2.0
+        if not close(a * a, gamma * (A + a), 1e-12):
+            raise Mismatch("round %d: a_{t+1} does not solve a^2 = gamma A_{t+1}" % rec["round"])
+        A1 = A + a
+        y = (A / A1) * self.x + (a / A1) * self.zv
+        dts, Ds = [], []
+        for tau in range(n):
+            g = self.local_grad(rec, tau, y)
+            dt = self.compress(rec, tau, g - self.h[tau], "diff")
+            self.h[tau] = self.h[tau] + dt
+            delta = g - self.h[tau] - self.e[tau] / a
+            D = self.compress(rec, tau, delta)
+            self.e[tau] = a * (D - delta)
+            dts.append(dt)
+            Ds.append(D)
+        self.u = self.u + sum(dts) / n
+        g_hat = self.u + sum(Ds) / n
+        self.zv = pb.prox(self.zv - a * g_hat, a * pb.lam1)
+        self.x = (A / A1) * self.x + (a / A1) * self.zv
+        self.A = A1
+
     def katyusha(self, rec):
         n, pb = self.n, self.pb
         if rec["restarts"]:
@@ -649,6 +691,12 @@ class Reference:
             s = {"x": self.x, "w": self.w, "u": self.u}
         elif self.algo == "adiana":
             s = {"x": self.x, "y": self.y, "z": self.zv, "w": self.w, "u": self.u}
+        elif self.algo == "adef":
+            # y is the next round's point: the engine writes y_{t+1}.
+            A1 = self.A + (self.gamma + math.sqrt(self.gamma ** 2 + 4.0 * self.gamma * self.A)) / 2.0
+            y = (self.A / A1) * self.x + ((A1 - self.A) / A1) * self.zv
+            s = {"x": self.x, "z": self.zv, "y": y, "u": self.u,
+                 "A": np.array([self.A])}
         return s
 
 

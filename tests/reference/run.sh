@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 cases() {
     for comp in "compressor=topk k=5" "compressor=randk k=5" "compressor=dither s=2"; do
         for algo in eclk ec-sgd ec-gd ec-lsvrg ec-lsvrg-qian ec-sgd-diana ec-gd-diana \
-            ec-lsvrg-diana ef21 econtrol; do
+            ec-lsvrg-diana ef21 econtrol adef; do
             echo "$algo $comp"
         done
     done
@@ -64,7 +64,12 @@ cases() {
     echo "adiana compressor=randk k=5 lambda1=1e-3"
     echo "adiana compressor=dither s=2 loss=squared"
     echo "adiana compressor=randk k=5 workers=7"
-    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21 adiana econtrol; do
+    echo "adef compressor=none"
+    echo "adef compressor=topk k=5 batch=8"
+    echo "adef compressor=topk k=5 lambda1=1e-3"
+    echo "adef compressor=topk k=5 loss=squared"
+    echo "adef compressor=randk k=5 workers=7"
+    for algo in eclk ec-gd ec-sgd-diana ec-gd-diana ef21 adiana econtrol adef; do
         echo "$algo compressor=natural"
         echo "$algo compressor=natural-dither s=3"
     done

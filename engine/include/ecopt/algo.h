@@ -129,7 +129,8 @@ int ec_algo_samples_rows(const ec_params *p);
 
 /* The replicated state. x is the current iterate; the rest depends on
  * the algorithm (y, z, w, u for L-Katyusha; w, u for ec-lsvrg-qian; u = h
- * for DIANA, = g for EF21; y, z, w and u = h for ADIANA). */
+ * for DIANA, = g for EF21; y, z, w and u = h for ADIANA; y, z = nu,
+ * u = g~ for ADEF). */
 typedef struct ec_model {
     const ec_problem *pb;
     const ec_params *prm;
@@ -153,6 +154,10 @@ typedef struct ec_model {
     uint64_t restart_rounds[EC_ECLK_RESTART_ROUNDS_MAX];   /* the first ones */
     double best_gnorm;        /* smallest ||grad f(w)|| seen */
     double *w_best, *u_best;  /* that w and its gradient */
+    /* ADEF: A_t, the sum of the weights so far, and a_{t+1}, the weight of
+     * this round, from a_{t+1}^2 = gamma A_{t+1} (x = theta_t, z = nu_t,
+     * y = y_t, u = the server's control variate). */
+    double adef_A, adef_a;
 } ec_model;
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
@@ -225,7 +230,7 @@ typedef struct ec_worker {
     ec_compressor *comp, *shift_comp;
     double *e;                /* error memory */
     double *h;                /* DIANA's, ADIANA's and EControl's shift
-                                 h_tau; EF21 g_tau */
+                                 h_tau; EF21 g_tau; ADEF g~_tau */
     double *w_local, *mu_local;   /* ec-lsvrg, ec-lsvrg-diana: w_tau,
                                      grad f_tau(w_tau) */
     double *buf, *buf2;       /* scratch within one step */

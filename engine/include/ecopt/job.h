@@ -23,7 +23,8 @@ typedef enum ec_algo_family {
     EC_FAMILY_DIANA,          /* compressed differences to learned shifts */
     EC_FAMILY_EF21,           /* compressed differences to the last gradient */
     EC_FAMILY_ADIANA,         /* accelerated DIANA: x, y, z, w, shifts, a coin */
-    EC_FAMILY_ECONTROL        /* EControl: error memory and compressed shifts */
+    EC_FAMILY_ECONTROL,       /* EControl: error memory and compressed shifts */
+    EC_FAMILY_ADEF            /* Nesterov's estimate sequences, two messages */
 } ec_algo_family;
 
 /* The constants of the problem an algorithm's step is computed from. */
@@ -89,7 +90,10 @@ enum {
       "ADIANA: accelerated DIANA, unbiased compressed gradient differences")\
     X(EC_ALGO_ECONTROL, "econtrol", ECONTROL, 1, 1, 1,                        \
       EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1,                                     \
-      "EControl: error feedback controlled by eta, compressed shifts")
+      "EControl: error feedback controlled by eta, compressed shifts")        \
+    X(EC_ALGO_ADEF, "adef", ADEF, 1, 1, 0, EC_NEEDS_L_F | EC_NEEDS_L, 4, 2, 1,\
+      "ADEF: Nesterov acceleration, error feedback and compressed gradient "  \
+      "differences")
 
 typedef enum ec_algo_id {
 #define EC_ALGO_ENUM(id, ...) id,
