@@ -227,7 +227,11 @@ static void print_setup(FILE *o, const struct coord_job *j)
         fprintf(o, " k = %u", c->k);
     if (ec_comp_info_of(c->type)->param == EC_COMP_PARAM_S)
         fprintf(o, " s = %u", c->s);
-    fprintf(o, " (delta = %.4g), batch %u\n", prm->delta, prm->batch);
+    fprintf(o, " (delta = %.4g), batch %u", prm->delta, prm->batch);
+    if (prm->participants < prm->n)
+        fprintf(o, ", participation %g (%u of %u workers a round)",
+                prm->participation, prm->participants, prm->n);
+    fputc('\n', o);
     print_params(o, prm);
     if (j->procs)
         snprintf(procs_text, sizeof procs_text, " (%u workers on %u process%s)",

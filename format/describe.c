@@ -161,6 +161,9 @@ json_t *describe_params(const ec_params *prm)
         return NULL;
     json_object_set_new(o, "smoothness_multiplier",
                         describe_real(prm->smoothness_multiplier));
+    /* The fraction asked and the workers it makes a round (all n at 1). */
+    json_object_set_new(o, "participation", describe_real(prm->participation));
+    json_object_set_new(o, "participants", json_integer((json_int_t)prm->participants));
     if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA)) {
         json_object_set_new(o, "theta1", describe_real(prm->theta1));
         json_object_set_new(o, "theta2", describe_real(prm->theta2));
@@ -233,11 +236,12 @@ json_t *describe_algorithms(void)
             if (ai->needs & needs[i].bit)
                 json_array_append_new(constants, json_string(needs[i].name));
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s, s:b, s:b, s:b, s:o*, s:s}", "name", ai->name,
-                                "family", ec_algo_family_name(ai->family), "compresses",
-                                ai->compresses, "stochastic", ai->stochastic,
-                                "init_exchange", ai->has_init, "constants", constants,
-                                "summary", ai->summary)) < 0) {
+                list, json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:o*, s:s}", "name",
+                                ai->name, "family", ec_algo_family_name(ai->family),
+                                "compresses", ai->compresses, "stochastic", ai->stochastic,
+                                "init_exchange", ai->has_init, "partial_participation",
+                                ai->partial, "constants", constants, "summary",
+                                ai->summary)) < 0) {
             json_decref(list);
             return NULL;
         }

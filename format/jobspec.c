@@ -21,7 +21,8 @@
 /* The top-level keys, in the order the canonical form writes them. */
 static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
-    "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
+    "algorithm", "compressor", "batch", "participation", "p", "step_size",
+    "step_multiplier",
     "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
     "econtrol_eta", "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
     "max_seconds",
@@ -719,6 +720,10 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
         job->batch = (uint32_t)x;
     read_number(c, "p", member(doc, "p"), (struct range){0, 1, 1, 0},
                 &job->p);
+    /* A fraction of the workers each round; which methods admit it is the
+     * engine's (ec_algo_participation_check, asked at submit). */
+    read_number(c, "participation", member(doc, "participation"),
+                (struct range){0, 1, 1, 0}, &job->participation);
 
     has_step = read_number(c, "step_size", member(doc, "step_size"),
                            ABOVE(0), &job->step_size) != 0;

@@ -62,6 +62,7 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "batch", job->batch == EC_JOB_BATCH_FULL ? json_string("full")
                                                       : json_integer(job->batch),
         &ok);
+    put(doc, "participation", real_or_null(job->participation), &ok);
     put(doc, "p", real_or_null(job->p), &ok);
     put(doc, "step_size", real_or_null(job->step_size), &ok);
     /* The multiplier only applies to the theory step, and giving both is

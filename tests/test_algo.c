@@ -246,6 +246,46 @@ START_TEST(test_adef_mushrooms_topk5)
 }
 END_TEST
 
+/*
+ * Partial participation: gd with 5 of 20 workers a round counts the bits
+ * of those 5 alone (64 d each, averaged over the 20); EF21-PP with 4 of 20
+ * still reaches 1e-6 on mushrooms top-5 (3600 rounds for seed 1, against
+ * 2900 with every worker) on fewer bits up per worker.
+ */
+START_TEST(test_partial_participation)
+{
+    static struct fixture f, g;
+    ec_job job = job_for("gd", EC_COMP_NONE, 0);
+
+    load(&mushrooms, "mushrooms");      /* d = 112 */
+    job.participation = 0.25;
+    job.max_rounds = 40;
+    job.eval_every = 40;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_uint_eq(f.prm.participants, 5);
+    ck_assert_uint_eq(f.sum.rounds, 40);
+    ck_assert_double_eq(f.sum.last.bits_up, 40.0 * 5 * 64 * 112 / 20);
+    /* Only the sampled workers take gradients: their shards' rows. */
+    ck_assert_double_lt(f.sum.last.grad_evals, 40.0 * mushrooms.n_rows / 20);
+
+    job = job_for("ef21", EC_COMP_TOPK, 5);
+    job.max_rounds = 8000;
+    job.target = 1e-6;
+    job.eval_every = 100;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    job.participation = 0.2;
+    run_job(&g, &mushrooms, &job);
+    ck_assert_int_eq(g.sum.stop, EC_STOP_TARGET);
+    ck_assert_uint_eq(g.prm.participants, 4);
+    ck_assert_double_lt(g.sum.last.bits_up, f.sum.last.bits_up);
+    fprintf(stderr, "ef21 mushrooms topk5: %llu rounds, %.4g bits up/worker; "
+                    "4 of 20 a round: %llu rounds, %.4g bits\n",
+            (unsigned long long)f.sum.rounds, f.sum.last.bits_up,
+            (unsigned long long)g.sum.rounds, g.sum.last.bits_up);
+}
+END_TEST
+
 /* EC-GD on the same heterogeneous split stalls: its error memory does not
  * vanish because local gradients do not, so the gap levels off. */
 START_TEST(test_ec_gd_stalls)
@@ -444,6 +484,21 @@ START_TEST(test_param_errors)
         {"adiana", EC_COMP_RANDK, 5, 1, 0.0, "p must be in (0, 1] (got 0)"},
         {"eclk", EC_COMP_TOPK, 5, 1, 1.5, "p must be in (0, 1] (got 1.5)"},
     };
+    /* Partial participation: refused for the methods whose row does not
+     * admit it, naming the method and those that do; out of range. */
+    static const struct {
+        const char *algo;
+        ec_comp_type comp;
+        double participation;
+        const char *want;
+    } part_cases[] = {
+        {"eclk", EC_COMP_TOPK, 0.5, "participation: eclk needs every worker in every round"},
+        {"ec-sgd-diana", EC_COMP_TOPK, 0.9, "the methods that admit it: ef21, gd, sgd"},
+        {"gd", EC_COMP_NONE, 0.0, "participation must be in (0, 1] (got 0)"},
+        {"sgd", EC_COMP_NONE, 1.5, "participation must be in (0, 1] (got 1.5)"},
+        {"ef21", EC_COMP_TOPK, NAN, NULL},
+        {"ef21", EC_COMP_TOPK, 1e-9, NULL},       /* one worker a round */
+    };
     ec_problem pb;
     ec_params prm;
     ec_err e = {0};
@@ -475,6 +530,24 @@ START_TEST(test_param_errors)
         job.econtrol_eta = 0.5;
         ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), EC_EINVAL);
         ck_assert_msg(strstr(e.msg, "econtrol_eta applies to econtrol only"), "%s", e.msg);
+        ec_problem_clear(&pb);
+    }
+    for (size_t i = 0; i < sizeof part_cases / sizeof part_cases[0]; i++) {
+        ec_job job = job_for(part_cases[i].algo, part_cases[i].comp,
+                             part_cases[i].comp == EC_COMP_NONE ? 0 : 5);
+        int rc;
+
+        job.participation = part_cases[i].participation;
+        ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+        rc = ec_params_resolve(&job, &pb, &prm, &e);
+        if (part_cases[i].want) {
+            ck_assert_int_eq(rc, EC_EINVAL);
+            ck_assert_msg(strstr(e.msg, part_cases[i].want), "case %zu: '%s'", i, e.msg);
+        } else {
+            ck_assert_msg(rc == 0, "case %zu: %s", i, e.msg);
+            ck_assert_uint_eq(prm.participants,
+                              isnan(part_cases[i].participation) ? 20 : 1);
+        }
         ec_problem_clear(&pb);
     }
 }
@@ -523,6 +596,7 @@ int main(void)
     tcase_add_test(tc, test_ec_lsvrg_diana_exact);
     tcase_add_test(tc, test_econtrol_eta0_is_ef21);
     tcase_add_test(tc, test_adef_mushrooms_topk5);
+    tcase_add_test(tc, test_partial_participation);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);

@@ -419,6 +419,15 @@ START_TEST(test_problem_types)
     ck_assert_msg(strstr(r.body, "compressor.type: topk is contractive only: adiana"), "%s",
                   r.body);
     free(r.body);
+    /* Partial participation for a method whose theory needs every worker:
+     * refused, naming the method and the field. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"eclk\", \"participation\": 0.5,"
+            " \"compressor\": {\"type\": \"topk\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "participation: eclk needs every worker in every round"),
+                  "%s", r.body);
+    free(r.body);
     r = req(&s, "GET", "/problems/invalid-job", NULL, NULL, NULL);
     ck_assert_int_eq(r.status, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "errors"));

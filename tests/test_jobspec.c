@@ -174,6 +174,7 @@ static void expect_defaults(const struct jobspec *spec)
     ck_assert(isnan(j->k_frac));
     ck_assert_uint_eq(j->batch, 1);
     ck_assert(isnan(j->p));
+    ck_assert(isnan(j->participation));
     ck_assert(isnan(j->step_size));
     ck_assert(j->step_multiplier == 1.0);
     ck_assert_uint_eq(j->max_rounds, 10000);
@@ -204,7 +205,7 @@ START_TEST(test_null_means_default)
     parse_sq_ok("{'dataset':'a9a','loss':null,'lambda1':null,"
                 "'lambda2':null,'lambda2_rel':null,'workers':null,"
                 "'algorithm':null,'compressor':null,'batch':null,'p':null,"
-                "'step_size':null,'step_multiplier':null,'max_rounds':null,"
+                "'participation':null,'step_size':null,'step_multiplier':null,'max_rounds':null,"
                 "'target':null,'eval_every':null,'seed':null,"
                 "'shuffle':null,'split':null,'split_alpha':null,"
                 "'max_seconds':null,'name':null,"
@@ -221,7 +222,7 @@ START_TEST(test_full_spec)
     parse_sq_ok("{'dataset':'mushrooms','loss':'squared','lambda1':0.001,"
                 "'lambda2':0.5,'workers':4096,'algorithm':'ec-sgd-diana',"
                 "'compressor':{'type':'randk-unbiased','k':7},'batch':8,"
-                "'p':1,'step_size':0.25,'max_rounds':100000000,'target':0,"
+                "'p':1,'participation':0.25,'step_size':0.25,'max_rounds':100000000,'target':0,"
                 "'eval_every':3,'seed':9007199254740992,'shuffle':true,"
                 "'max_seconds':2592000,'name':'run 1',"
                 "'labels':{'team':'opt','a.b-c_d':''},'backend':'mpi'}",
@@ -238,6 +239,7 @@ START_TEST(test_full_spec)
     ck_assert(isnan(spec.job.k_frac));
     ck_assert_uint_eq(spec.job.batch, 8);
     ck_assert(spec.job.p == 1.0);               /* integer for a number */
+    ck_assert(spec.job.participation == 0.25);
     ck_assert(spec.job.step_size == 0.25);
     ck_assert_uint_eq(spec.job.max_rounds, 100000000);
     ck_assert(spec.job.target == 0.0);
@@ -472,6 +474,10 @@ static const struct bad_case bad_cases[] = {
     {WITH("'p':0"), "p", "must be a number in (0, 1] (got 0)"},
     {WITH("'p':1.5"), "p", "(got 1.5)"},
     {WITH("'p':'auto'"), "p", "(got \"auto\")"},
+    {WITH("'participation':0"), "participation", "must be a number in (0, 1] (got 0)"},
+    {WITH("'participation':1.01"), "participation", "(got 1.01)"},
+    {WITH("'participation':-0.5"), "participation", "(got -0.5)"},
+    {WITH("'participation':'half'"), "participation", "(got \"half\")"},
     {WITH("'step_size':0"), "step_size", "must be a number > 0 (got 0)"},
     {WITH("'step_size':-1e-3"), "step_size", "(got -0.001)"},
     {WITH("'step_multiplier':0"), "step_multiplier",
@@ -567,10 +573,11 @@ static const struct bad_case bad_cases[] = {
     {WITH("'backend':1"), "backend", "(got 1)"},
     {WITH("'workerz':20"), "workerz",
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
-     "lambda2_rel, workers, algorithm, compressor, batch, p, step_size, "
-     "step_multiplier, smoothness_multiplier, eclk_rule, eclk_guard, "
-     "eclk_guard_threshold, econtrol_eta, max_rounds, target, eval_every, seed, split, "
-     "split_alpha, shuffle, max_seconds, name, labels, backend"},
+     "lambda2_rel, workers, algorithm, compressor, batch, participation, p, "
+     "step_size, step_multiplier, smoothness_multiplier, eclk_rule, "
+     "eclk_guard, eclk_guard_threshold, econtrol_eta, max_rounds, target, "
+     "eval_every, seed, split, split_alpha, shuffle, max_seconds, name, "
+     "labels, backend, procs"},
     {WITH("'Dataset':'x'"), "Dataset", "unknown key"},
     {WITH("'w\\u00f6rkers':1"), "w\u00f6rkers", "unknown key"},
     {WITH("'x\\n\\u001b[31m':1"), "x\\u000a\\u001b[31m", "unknown key"},

@@ -272,6 +272,44 @@ static int econtrol_resolve(const ec_job *job, ec_params *p, ec_err *e)
     return 0;
 }
 
+const char *ec_algo_partial_names(char *buf, size_t len)
+{
+    size_t used = 0;
+
+    if (len)
+        buf[0] = '\0';
+    for (int a = 0; a < EC_ALGO_COUNT; a++) {
+        const ec_algo_info *ai = ec_algo_info_of((ec_algo_id)a);
+        int w;
+
+        if (!ai->partial)
+            continue;
+        w = snprintf(buf + used, len > used ? len - used : 0, "%s%s",
+                     used ? ", " : "", ai->name);
+        if (w > 0)
+            used += (size_t)w;
+    }
+    return buf;
+}
+
+const char *ec_algo_participation_check(ec_algo_id a, double participation,
+                                        char *buf, unsigned buflen)
+{
+    const ec_algo_info *ai = ec_algo_info_of(a);
+    char names[128];
+
+    if (!ai || isnan(participation) || participation >= 1.0 ||
+        ai->partial)
+        return NULL;
+    snprintf(buf, buflen, "%s needs every worker in every round (its "
+                          "theory does not admit partial participation), so "
+                          "participation must be 1 (got %g); the methods "
+                          "that admit it: %s",
+             ai->name, participation,
+             ec_algo_partial_names(names, sizeof names));
+    return "participation";
+}
+
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e)
 {
@@ -349,6 +387,20 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                           ec_algo_name(p->algo));
     if (econtrol_resolve(job, p, e) < 0)
         return e ? e->code : EC_EINVAL;
+    p->participation = isnan(job->participation) ? 1.0 : job->participation;
+    if (!(p->participation > 0.0 && p->participation <= 1.0))
+        return ec_err_set(e, EC_EINVAL, "participation must be in (0, 1] "
+                                        "(got %g)", p->participation);
+    if ((field = ec_algo_participation_check(p->algo, p->participation, buf,
+                                             sizeof buf)))
+        return ec_err_set(e, EC_EINVAL, "%s: %s", field, buf);
+    /* The sample's size; the 1e-9 keeps 0.3 of 10 workers at 3 where the
+     * product rounds to 3.0000000000000004. */
+    p->participants = (uint32_t)ceil(p->participation * pb->n - 1e-9);
+    if (p->participants < 1)
+        p->participants = 1;
+    if (p->participants > pb->n)
+        p->participants = pb->n;
     p->step_factor = 1.0;
     p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
@@ -499,6 +551,35 @@ static void model_constants(ec_model *m, double delta_eff, double guard)
 }
 
 /*
+ * The workers of the next round: participants of the n, uniformly without
+ * replacement (a partial Fisher-Yates shuffle of 0..n-1 on the model's own
+ * generator), so every replica draws the same sample. The init exchange
+ * takes every worker; its sample is drawn anyway, for the first round.
+ */
+static void draw_participants(ec_model *m)
+{
+    uint32_t n = m->pb->n, r = m->prm->participants;
+
+    for (uint32_t t = 0; t < n; t++)
+        m->perm[t] = t;
+    for (uint32_t i = 0; i < r; i++) {
+        uint32_t j = i + (uint32_t)ec_rng_below(&m->part_rng, n - i);
+        uint32_t t = m->perm[i];
+
+        m->perm[i] = m->perm[j];
+        m->perm[j] = t;
+    }
+    memset(m->part, 0, n * sizeof *m->part);
+    for (uint32_t i = 0; i < r; i++)
+        m->part[m->perm[i]] = 1;
+}
+
+int ec_model_participates(const ec_model *m, uint32_t tau)
+{
+    return !m->part || !m->initialised || m->part[tau];
+}
+
+/*
  * d zeros, written. calloc's pages of a large vector are the kernel's
  * shared zero page until written, and on the 2-core VM this project is
  * measured on, sparse reads of such pages (a row's columns of a reference
@@ -544,6 +625,15 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w_best = zeros(d);
         m->u_best = zeros(d);
     }
+    if (prm->participants && prm->participants < pb->n) {
+        m->part = malloc(pb->n * sizeof *m->part);
+        m->perm = malloc(pb->n * sizeof *m->perm);
+        if (!m->part || !m->perm) {
+            ec_model_clear(m);
+            return ec_err_set(e, EC_ENOMEM, "out of memory for the sample "
+                                            "of %u workers", pb->n);
+        }
+    }
     if (!m->x || !m->u ||
         ((is_katyusha(prm->algo) || is_adiana(prm->algo)) &&
          (!m->y || !m->z || !m->w || !m->tmp)) ||
@@ -570,6 +660,10 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     /* ADEF starts at A_0 = 0, so a_1 = gamma and y_0 = nu_0 = theta_0 = x0. */
     m->adef_A = 0.0;
     m->adef_a = prm->gamma;
+    if (m->part) {
+        ec_rng_seed(&m->part_rng, prm->seed, 0x5a3b1e);
+        draw_participants(m);
+    }
     return 0;
 }
 
@@ -585,6 +679,8 @@ void ec_model_clear(ec_model *m)
     free(m->tmp);
     free(m->w_best);
     free(m->u_best);
+    free(m->part);
+    free(m->perm);
     memset(m, 0, sizeof *m);
 }
 
@@ -713,8 +809,16 @@ static void adef_apply(ec_model *m, const ec_down *down)
         m->y[j] = (A * m->x[j] + a * m->z[j]) / A1;
     m->round++;
 }
+static void model_apply(ec_model *m, const ec_down *down);
 
 void ec_model_apply(ec_model *m, const ec_down *down)
+{
+    model_apply(m, down);
+    if (m->part)
+        draw_participants(m);
+}
+
+static void model_apply(ec_model *m, const ec_down *down)
 {
     const ec_params *p = m->prm;
     const ec_problem *pb = m->pb;
@@ -1339,6 +1443,8 @@ uint64_t ec_round_grads(const ec_model *m)
             total += ai->has_init ? mt : 0;       /* the gradient at x0 */
             continue;
         }
+        if (!ec_model_participates(m, t))
+            continue;
         switch (ai->family) {
         case EC_FAMILY_KATYUSHA:      /* at x and at w; the coin's at y */
             total += 2 * one + (m->coin ? mt : 0);
@@ -1386,10 +1492,18 @@ void ec_server_reduce_begin(const ec_model *m, ec_down *down)
     down->pb = m->pb;
     down->refresh_rows = 0;
     down->next_tau = 0;
+    down->part = m->initialised ? m->part : NULL;
+    down->participants = down->part ? m->prm->participants : m->pb->n;
+    down->mean_over_participants =
+        down->part != NULL && ec_algo_is(m->prm->algo, EC_FAMILY_SGD);
 }
 
 void ec_server_reduce_add(ec_down *down, const ec_up *up)
 {
+    /* The uplinks come from the participants alone, in worker order. */
+    while (down->part && down->next_tau < down->pb->n &&
+           !down->part[down->next_tau])
+        down->next_tau++;
     if (up->refreshed && down->next_tau < down->pb->n)
         down->refresh_rows += shard_rows(down->pb, down->next_tau);
     down->next_tau++;
@@ -1408,7 +1522,7 @@ void ec_server_reduce_add(ec_down *down, const ec_up *up)
 void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
 {
     uint32_t d = m->d;
-    double inv = 1.0 / n;
+    double inv = 1.0 / (down->mean_over_participants ? down->participants : n);
 
     for (uint32_t j = 0; j < d; j++) {
         down->v[j] *= inv;
@@ -1429,6 +1543,7 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
 {
     ec_server_reduce_begin(m, down);
     for (uint32_t t = 0; t < n; t++)
-        ec_server_reduce_add(down, &ups[t]);
+        if (ec_model_participates(m, t))
+            ec_server_reduce_add(down, &ups[t]);
     ec_server_reduce_end(m, n, down);
 }

@@ -6,9 +6,11 @@
 
 static const ec_algo_info algo_rows[EC_ALGO_COUNT] = {
 #define EC_ALGO_ROW(id, name, family, compresses, stochastic, has_init, needs, \
-                    model_vectors, worker_vectors, gradients, summary)        \
+                    model_vectors, worker_vectors, gradients, partial,        \
+                    summary)                                                  \
     [id] = {name, EC_FAMILY_##family, compresses, stochastic, has_init,       \
-            needs, model_vectors, worker_vectors, gradients, summary},
+            needs, model_vectors, worker_vectors, gradients, partial,         \
+            summary},
     EC_ALGORITHMS(EC_ALGO_ROW)
 #undef EC_ALGO_ROW
 };
@@ -154,6 +156,7 @@ void ec_job_defaults(ec_job *job)
     job->compressor.type = EC_COMP_NONE;
     job->k_frac = NAN;
     job->batch = 1;
+    job->participation = NAN;
     job->p = NAN;
     job->step_size = NAN;
     job->step_multiplier = 1.0;

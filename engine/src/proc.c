@@ -308,15 +308,21 @@ int ec_ups_reduce(const ec_model *m, uint32_t p, uint32_t first,
     ec_wire_ups_rd it;
     ec_err e = {0};
     char name[64];
-    uint32_t i = 0, worker;
+    uint32_t i = 0, worker, want = 0, got = 0;
     const uint8_t *one;
     size_t onelen;
     int r;
 
     ec_procs_name(first, count, p, name, sizeof name);
+    /* The uplinks expected: those of the process's workers that take part
+     * in this exchange (all of them without partial participation). */
+    for (uint32_t t = 0; t < count; t++)
+        want += ec_model_participates(m, first + t) != 0;
     if (ec_wire_ups_open(&it, payload, len, &e) < 0)
         goto bad;
     while ((r = ec_wire_ups_next(&it, &worker, &one, &onelen, &e)) == 1) {
+        while (i < count && !ec_model_participates(m, first + i))
+            i++;
         if (i >= count || worker != first + i) {
             snprintf(why, whylen, "%s sent the uplink of worker %u where "
                      "%s was expected", name, worker,
@@ -332,11 +338,12 @@ int ec_ups_reduce(const ec_model *m, uint32_t p, uint32_t first,
         acc->paper_up += ec_up_paper_bits(scratch);
         ec_server_reduce_add(down, scratch);
         i++;
+        got++;
     }
     if (r < 0)
         goto bad;
-    if (i != count) {
-        snprintf(why, whylen, "%s sent %u uplinks, not %u", name, i, count);
+    if (got != want) {
+        snprintf(why, whylen, "%s sent %u uplinks, not %u", name, got, want);
         return -1;
     }
     return 0;
@@ -421,6 +428,8 @@ int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
             ec_model_apply(&model, &down);
         len = ec_wire_ups_begin(out.p, out.cap, h.round);
         for (uint32_t i = 0; i < count && len > 0; i++) {
+            if (!ec_model_participates(&model, first + i))
+                continue;       /* not sampled this round: sends nothing */
             ec_worker_step(&workers[i], &model, &up);
             if (ec_buf_reserve(&out, (size_t)len + 8 + ec_wire_up_payload(&up)) < 0) {
                 code = worker_fail(ch, small, sizeof small, h.round,

@@ -119,6 +119,8 @@ static int inproc_exchange(void *vctx, const ec_model *model, ec_down *down,
     (void)sum;
     ec_server_reduce_begin(model, down);
     for (uint32_t t = 0; t < ip->n; t++) {
+        if (!ec_model_participates(model, t))
+            continue;           /* not sampled: no step, no message */
         ec_worker_step(&ip->workers[t], model, &ip->up);
         acc->bits_up += ec_up_bits(&ip->up);
         acc->paper_up += ec_up_paper_bits(&ip->up);

@@ -32,10 +32,12 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
             pb->lambda1, pb->lambda2, pb->L_f, pb->L, pb->L_tilde, pb->mu);
     fprintf(f, "params gamma %.17g p %.17g alpha %.17g delta %.17g "
                "omega %.17g step_multiplier %.17g step_given %d "
-               "theta2 %.17g eclk_rule %s\n",
+               "theta2 %.17g eclk_rule %s participation %.17g "
+               "participants %u\n",
             prm->gamma, prm->p, prm->alpha, prm->delta, prm->omega,
             prm->step_multiplier, prm->step_given, prm->theta2,
-            ec_eclk_rule_name(prm->eclk_rule));
+            ec_eclk_rule_name(prm->eclk_rule), prm->participation,
+            prm->participants);
     for (uint32_t t = 0; t < pb->n; t++)
         fprintf(f, "shard %u %u %u\n", t, pb->shards[t].begin, pb->shards[t].end);
     return ferror(f) ? -1 : 0;
@@ -96,8 +98,18 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
         fprintf(f, "coin %d constants %.17g %.17g %.17g %.17g delta_eff "
                    "%.17g inflation 1 restarts 0\n",
                 m->coin, p->eta, p->theta1, p->gamma_z, p->beta, p->delta);
+    if (m->part) {
+        fputs("part", f);
+        for (uint32_t t = 0; t < n; t++)
+            if (m->part[t])
+                fprintf(f, " %u", t);
+        fputc('\n', f);
+    }
     for (uint32_t t = 0; t < n; t++) {
         const ec_worker *w = &ws[t];
+
+        if (!ec_model_participates(m, t))
+            continue;
 
         if (ec_algo_samples_rows(p)) {
             fprintf(f, "rows %u", t);

@@ -23,9 +23,9 @@ static const char *const experiment_keys[] = {
 
 /* Keys a variant may set: how it runs, never what it solves. */
 static const char *const variant_keys[] = {
-    "algorithm", "compressor", "batch", "p", "step_size", "step_multiplier",
-    "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
-    "name", "labels", "backend", NULL,
+    "algorithm", "compressor", "batch", "participation", "p", "step_size",
+    "step_multiplier", "smoothness_multiplier", "eclk_rule", "eclk_guard",
+    "eclk_guard_threshold", "name", "labels", "backend", NULL,
 };
 
 /* The job fields a tune grid may set: the first is the default axis
@@ -539,7 +539,7 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
             if (!variant_key_ok(key)) {
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
                 note(errors, sp, field, "a variant sets only how it runs: algorithm, "
-                     "compressor, batch, p, step_size, step_multiplier, "
+                     "compressor, batch, participation, p, step_size, step_multiplier, "
                      "smoothness_multiplier, eclk_rule, eclk_guard, eclk_guard_threshold, "
                      "name, labels, backend; the problem comes from base");
             }

@@ -71,6 +71,8 @@ def read_trace(path):
             rec["rows"][int(tok[1])] = np.array([int(v) for v in tok[2:]])
         elif tag == "refresh":
             rec["refresh"][int(tok[1])] = int(tok[2])
+        elif tag == "part":
+            rec["part"] = [int(v) for v in tok[1:]]
         elif tag in ("q", "shift", "diff"):
             nnz = int(tok[2])
             idx = np.array([int(v) for v in tok[3:3 + nnz]], dtype=np.int64)
@@ -377,6 +379,17 @@ class Reference:
         omega = comp_omega(skind, sk, ss, d)
         self.alpha = 1.0 / (1.0 + omega)
         prm = head["params"]
+        # Partial participation (docs/algorithms.md, "Partial
+        # participation"): ceil(participation n) workers a round, gd, sgd
+        # and ef21 only.
+        self.participation = float(prm.get("participation", 1.0))
+        self.r = min(max(math.ceil(self.participation * self.n - 1e-9), 1), self.n)
+        if self.r != int(prm.get("participants", self.n)):
+            raise Mismatch("participants: %d by docs/algorithms.md, the engine uses %s"
+                           % (self.r, prm.get("participants")))
+        if self.r < self.n and self.algo not in ("gd", "sgd", "ef21"):
+            raise Mismatch("%s ran with partial participation, which its theory "
+                           "does not admit" % self.algo)
         self.gamma, self.L_eff = default_step(self.algo, head, pb, self.n, self.m,
                                               self.batch, self.delta)
         if self.gamma is not None:
@@ -471,6 +484,25 @@ class Reference:
             self.h = [pb.grad_shard(t, self.x) for t in range(n)]
             self.u = sum(self.h) / n
 
+    def sample(self, rec):
+        """The workers of this round: all of them, or the r the trace says
+        were drawn, distinct, and the only ones whose messages it has."""
+        if self.r == self.n:
+            if "part" in rec:
+                raise Mismatch("round %d: a sample without partial participation" % rec["round"])
+            return list(range(self.n))
+        part = rec.get("part")
+        if part is None or len(part) != self.r or len(set(part)) != self.r \
+                or min(part) < 0 or max(part) >= self.n:
+            raise Mismatch("round %d: the sample %s is not %d distinct workers of %d"
+                           % (rec["round"], part, self.r, self.n))
+        for tag in ("q", "rows"):
+            extra = set(rec[tag]) - set(part)
+            if extra:
+                raise Mismatch("round %d: worker %d is not sampled but has %s"
+                               % (rec["round"], min(extra), tag))
+        return sorted(part)
+
     def round(self, rec):
         a = self.algo
         if a in ("eclk", "lkatyusha"):
@@ -488,6 +520,7 @@ class Reference:
         n, pb, gamma = self.n, self.pb, self.gamma
         qs = []
         shifts = []
+        sample = set(self.sample(rec))
         for tau in range(n):
             if a == "ec-lsvrg":
                 g = self.local_grad(rec, tau, self.x, self.w_loc[tau]) + self.mu_loc[tau]
@@ -512,8 +545,10 @@ class Reference:
                     self.w_loc[tau] = self.x.copy()
                     self.mu_loc[tau] = pb.grad_shard(tau, self.x)
             else:       # ec-sgd, ec-gd, gd, sgd
-                qs.append(self.ef(rec, tau, self.local_grad(rec, tau, self.x), gamma))
-        self.x = pb.prox(self.x - sum(qs) / n, gamma * pb.lam1)
+                if tau in sample:
+                    qs.append(self.ef(rec, tau, self.local_grad(rec, tau, self.x), gamma))
+        # gd, sgd: the mean over the sampled workers (all n but for them).
+        self.x = pb.prox(self.x - sum(qs) / len(qs), gamma * pb.lam1)
         if shifts:
             self.u = self.u + self.alpha * (sum(shifts) / n)
 
@@ -521,7 +556,9 @@ class Reference:
         n, pb, gamma = self.n, self.pb, self.gamma
         x_new = pb.prox(self.x - gamma * self.u, gamma * pb.lam1)
         cs = []
-        for tau in range(n):
+        # EF21-PP: only the sampled workers move their g_tau; g stays the
+        # mean of all n, so the sum of their changes is divided by n.
+        for tau in self.sample(rec):
             c = self.compress(rec, tau, pb.grad_shard(tau, x_new) - self.h[tau])
             self.h[tau] = self.h[tau] + c
             cs.append(c)

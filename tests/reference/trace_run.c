@@ -4,7 +4,8 @@
  * linked against the engine alone.
  *
  *   trace_run dataset=a1a algorithm=ec-sgd compressor=topk k=5 workers=4 \
- *             rounds=300 out=FILE [batch= lambda2_rel= lambda1= loss= s= seed=]
+ *             rounds=300 out=FILE [batch= lambda2_rel= lambda1= loss= s= seed=
+ *             participation=]
  *
  * Exits 0 when the trace is written, 2 on a bad argument (naming it), 1 on
  * any other failure.
@@ -100,6 +101,8 @@ static int parse_arg(struct args *a, const char *arg)
         rc = parse_double(arg, v, &a->job.lambda2_rel);
     } else if (KEY("lambda1")) {
         rc = parse_double(arg, v, &a->job.lambda1);
+    } else if (KEY("participation")) {
+        rc = parse_double(arg, v, &a->job.participation);
     } else if (KEY("loss")) {
         if (ec_loss_from_name(v, &a->job.loss) < 0)
             return bad(arg, "unknown loss");
@@ -108,7 +111,7 @@ static int parse_arg(struct args *a, const char *arg)
     } else {
         return bad(arg, "unknown key (dataset, algorithm, compressor, k, s, "
                         "workers, batch, seed, rounds, lambda2_rel, "
-                        "lambda1, loss, out)");
+                        "lambda1, participation, loss, out)");
     }
 #undef KEY
     return rc;
@@ -125,8 +128,9 @@ static void data_path(const char *name, char *buf, size_t len)
         snprintf(buf, len, "%s/%s", dir, name);
 }
 
-/* The rounds, exactly as a backend runs them: every worker steps, the
- * server reduces, the model applies; the trace between and after. */
+/* The rounds, exactly as a backend runs them: every worker that takes part
+ * steps, the server reduces, the model applies; the trace between and
+ * after. */
 static int run(FILE *f, const ec_problem *pb, const ec_params *prm,
                const ec_job *job, unsigned long long rounds, ec_err *e)
 {
@@ -156,7 +160,8 @@ static int run(FILE *f, const ec_problem *pb, const ec_params *prm,
         goto out;
     while (m.round < rounds) {
         for (uint32_t t = 0; t < n; t++)
-            ec_worker_step(&ws[t], &m, &ups[t]);
+            if (ec_model_participates(&m, t))
+                ec_worker_step(&ws[t], &m, &ups[t]);
         ec_server_reduce(&m, ups, n, &down);
         if (ec_trace_exchange(f, &m, ws, ups, n) < 0)
             goto out;

@@ -13,6 +13,7 @@
 #ifndef ECOPT_ALGO_H
 #define ECOPT_ALGO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ecopt/compress.h"
@@ -66,6 +67,11 @@ typedef struct ec_params {
     double smoothness_multiplier;  /* the constants see L / this (eclk,
                                       lkatyusha: L_eff; the others: their
                                       default step times this) */
+    /* The fraction of the workers sampled each round (1: all) and their
+     * number, participants = ceil(participation n), 1..n
+     * (docs/algorithms.md, "Partial participation"). */
+    double participation;
+    uint32_t participants;
     double step_divisor;      /* ec-lsvrg-qian: theory_step is
                                  1/(step_divisor L_eff), loopless SVRG's 6 */
     double gamma;             /* the step the run uses */
@@ -111,6 +117,14 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
  * at submit. */
 const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
                                unsigned buflen);
+/* "gd, sgd, ef21": the algorithms whose row admits partial
+ * participation, into buf. */
+const char *ec_algo_partial_names(char *buf, size_t len);
+/* Whether algorithm a may run with this participation (NaN: unset): NULL
+ * if so, else the field ("participation") with the sentence, naming the
+ * method, in buf. ec_params_resolve asks it, and the service at submit. */
+const char *ec_algo_participation_check(ec_algo_id a, double participation,
+                                        char *buf, unsigned buflen);
 /* Whether the algorithm compresses (gd, sgd and lkatyusha do not): 0 or
  * 1, whatever the compressor class its row names. */
 int ec_algo_compresses(ec_algo_id a);
@@ -158,6 +172,12 @@ typedef struct ec_model {
      * this round, from a_{t+1}^2 = gamma A_{t+1} (x = theta_t, z = nu_t,
      * y = y_t, u = the server's control variate). */
     double adef_A, adef_a;
+    /* Partial participation (prm->participants < n): the workers of the
+     * next round, one flag each, drawn from part_rng as the round before
+     * was applied; NULL when every worker takes part. */
+    uint8_t *part;
+    uint32_t *perm;           /* scratch of the draw */
+    ec_rng part_rng;
 } ec_model;
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
@@ -179,6 +199,11 @@ void ec_model_clear(ec_model *m);
 /* The point whose objective is reported: y for eclk/lkatyusha/adiana,
  * else x. */
 const double *ec_model_point(const ec_model *m);
+/* Whether worker tau takes part in the exchange the model is about to
+ * run: every worker in the init exchange and without partial
+ * participation; otherwise the round's sample. A worker that does not
+ * neither steps nor sends. */
+int ec_model_participates(const ec_model *m, uint32_t tau);
 
 /* One worker's uplink: its main message and, on some rounds, a second one
  * (a dense gradient for the shared coin and init; DIANA's shift). */
@@ -213,10 +238,14 @@ typedef struct ec_down {
     uint64_t bits;            /* as sent: sparse or dense, whichever smaller */
     uint64_t paper_bits;
     /* The coordinator's count, not broadcast: rows of the shards whose
-     * workers refreshed (ec_up.refreshed), and the next uplink's worker. */
+     * workers refreshed (ec_up.refreshed), and the next uplink's worker;
+     * the round's sample (ec_model.part, NULL: every worker). */
     const ec_problem *pb;
     uint64_t refresh_rows;
     uint32_t next_tau;
+    const uint8_t *part;
+    uint32_t participants;    /* the uplinks this exchange has */
+    int mean_over_participants;   /* gd, sgd: v is their mean, not the n's */
 } ec_down;
 
 int ec_down_init(ec_down *down, uint32_t d);
@@ -254,12 +283,16 @@ void ec_worker_clear(ec_worker *w);
 /* Fills up for this round (the init exchange while !m->initialised). */
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up);
 
-/* down = the aggregate of the n uplinks, summed in worker order. */
+/* down = the aggregate of the n uplinks, summed in worker order; under
+ * partial participation ups[tau] of the workers not sampled are not read. */
 void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
                       ec_down *down);
 /* The same one uplink at a time, for a coordinator that decodes each into
- * one buffer: begin, add for tau = 0..n-1 in order, end. Bit for bit the
- * result of ec_server_reduce. */
+ * one buffer: begin, add for each tau = 0..n-1 that participates, in
+ * order, end. Bit for bit the result of ec_server_reduce. The mean is over
+ * the participants for gd and sgd (an unbiased estimate of the full
+ * mean), over all n for ef21 (the server's g stays the mean of every
+ * worker's g_tau, the absent ones' unchanged). */
 void ec_server_reduce_begin(const ec_model *m, ec_down *down);
 void ec_server_reduce_add(ec_down *down, const ec_up *up);
 void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down);

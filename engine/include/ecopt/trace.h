@@ -1,7 +1,8 @@
 /*
  * A trace of a run for an independent reference implementation: per round
  * every random choice the engine made (the rows each worker sampled, the
- * shared coin, ec-lsvrg's refresh coins, the coordinates rand-k chose and
+ * shared coin, ec-lsvrg's refresh coins, the workers sampled under partial
+ * participation, the coordinates rand-k chose and
  * the levels dithering rounded to, top-k's choice for near ties) and the
  * replicated vectors after the round. A reference fed these choices must
  * reproduce the iterates; the format is in docs/testing.md, "The reference
@@ -27,8 +28,9 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
 /*
  * One exchange, written after the server reduce and before the model
  * applies it (the coin and the constants are those the round uses): the
- * round, then per worker its rows, its messages' random choices and its
- * refresh coin. ws and ups are the n workers and their uplinks.
+ * round, the workers sampled (partial participation), then per worker
+ * that took part its rows, its messages' random choices and its refresh
+ * coin. ws and ups are the n workers and their uplinks.
  */
 int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
                       const ec_up *ups, uint32_t n);
