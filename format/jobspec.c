@@ -685,11 +685,24 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
     /* Regularizers past 1e6 leave nothing of the data in the problem, and
      * near DBL_MAX they overflow the constants: refused, not run. */
     read_number(c, "lambda1", member(doc, "lambda1"), LAMBDA1_RANGE, &job->lambda1);
-    /* lambda2 is the strong convexity mu every method and the P* solver
-     * rely on (kappa = L_f / mu): 0 and what is near it are refused here,
-     * not in the job. */
-    has_lambda2 = read_number(c, "lambda2", member(doc, "lambda2"), LAMBDA2_RANGE,
-                              &job->lambda2) != 0;
+    /* lambda2 is the strong convexity mu (kappa = L_f / mu): what is near
+     * 0 is refused here, not in the job. Exactly 0, the general convex
+     * problem, is taken; the engine says for which problems and methods
+     * (docs/algorithms.md, "General convex problems: lambda2 = 0"). */
+    {
+        const json_t *v = member(doc, "lambda2");
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        struct range r = LAMBDA2_RANGE;
+
+        has_lambda2 = v != NULL;
+        if (v && x == 0.0)
+            job->lambda2 = 0.0;         /* -0 too */
+        else if (v && isfinite(x) && in_range(x, &r))
+            job->lambda2 = x;
+        else if (v)
+            fail(c, "lambda2", v, "must be 0 (a general convex problem) or a "
+                                  "number in [1e-12, 1000000]");
+    }
     has_lambda2_rel = read_number(c, "lambda2_rel", member(doc, "lambda2_rel"),
                                   LAMBDA2_RANGE, &job->lambda2_rel) != 0;
     if (has_lambda2 && has_lambda2_rel)

@@ -286,6 +286,89 @@ START_TEST(test_partial_participation)
 }
 END_TEST
 
+/*
+ * lambda2 = 0, least squares on mushrooms: the Hessian is singular (rank
+ * 84 of 112, one-hot features), P* comes from Levenberg-Marquardt Newton
+ * steps with a certificate far below the target, and gd and ef21 reach a
+ * relative gap of 1e-3 (gd in about 6000 rounds: the rate is sublinear,
+ * the smallest positive eigenvalue being 2e-4 against L_f = 10.3).
+ * Methods whose constants need mu, and the problems whose P* is not
+ * certified without it, are refused naming lambda2.
+ */
+START_TEST(test_general_convex)
+{
+    static struct fixture f;
+    static const struct {
+        const char *algo;
+        ec_loss loss;
+        double lambda1;
+        const char *want;
+    } refused[] = {
+        {"eclk", EC_LOSS_SQUARED, 0.0, "lambda2: 0 makes mu = 0, and eclk's constants"},
+        {"lkatyusha", EC_LOSS_SQUARED, 0.0, "lkatyusha's constants"},
+        {"gd", EC_LOSS_LOGISTIC, 0.0, "0 is taken for the squared loss only"},
+        {"gd", EC_LOSS_SQUARED, 1e-3, "lambda1 = 0"},
+    };
+    ec_job job = job_for("gd", EC_COMP_NONE, 0);
+    ec_problem pb;
+    ec_params prm;
+    ec_err e = {0};
+    char buf[384];
+
+    load(&mushrooms, "mushrooms");
+    job.loss = EC_LOSS_SQUARED;
+    job.lambda2 = 0.0;
+    job.lambda2_rel = NAN;
+    job.max_rounds = 20000;
+    job.target = 1e-3;
+    job.eval_every = 100;
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+    ck_assert_msg(ec_problem_solve(&pb, &e) == 0, "%s", e.msg);
+    ck_assert_double_eq(pb.mu, 0.0);
+    ck_assert_str_eq(pb.solve_method, "newton-lm");
+    ck_assert_double_lt(pb.solve_bound, 1e-12 * pb.P_star);
+    fprintf(stderr, "gd mushrooms squared lambda2 = 0: P* %.15g (bound %.2g)\n",
+            pb.P_star, pb.solve_bound);
+    ec_problem_clear(&pb);
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    fprintf(stderr, "gd: 1e-3 at %llu rounds\n", (unsigned long long)f.sum.rounds);
+    job = job_for("ef21", EC_COMP_TOPK, 5);
+    job.loss = EC_LOSS_SQUARED;
+    job.lambda2 = 0.0;
+    job.lambda2_rel = NAN;
+    job.max_rounds = 20000;
+    job.target = 1e-3;
+    job.eval_every = 100;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        job = job_for(refused[i].algo, EC_COMP_NONE, 0);
+        job.loss = refused[i].loss;
+        job.lambda1 = refused[i].lambda1;
+        job.lambda2 = 0.0;
+        job.lambda2_rel = NAN;
+        ck_assert_str_eq(ec_job_general_convex_check(&job, 112, buf, sizeof buf), "lambda2");
+        ck_assert_msg(strstr(buf, refused[i].want + (strncmp(refused[i].want,
+                                                             "lambda2: ", 9) ? 0 : 9)),
+                      "case %zu: %s", i, buf);
+        if (ec_problem_init(&pb, &mushrooms, &job, &e) < 0)
+            continue;           /* the problem itself refused */
+        ck_assert_int_eq(ec_params_resolve(&job, &pb, &prm, &e), EC_EINVAL);
+        ck_assert_msg(strstr(e.msg, refused[i].want), "case %zu: '%s'", i, e.msg);
+        ec_problem_clear(&pb);
+    }
+    /* d past the dense solver's bound. */
+    job = job_for("gd", EC_COMP_NONE, 0);
+    job.loss = EC_LOSS_SQUARED;
+    job.lambda2 = 0.0;
+    ck_assert_ptr_nonnull(ec_job_general_convex_check(&job, 4097, buf, sizeof buf));
+    ck_assert_msg(strstr(buf, "0 needs d <= 4096 (the dataset has d = 4097)"), "%s", buf);
+    ck_assert_ptr_null(ec_job_general_convex_check(&job, 4096, buf, sizeof buf));
+}
+END_TEST
+
 /* EC-GD on the same heterogeneous split stalls: its error memory does not
  * vanish because local gradients do not, so the gap levels off. */
 START_TEST(test_ec_gd_stalls)
@@ -597,6 +680,7 @@ int main(void)
     tcase_add_test(tc, test_econtrol_eta0_is_ef21);
     tcase_add_test(tc, test_adef_mushrooms_topk5);
     tcase_add_test(tc, test_partial_participation);
+    tcase_add_test(tc, test_general_convex);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);
     tcase_add_test(tc, test_bits_match_formula);

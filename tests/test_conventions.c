@@ -428,6 +428,18 @@ START_TEST(test_problem_types)
     ck_assert_msg(strstr(r.body, "participation: eclk needs every worker in every round"),
                   "%s", r.body);
     free(r.body);
+    /* lambda2 = 0: refused where P* or the method needs strong convexity. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"gd\", \"lambda2\": 0}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "lambda2: 0 is taken for the squared loss only"), "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"eclk\", \"lambda2\": 0,"
+            " \"loss\": \"squared\", \"compressor\": {\"type\": \"topk\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "lambda2: 0 makes mu = 0, and eclk's constants"), "%s", r.body);
+    free(r.body);
     r = req(&s, "GET", "/problems/invalid-job", NULL, NULL, NULL);
     ck_assert_int_eq(r.status, 200);
     ck_assert_ptr_nonnull(strstr(r.body, "errors"));

@@ -301,6 +301,14 @@ START_TEST(test_lambda_and_step_choices)
     ck_assert(spec.job.lambda2 == 1e-6);
     ck_assert(isnan(spec.job.lambda2_rel));
 
+    /* 0 exactly: a general convex problem, which problems and methods
+     * take it being the engine's to say. */
+    parse_sq_ok("{'dataset':'a9a','lambda2':0}", &spec);
+    ck_assert(spec.job.lambda2 == 0.0 && !signbit(spec.job.lambda2));
+    ck_assert(isnan(spec.job.lambda2_rel));
+    parse_sq_ok("{'dataset':'a9a','lambda2':0.0}", &spec);
+    ck_assert(spec.job.lambda2 == 0.0);
+
     parse_sq_ok("{'dataset':'a9a','lambda2_rel':0.01,'lambda2':null}", &spec);
     ck_assert(isnan(spec.job.lambda2));
     ck_assert(spec.job.lambda2_rel == 0.01);
@@ -396,10 +404,12 @@ static const struct bad_case bad_cases[] = {
     {WITH("'lambda1':true"), "lambda1", "must be a number in [0, 1000000] (got true)"},
     {WITH("'lambda1':1000001"), "lambda1", "(got 1000001)"},
     {WITH("'lambda1':'1'"), "lambda1", "(got \"1\")"},
-    {WITH("'lambda2':-0.5"), "lambda2", "must be a number in [1e-12, 1000000] (got -0.5)"},
-    {WITH("'lambda2':0"), "lambda2", "must be a number in [1e-12, 1000000] (got 0)"},
-    {WITH("'lambda2':5e-324"), "lambda2", "must be a number in [1e-12, 1000000] (got 4.9"},
-    {WITH("'lambda2':9.9e-13"), "lambda2", "must be a number in [1e-12, 1000000]"},
+    {WITH("'lambda2':-0.5"), "lambda2",
+     "must be 0 (a general convex problem) or a number in [1e-12, 1000000] (got -0.5)"},
+    {WITH("'lambda2':5e-324"), "lambda2", "or a number in [1e-12, 1000000] (got 4.9"},
+    {WITH("'lambda2':9.9e-13"), "lambda2", "or a number in [1e-12, 1000000]"},
+    {WITH("'lambda2':'0'"), "lambda2", "(got \"0\")"},
+    {WITH("'lambda2':false"), "lambda2", "(got false)"},
     {WITH("'lambda2':1e308"), "lambda2", "(got 1e+308)"},
     {WITH("'lambda2':{}"), "lambda2", "(got an object)"},
     {WITH("'lambda2_rel':0"), "lambda2_rel", "must be a number in [1e-12, 1000000] (got 0)"},

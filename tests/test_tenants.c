@@ -596,25 +596,29 @@ START_TEST(test_http_metrics_needs_a_token)
 }
 END_TEST
 
-/* lambda2 must be positive, and not below the least strong convexity a
- * job can start with: 0 and 5e-324 are refused at submit, naming the
+/* lambda2 must be 0 (least squares without lambda1 only) or not below
+ * the least strong convexity a job can start with: a logistic 0, a 0
+ * with lambda1, -1e-3 and 5e-324 are refused at submit, naming the
  * field and the bound, rather than failing later in the job. */
 START_TEST(test_http_lambda2_positive)
 {
-    static const char *const bodies[] = {
-        "{\"dataset\": \"heart_scale\", \"lambda2\": 0}",
-        "{\"dataset\": \"heart_scale\", \"lambda2\": -1e-3}",
-        "{\"dataset\": \"heart_scale\", \"lambda2\": 0.0, \"lambda1\": 1e-3}",
-        "{\"dataset\": \"heart_scale\", \"lambda2\": 5e-324}",
+    /* Each body and what its refusal says: 0 is a general convex problem,
+     * taken for least squares without lambda1 alone. */
+    static const char *const bodies[][2] = {
+        {"{\"dataset\": \"heart_scale\", \"lambda2\": 0}", "for the squared loss only"},
+        {"{\"dataset\": \"heart_scale\", \"lambda2\": -1e-3}", "[1e-12, 1000000]"},
+        {"{\"dataset\": \"heart_scale\", \"lambda2\": 0.0, \"lambda1\": 1e-3,"
+         " \"loss\": \"squared\", \"algorithm\": \"gd\"}", "needs lambda1 = 0"},
+        {"{\"dataset\": \"heart_scale\", \"lambda2\": 5e-324}", "[1e-12, 1000000]"},
     };
     struct server s;
 
     server_start(&s, 0);
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        struct reply r = req(&s, "POST", "/v1/jobs", ALICE, bodies[i], NULL);
-        ck_assert_msg(r.status == 422, "%s: %ld %.300s", bodies[i], r.status, r.body);
+        struct reply r = req(&s, "POST", "/v1/jobs", ALICE, bodies[i][0], NULL);
+        ck_assert_msg(r.status == 422, "%s: %ld %.300s", bodies[i][0], r.status, r.body);
         ck_assert_msg(strstr(r.body, "\"field\":\"lambda2\""), "%.300s", r.body);
-        ck_assert_msg(strstr(r.body, "[1e-12, 1000000]"), "%.300s", r.body);
+        ck_assert_msg(strstr(r.body, bodies[i][1]), "%.300s", r.body);
         free(r.body);
     }
     server_stop(&s, SIGTERM);

@@ -310,6 +310,47 @@ const char *ec_algo_participation_check(ec_algo_id a, double participation,
     return "participation";
 }
 
+const char *ec_job_general_convex_check(const ec_job *job, uint64_t d,
+                                        char *buf, unsigned buflen)
+{
+    const ec_algo_info *ai = ec_algo_info_of(job->algorithm);
+
+    if (isnan(job->lambda2) || job->lambda2 != 0.0)
+        return NULL;
+    if (job->loss != EC_LOSS_SQUARED) {
+        snprintf(buf, buflen, "0 is taken for the squared loss only: a %s "
+                              "problem without an l2 term has a minimizer "
+                              "only on data that are not separable, which "
+                              "is not certified here; give lambda2 > 0",
+                 ec_loss_name(job->loss));
+        return "lambda2";
+    }
+    if (job->lambda1 != 0.0) {
+        snprintf(buf, buflen, "0 needs lambda1 = 0 (got %g): P* with an l1 "
+                              "term is found by accelerated proximal "
+                              "gradient, whose certificate needs strong "
+                              "convexity",
+                 job->lambda1);
+        return "lambda2";
+    }
+    if (d > EC_GENERAL_CONVEX_MAX_D) {
+        snprintf(buf, buflen, "0 needs d <= %u (the dataset has d = %llu): "
+                              "P* is certified by dense Newton steps",
+                 EC_GENERAL_CONVEX_MAX_D, (unsigned long long)d);
+        return "lambda2";
+    }
+    if (ai && (ai->needs & EC_NEEDS_MU)) {
+        snprintf(buf, buflen, "0 makes mu = 0, and %s's constants are "
+                              "computed from the strong convexity mu "
+                              "(sigma = mu / L, theta1 = sqrt(2 sigma / 3p)); "
+                              "give lambda2 > 0 or a method whose step needs "
+                              "no mu",
+                 ai->name);
+        return "lambda2";
+    }
+    return NULL;
+}
+
 int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                       ec_err *e)
 {
@@ -325,6 +366,9 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
     p->seed = job->seed;
     if (!ec_algo_name(p->algo))
         return ec_err_set(e, EC_EINVAL, "algorithm: unknown (%d)", p->algo);
+    if (pb->mu == 0.0 &&
+        (field = ec_job_general_convex_check(job, d, buf, sizeof buf)))
+        return ec_err_set(e, EC_EINVAL, "%s: %s", field, buf);
     for (uint32_t t = 0; t < pb->n; t++) {
         uint32_t mt = pb->shards[t].end - pb->shards[t].begin;
         if (mt < m)

@@ -511,10 +511,24 @@ int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *jo
         pb->lambda2 = job->lambda2;
     else
         pb->lambda2 = job->lambda2_rel * pb->lmax_data;
-    if (!(pb->lambda2 > 0.0) || !isfinite(pb->lambda2)) {
+    /* lambda2 = 0 is the general convex problem, taken where P* can be
+     * certified without strong convexity (ec_job_general_convex_check
+     * says the rest: the method). */
+    if (pb->lambda2 == 0.0 && !isnan(job->lambda2) &&
+        (job->loss != EC_LOSS_SQUARED || job->lambda1 != 0.0 || d > 4096)) {
         rc = ec_err_set(e, EC_EINVAL,
-                        "lambda2 must be > 0: every method here needs a "
-                        "strongly convex f (mu = lambda2; got %g)",
+                        "lambda2 = 0 is taken for the squared loss with "
+                        "lambda1 = 0 and d <= 4096 only, where P* is "
+                        "certified by Newton steps (got loss %s, lambda1 %g, "
+                        "d %u)",
+                        ec_loss_name(job->loss), job->lambda1, d);
+        goto fail;
+    }
+    if (!(pb->lambda2 >= 0.0) || !isfinite(pb->lambda2) ||
+        (pb->lambda2 == 0.0 && isnan(job->lambda2))) {
+        rc = ec_err_set(e, EC_EINVAL,
+                        "lambda2 must be > 0, or exactly 0 for a general "
+                        "convex least-squares problem (mu = lambda2; got %g)",
                         pb->lambda2);
         goto fail;
     }
@@ -563,7 +577,7 @@ int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *jo
     pb->L_tilde = needs_l_tilde ? sqrt(sumsq / n) : NAN;
     pb->L_f = pb->lmax_data + pb->lambda2;
     pb->mu = pb->lambda2;
-    pb->kappa = pb->L_f / pb->mu;
+    pb->kappa = pb->mu > 0.0 ? pb->L_f / pb->mu : INFINITY;
     memset(v, 0, d * sizeof *v);
     pb->P0 = ec_problem_value(pb, v);
     pb->P_star = NAN;
@@ -669,6 +683,10 @@ static void cholesky_solve(const double *Lf, uint32_t d, double *b)
     }
 }
 
+/* Levenberg-Marquardt's damping of a Newton step at lambda2 = 0, in units
+ * of L_f. */
+#define EC_LM_DAMPING 1e-12
+
 static int solve_newton(ec_problem *pb, double deadline, ec_err *e)
 {
     const ec_dataset *ds = pb->ds;
@@ -677,6 +695,10 @@ static int solve_newton(ec_problem *pb, double deadline, ec_err *e)
     double *g = malloc(d * sizeof *g), *step = malloc(d * sizeof *step);
     double *xn = malloc(d * sizeof *xn);
     double *x = pb->x_star, P, dec = INFINITY;
+    /* lambda2 = 0: H may be singular (one-hot features make columns
+     * dependent), so Levenberg-Marquardt's H + delta I, delta = 1e-12 L_f
+     * (docs/algorithms.md, "General convex problems: lambda2 = 0"). */
+    double damping = EC_LM_DAMPING * pb->L_f;
     int rc = 0, extra = -1, it;
 
     if (!H || !g || !step || !xn) {
@@ -704,7 +726,7 @@ static int solve_newton(ec_problem *pb, double deadline, ec_err *e)
             }
         }
         for (uint32_t j = 0; j < d; j++)
-            H[(size_t)j * d + j] += pb->lambda2;
+            H[(size_t)j * d + j] += pb->lambda2 > 0.0 ? pb->lambda2 : damping;
         if ((rc = cholesky(H, d, deadline, it, e)) < 0)
             goto out;
         if (rc > 0) {
@@ -748,7 +770,7 @@ static int solve_newton(ec_problem *pb, double deadline, ec_err *e)
     pb->P_star = ec_problem_value(pb, x);
     pb->solve_bound = 0.5 * fabs(dec);
     pb->solve_iters = it;
-    pb->solve_method = "newton";
+    pb->solve_method = pb->lambda2 > 0.0 ? "newton" : "newton-lm";
 out:
     free(H);
     free(g);

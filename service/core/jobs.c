@@ -99,6 +99,8 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, const char *owner
         memcpy(version, df.sha256, sizeof df.sha256);
     /* What depends on the data, checked now rather than when the job
      * starts: the ranges the engine would refuse. */
+    if ((field = ec_job_general_convex_check(job, (uint64_t)d, why, sizeof why)))
+        return spec_problem_set(sp, field, NULL, 0, "%s", why);
     if (job->workers > rows)
         return spec_problem_set(sp, "workers", NULL, 0,
                             "must be in 1..%lld (the rows of %.100s; got %u)",

@@ -57,6 +57,8 @@ cases() {
     echo "ef21 compressor=dither s=2 loss=squared"
     echo "ec-sgd compressor=topk k=5 workers=7"
     echo "lkatyusha compressor=none workers=7 batch=8"
+    echo "gd compressor=none loss=squared lambda2=0"
+    echo "ef21 compressor=topk k=5 loss=squared lambda2=0"
     echo "gd compressor=none participation=0.5"
     echo "sgd compressor=none batch=8 participation=0.3 workers=10"
     echo "ef21 compressor=topk k=5 participation=0.5"

@@ -5,7 +5,7 @@
  *
  *   trace_run dataset=a1a algorithm=ec-sgd compressor=topk k=5 workers=4 \
  *             rounds=300 out=FILE [batch= lambda2_rel= lambda1= loss= s= seed=
- *             participation=]
+ *             participation= lambda2=]
  *
  * Exits 0 when the trace is written, 2 on a bad argument (naming it), 1 on
  * any other failure.
@@ -101,6 +101,8 @@ static int parse_arg(struct args *a, const char *arg)
         rc = parse_double(arg, v, &a->job.lambda2_rel);
     } else if (KEY("lambda1")) {
         rc = parse_double(arg, v, &a->job.lambda1);
+    } else if (KEY("lambda2")) {
+        rc = parse_double(arg, v, &a->job.lambda2);
     } else if (KEY("participation")) {
         rc = parse_double(arg, v, &a->job.participation);
     } else if (KEY("loss")) {
@@ -111,7 +113,7 @@ static int parse_arg(struct args *a, const char *arg)
     } else {
         return bad(arg, "unknown key (dataset, algorithm, compressor, k, s, "
                         "workers, batch, seed, rounds, lambda2_rel, "
-                        "lambda1, participation, loss, out)");
+                        "lambda1, lambda2, participation, loss, out)");
     }
 #undef KEY
     return rc;

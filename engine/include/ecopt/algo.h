@@ -125,6 +125,14 @@ const char *ec_algo_partial_names(char *buf, size_t len);
  * method, in buf. ec_params_resolve asks it, and the service at submit. */
 const char *ec_algo_participation_check(ec_algo_id a, double participation,
                                         char *buf, unsigned buflen);
+/* lambda2 = 0, taken for the squared loss without l1 on at most this
+ * many features, where P* is certified by dense Newton steps, and for the
+ * methods whose step needs no mu
+ * (docs/algorithms.md, "General convex problems: lambda2 = 0"). NULL if job may run on d features; else the field ("lambda2")
+ * with the sentence in buf. The engine asks it, and the service at submit. */
+#define EC_GENERAL_CONVEX_MAX_D 4096u
+const char *ec_job_general_convex_check(const ec_job *job, uint64_t d,
+                                        char *buf, unsigned buflen);
 /* Whether the algorithm compresses (gd, sgd and lkatyusha do not): 0 or
  * 1, whatever the compressor class its row names. */
 int ec_algo_compresses(ec_algo_id a);
