@@ -716,9 +716,9 @@ static unsigned proc_id(pid_t pid, const char *key)
  */
 START_TEST(test_worker_uids)
 {
-    enum { FIRST = 3999000 };
+    const unsigned FIRST = tu_uid_block();
     struct server s;
-    char id[3][32];
+    char id[3][32], range[64];
     pid_t coord[3], work[2], stray;
     unsigned uid[3];
     int st;
@@ -738,7 +738,8 @@ START_TEST(test_worker_uids)
             pause();
     }
     ck_assert_int_gt(stray, 0);
-    setenv("ECOPT_WORKER_UIDS", "3999000-3999001", 1);
+    snprintf(range, sizeof range, "%u-%u", FIRST, FIRST + 1);
+    setenv("ECOPT_WORKER_UIDS", range, 1);
     setenv("ECOPT_MAX_RUNNING", "2", 1);
     setenv("ECOPT_MAX_RUNNING_PER_TOKEN", "2", 1);   /* both are alice's */
     server_start(&s, 0);
@@ -845,7 +846,7 @@ static int run_as(int uid, const char *const *args, char *err, size_t errlen)
  * is not root: clear errors, exit status 2, no job run as the wrong user. */
 START_TEST(test_worker_user_errors)
 {
-    char spec[64], err[4096];
+    char spec[64], err[4096], free_uid[16];
     int fd, rc;
 
     if (geteuid() != 0) {
@@ -939,7 +940,8 @@ START_TEST(test_worker_user_errors)
     ck_assert_msg(rc == 2 && strstr(err, "only root can switch users"), "exit %d: %s", rc,
                   err);
     /* As root, a free uid just works (to its round budget: 5). */
-    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", "3999005", NULL},
+    snprintf(free_uid, sizeof free_uid, "%u", tu_uid_block() + 5);
+    rc = run_as(-1, (const char *const[]){"run", spec, "--worker-uid", free_uid, NULL},
                 err, sizeof err);
     ck_assert_msg(rc == 5, "exit %d: %s", rc, err);
     unlink(spec);

@@ -268,8 +268,9 @@ END_TEST
 
 /* ---- the worker ranks' uid and limits ---------------------------------- */
 
-/* A uid of the job's own for these tests: no account may have it. */
-#define JOB_UID 61234
+/* A uid of the job's own for these tests: no account may have it, and no
+ * other test run may use it (tu_uid_block). */
+#define JOB_UID ((int)tu_uid_block())
 
 /* Starts `ecopt run ARGS...` with its report records (--report-fd 1) on
  * a pipe whose read end is *out, its text on /dev/null; ecopt's pid. */
@@ -589,9 +590,9 @@ END_TEST
  */
 START_TEST(test_service_mpi_job_uid)
 {
-    enum { FIRST = 3999100 };
+    const unsigned FIRST = tu_uid_block();
     struct server s;
-    char hosts[128], id[32], want[64], line[256];
+    char hosts[128], id[32], want[64], line[256], range[64];
     const char *opts[] = {"--mpi-hostfile", hosts, NULL};
     pid_t pids[64];
     unsigned uid = 0;
@@ -609,7 +610,8 @@ START_TEST(test_service_mpi_job_uid)
     ck_assert_ptr_nonnull(f = fopen(hosts, "w"));
     fputs("localhost slots=8\n", f);
     fclose(f);
-    setenv("ECOPT_WORKER_UIDS", "3999100-3999101", 1);
+    snprintf(range, sizeof range, "%u-%u", FIRST, FIRST + 1);
+    setenv("ECOPT_WORKER_UIDS", range, 1);
     server_start_with(&s, 0, opts);
     job_create(&s, ALICE, "{" LONG_FIELDS ", \"max_seconds\": 8, \"backend\": \"mpi\"}",
                id);

@@ -23,8 +23,9 @@
 static char ecopt[1024], tag[16], net[32], dir[256];
 static pid_t parent;
 
-/* The job's own uid for the runs: no account may have it. */
-#define JOB_UID 61234
+/* The job's own uid for the runs: no account may have it, and no other
+ * test run may use it (tu_uid_block). */
+#define JOB_UID ((int)tu_uid_block())
 
 /* The workers, and the processes (MPI ranks besides rank 0) that host
    them. */

@@ -49,6 +49,17 @@ static inline double tu_now(void)
 }
 
 /*
+ * A block of 16 uids no account has, for the tests that run jobs as uids
+ * of their own. It differs from run to run (it follows the test's pid):
+ * as a job's uid the engine's reaper kills every process of that uid, so
+ * two test runs at once on one machine must not share one.
+ */
+static inline unsigned tu_uid_block(void)
+{
+    return 3000000u + (unsigned)(getpid() % 100000) * 16u;
+}
+
+/*
  * Skips (docs/testing.md, "Skips"). What cannot run here says so on a line
  * starting "SKIP ", which tests/run-suites.sh counts and repeats in its
  * summary: a whole suite by exiting TU_SKIP_EXIT (tu_skip_suite), a part
