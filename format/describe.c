@@ -226,6 +226,9 @@ json_t *describe_algorithms(void)
         const char *name;
     } needs[] = {{EC_NEEDS_L_F, "L_f"}, {EC_NEEDS_L, "L"}, {EC_NEEDS_MU, "mu"},
                  {EC_NEEDS_L_TILDE, "L_tilde"}};
+    /* The table's COMPRESSES, as a name: which compressors a job of it
+     * may choose. */
+    static const char *const kinds[] = {"none", "contraction", "unbiased"};
     json_t *list = json_array();
 
     for (int a = 0; list && a < EC_ALGO_COUNT; a++) {
@@ -236,9 +239,11 @@ json_t *describe_algorithms(void)
             if (ai->needs & needs[i].bit)
                 json_array_append_new(constants, json_string(needs[i].name));
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:o*, s:s}", "name",
+                list, json_pack("{s:s, s:s, s:b, s:s, s:b, s:b, s:b, s:o*, s:s}", "name",
                                 ai->name, "family", ec_algo_family_name(ai->family),
-                                "compresses", ai->compresses, "stochastic", ai->stochastic,
+                                "compresses", ai->compresses,
+                                "compressor_kind", kinds[ai->compresses],
+                                "stochastic", ai->stochastic,
                                 "init_exchange", ai->has_init, "partial_participation",
                                 ai->partial, "constants", constants, "summary",
                                 ai->summary)) < 0) {
@@ -260,10 +265,15 @@ json_t *describe_compressors(void)
 
     for (int t = 0; list && t < EC_COMP_COUNT; t++) {
         const ec_comp_info *ci = ec_comp_info_of((ec_comp_type)t);
+        /* An unbiased form exists where omega is defined, whatever k or s
+         * (every type but topk): what an algorithm of compressor_kind
+         * "unbiased" sends. */
+        ec_comp_spec one = {(ec_comp_type)t, 1, 1};
 
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s?, s:b, s:b, s:s, s:s, s:s}", "name", ci->name,
+                list, json_pack("{s:s, s:s?, s:b, s:b, s:b, s:s, s:s, s:s}", "name", ci->name,
                                 "takes", params[ci->param], "unbiased", ci->unbiased,
+                                "unbiased_form", ec_comp_omega(&one, 1) >= 0.0,
                                 "contraction", ci->contraction, "layout",
                                 layouts[ci->layout], "shift", ec_comp_name(ci->shift),
                                 "summary", ci->summary)) < 0) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "describe.h"
+#include "ecopt/algo.h"
 #include "ecopt/rng.h"
 #include "testutil.h"
 
@@ -459,6 +460,62 @@ START_TEST(test_short_buffer)
 }
 END_TEST
 
+/*
+ * The vocabulary's compressor_kind and unbiased_form say exactly what the
+ * engine admits: for every algorithm and every compressor a job may
+ * choose, the pair is refused iff the kind does not admit it, and a
+ * refusal names compressor (for kind none) or compressor.type.
+ */
+START_TEST(test_vocabulary_kinds)
+{
+    json_t *algos = describe_algorithms(), *comps = describe_compressors();
+    size_t i, j, admitted = 0, refused = 0;
+    json_t *a, *c;
+
+    ck_assert_ptr_nonnull(algos);
+    ck_assert_ptr_nonnull(comps);
+    ck_assert_int_eq(json_array_size(algos), EC_ALGO_COUNT);
+    ck_assert_int_eq(json_array_size(comps), EC_COMP_COUNT);
+    json_array_foreach(algos, i, a) {
+        const char *kind = json_string_value(json_object_get(a, "compressor_kind"));
+        ck_assert_ptr_nonnull(kind);
+        json_array_foreach(comps, j, c) {
+            const char *name = json_string_value(json_object_get(c, "name")), *field;
+            int choosable = json_is_true(json_object_get(c, "contraction"));
+            int form = json_is_true(json_object_get(c, "unbiased_form"));
+            int admits, is_none = strcmp(name, "none") == 0;
+            char why[512];
+
+            if (!choosable)
+                continue;
+            if (strcmp(kind, "none") == 0)
+                admits = is_none;
+            else if (strcmp(kind, "unbiased") == 0)
+                admits = form;
+            else {
+                ck_assert_str_eq(kind, "contraction");
+                admits = 1;
+            }
+            field = ec_algo_comp_check((ec_algo_id)i, (ec_comp_type)j, why, sizeof why);
+            ck_assert_msg((field == NULL) == (admits != 0), "%s with %s: the vocabulary says %s, the engine %s",
+                          json_string_value(json_object_get(a, "name")), name,
+                          admits ? "admitted" : "refused", field ? why : "admits it");
+            if (field)
+                ck_assert_msg(strcmp(field, strcmp(kind, "none") ? "compressor.type"
+                                                                 : "compressor") == 0,
+                              "%s", field);
+            admitted += admits;
+            refused += !admits;
+        }
+    }
+    /* Each kind occurs: the loop above compared both outcomes. */
+    ck_assert_uint_gt(admitted, 0);
+    ck_assert_uint_gt(refused, 0);
+    json_decref(algos);
+    json_decref(comps);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("describe");
@@ -466,6 +523,7 @@ int main(void)
 
     tcase_set_timeout(tc, 120);     /* 20000 rows, and under valgrind */
 
+    tcase_add_test(tc, test_vocabulary_kinds);
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_random_rows);
     tcase_add_test(tc, test_reader_mutations);

@@ -515,6 +515,16 @@ START_TEST(test_experiment)
             "[{\"algorithm\": \"eclk\"}, {\"dataset\": \"a9a\"}]}", NULL);
     ck_assert_int_eq(r.status, 422);
     ck_assert_ptr_nonnull(strstr(r.body, "variants[1].dataset"));
+    /* The sentence lists what a variant may set, from the same table. */
+    ck_assert_msg(strstr(r.body, "a variant sets only how it runs: algorithm, compressor, ")
+                  && strstr(r.body, ", econtrol_eta, name, labels, backend; the problem "
+                                    "comes from base"), "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": "
+            "[{\"algorithm\": \"eclk\", \"econtrol_eta\": 0.5}]}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "variants[0].econtrol_eta"), "%s", r.body);
     free(r.body);
     r = req(&s, "POST", "/v1/experiments", ALICE,
             "{\"base\": {\"dataset\": \"heart_scale\"}, \"variants\": "
@@ -1086,6 +1096,39 @@ START_TEST(test_eclk_end_record)
 }
 END_TEST
 
+/* EControl's eta is how a variant runs: each variant's job gets its own,
+ * and a variant without it the default, half the compressor's delta. */
+START_TEST(test_experiment_econtrol_eta)
+{
+    struct server s;
+    struct reply r;
+    char path[256];
+    json_t *doc, *jobs;
+
+    server_start(&s, 0);
+    r = req(&s, "POST", "/v1/experiments", ALICE,
+            "{\"base\": {\"dataset\": \"heart_scale\", \"workers\": 2, \"max_rounds\": 20,"
+            " \"algorithm\": \"econtrol\", \"compressor\": {\"type\": \"topk\", \"k\": 2}},"
+            " \"variants\": [{\"econtrol_eta\": 0.125}, {\"econtrol_eta\": 0}, {}]}", NULL);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    snprintf(path, sizeof path, "%s", r.location);
+    free(r.body);
+    doc = experiment_wait(&s, path, 120);
+    jobs = json_object_get(doc, "jobs");
+    ck_assert_int_eq(json_array_size(jobs), 3);
+    for (size_t j = 0; j < 3; j++) {
+        json_t *prm = json_object_get(json_array_get(jobs, j), "params");
+        double eta = json_number_value(json_object_get(prm, "econtrol_eta"));
+        double want = (double[]){0.125, 0, 1.0 / 13}[j];    /* k/d = 2/13, halved */
+
+        ck_assert_msg(fabs(eta - want) <= 1e-15, "job %zu: econtrol_eta %.17g, not %.17g", j,
+                      eta, want);
+    }
+    json_decref(doc);
+    server_stop(&s, SIGTERM);
+}
+END_TEST
+
 /*
  * tune's default axis is the smoothness multiplier (docs/api.md, "Tuned
  * experiments"): each run's job gets it, the tuned runs name the axis,
@@ -1415,6 +1458,7 @@ int main(void)
     tcase_add_test(tc, test_experiment_seeds_invalid);
     tcase_add_test(tc, test_experiment_excursion);
     tcase_add_test(tc, test_experiment_tuned_smoothness);
+    tcase_add_test(tc, test_experiment_econtrol_eta);
     tcase_add_test(tc, test_eclk_end_record);
     tcase_add_test(tc, test_failed_auth_rate_limit);
     suite_add_tcase(s, tc);

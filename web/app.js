@@ -1688,6 +1688,25 @@
         const compressor = el('select', {name: 'compressor'},
                               ...namesOf(choosable).map(c => el('option', {value: c, text: c})));
         if (takesK.length) compressor.value = takesK[0];
+        /* Each algorithm's compressor_kind says which of them it may take
+           (an unbiased form only, or none at all): the others are shown
+           but disabled, and a choice it cannot take moves to one it can. */
+        const admits = (kind, c) => kind === 'contraction' || (kind === 'unbiased' && c.unbiased_form) ||
+                                    c.name === 'none';
+        const fitCompressor = () => {
+            const a = vocab.algorithms.find(x => x.name === algorithm.value);
+            const kind = a ? a.compressor_kind : 'contraction';
+            for (const o of compressor.options) {
+                const c = choosable.find(x => x.name === o.value);
+                o.disabled = !c || !admits(kind, c);
+            }
+            if (compressor.selectedOptions[0] && compressor.selectedOptions[0].disabled) {
+                const first = [...compressor.options].find(o => !o.disabled);
+                if (first) compressor.value = first.value;
+            }
+        };
+        algorithm.addEventListener('change', fitCompressor);
+        fitCompressor();
         const k = el('input', {name: 'k', value: '5', inputmode: 'numeric'});
         const workers = el('input', {name: 'workers', value: '10', inputmode: 'numeric'});
         const lambda = el('input', {name: 'lambda2_rel', placeholder: 'default', inputmode: 'decimal'});

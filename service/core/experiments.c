@@ -25,7 +25,7 @@ static const char *const experiment_keys[] = {
 static const char *const variant_keys[] = {
     "algorithm", "compressor", "batch", "participation", "p", "step_size",
     "step_multiplier", "smoothness_multiplier", "eclk_rule", "eclk_guard",
-    "eclk_guard_threshold", "name", "labels", "backend", NULL,
+    "eclk_guard_threshold", "econtrol_eta", "name", "labels", "backend", NULL,
 };
 
 /* The job fields a tune grid may set: the first is the default axis
@@ -537,11 +537,17 @@ static int check_shape(json_t *doc, double *grid, uint64_t *seeds, size_t *nseed
             note_problem(errors, sp, &p);
         json_object_foreach(v, key, value) {
             if (!variant_key_ok(key)) {
+                char detail[512];
+                int o = snprintf(detail, sizeof detail, "a variant sets only how it runs:");
+
+                for (int k = 0; variant_keys[k] && o > 0 && (size_t)o < sizeof detail; k++)
+                    o += snprintf(detail + o, sizeof detail - (size_t)o, "%s %s",
+                                  k ? "," : "", variant_keys[k]);
+                if (o > 0 && (size_t)o < sizeof detail)
+                    snprintf(detail + o, sizeof detail - (size_t)o,
+                             "; the problem comes from base");
                 snprintf(field, sizeof field, "variants[%zu].%s", i, key);
-                note(errors, sp, field, "a variant sets only how it runs: algorithm, "
-                     "compressor, batch, participation, p, step_size, step_multiplier, "
-                     "smoothness_multiplier, eclk_rule, eclk_guard, eclk_guard_threshold, "
-                     "name, labels, backend; the problem comes from base");
+                note(errors, sp, field, detail);
             }
         }
         if (oracle == 1 && json_object_get(v, "batch")) {

@@ -772,6 +772,23 @@ async function main() {
         same('algorithms', await options('select[name=algorithm]'), v.algorithms.map(a => a.name));
         same('compressors', await options('select[name=compressor]'),
              v.compressors.filter(c => c.contraction).map(c => c.name));
+        /* adiana takes only the compressors with an unbiased form: topk is
+           disabled for it, and a topk choice moves to one it takes. */
+        const enabled = async () => page.locator('select[name=compressor] option').evaluateAll(
+            os => os.filter(o => !o.disabled).map(o => o.value));
+        const unbiased = v.compressors.filter(c => c.contraction && c.unbiased_form).map(c => c.name);
+        const adiana = v.algorithms.find(a => a.name === 'adiana');
+        if (!adiana || adiana.compressor_kind !== 'unbiased')
+            fail('the vocabulary does not say adiana takes unbiased compressors only');
+        await page.selectOption('select[name=compressor]', 'topk');
+        await page.selectOption('select[name=algorithm]', 'adiana');
+        same('adiana\'s compressors', await enabled(), unbiased);
+        if (unbiased.indexOf(await page.locator('select[name=compressor]').inputValue()) < 0)
+            fail('with adiana the compressor stayed on one it does not take');
+        await page.selectOption('select[name=algorithm]', 'lkatyusha');
+        same('lkatyusha\'s compressors', await enabled(), ['none']);
+        await page.selectOption('select[name=algorithm]', 'eclk');
+        same('eclk\'s compressors', await enabled(), v.compressors.filter(c => c.contraction).map(c => c.name));
         same('datasets', await options('select[name=dataset]'),
              (await call('GET', '/v1/datasets')).doc.datasets.filter(d => !d.error).map(d => d.name));
         await page.screenshot({path: join(shots, 'submit.png')});
