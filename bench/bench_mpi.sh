@@ -46,20 +46,7 @@ EOJ
 # P* of the generated problem solved once, in process, and given to every
 # run as a hint (as the service does: docs/api.md, "P* and storage"),
 # so that the runs do not each repeat the solve
-sed 's/"max_rounds": 300/"max_rounds": 1/' "$tmp/gen.json" >"$tmp/solve.json"
-"$ECOPT" run "$tmp/solve.json" --backend inproc --quiet --report-fd 3 \
-    3>"$tmp/start.jsonl" >/dev/null </dev/null || [ $? -eq 5 ]
-python3 - "$tmp/start.jsonl" "$tmp/gen" "$tmp/hint.json" <<'EOP'
-import json, os, sys
-pb = json.loads(open(sys.argv[1]).readline())["problem"]
-st = os.stat(sys.argv[2])
-json.dump({"file": {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns},
-           "loss": pb["loss"],
-           "entries": [{"lambda1": pb["lambda1"], "lambda2": pb["lambda2"],
-                        "p_star": pb["P_star"], "bound": pb["P_star_bound"],
-                        "method": pb["solver"]["method"]}]}, open(sys.argv[3], "w"))
-EOP
+sh "$(dirname "$0")/pstar_hint.sh" "$ECOPT" "$tmp/gen.json" "$tmp/gen" "$tmp/hint.json"
 
 {
     echo "# MPI against the process backend ($(date -u +%Y-%m-%d), $(nproc) CPUs)"

@@ -74,20 +74,7 @@ cat >"$tmp/big.json" <<EOF
 EOF
 # the P* hint: one in-process run of one round reports the problem
 # (api/report-format.md), and the hint names the file it is for
-sed 's/"max_rounds": 30/"max_rounds": 1/' "$tmp/big.json" >"$tmp/solve.json"
-"$ECOPT" run "$tmp/solve.json" --backend inproc --quiet --report-fd 3 \
-    3>"$tmp/start.jsonl" >/dev/null </dev/null || [ $? -eq 5 ]
-python3 - "$tmp/start.jsonl" "$tmp/big" "$tmp/hint.json" <<'EOP'
-import json, os, sys
-pb = json.loads(open(sys.argv[1]).readline())["problem"]
-st = os.stat(sys.argv[2])
-json.dump({"file": {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns},
-           "loss": pb["loss"],
-           "entries": [{"lambda1": pb["lambda1"], "lambda2": pb["lambda2"],
-                        "p_star": pb["P_star"], "bound": pb["P_star_bound"],
-                        "method": pb["solver"]["method"]}]}, open(sys.argv[3], "w"))
-EOP
+sh "$(dirname "$0")/pstar_hint.sh" "$ECOPT" "$tmp/big.json" "$tmp/big" "$tmp/hint.json"
 row() {   # backend procs label
     if [ "$2" = default ]; then set -- "$1" "" "$3"; else set -- "$1" "--procs $2" "$3"; fi
     # shellcheck disable=SC2086 # $2 is empty or two words
