@@ -12,9 +12,16 @@
  * processes that take tasks from a shared counter.
  *
  *   bench_paper [--quick] [--out DIR] [--jobs N]
- *               [--part tables|accel|p|steps|tuned|fair]
+ *               [--part tables|accel|p|steps|tuned|fair|accel-family|slopes]
  *               [--fair-seeds N] [--fair-grid M,M,...]
  *               [--fair-datasets NAME,...] [--fair-compressors topk,randk,top1]
+ *               [--slope-seeds N] [--slope-kappas 3|4]
+ *
+ * accel-family is the accelerated comparison (accel-family.md,
+ * accel-family-DATASET.md): ECLK, ADIANA, ADEF, EControl, L-Katyusha,
+ * EC-LSVRG (Qian) and the DIANA/EF21 family under the fair part's
+ * protocol and options. slopes: rounds to 1e-6 against kappa for each
+ * accelerated method, a slope per seed (accel-slopes.md, .svg).
  *
  * The fair part's defaults: 5 seeds, the grid x0.5 .. x32 in factors of 2,
  * mushrooms, a9a and w8a, topk and randk with k = ceil(d/20).
@@ -51,7 +58,8 @@ static const double targets[NTARGETS] = {1e-4, 1e-6, 1e-9};
 #define PROBE_ROUNDS 300     /* prefix compared by the determinism checks */
 
 enum part { PART_TABLE, PART_DETCHECK, PART_ACCEL, PART_P, PART_STEP,
-            PART_STEP_SMALL, PART_REPRO, PART_TUNED, PART_FAIR };
+            PART_STEP_SMALL, PART_REPRO, PART_TUNED, PART_FAIR, PART_FAMILY,
+            PART_SLOPE };
 
 /* A stop of our own: the run's rate could not reach its next target. */
 #define STOP_STALLED 100
@@ -140,6 +148,7 @@ struct result {
     int hit[NTARGETS];
     uint64_t hit_rounds[NTARGETS];
     double hit_bits[NTARGETS], hit_secs[NTARGETS], hit_evals[NTARGETS];
+    double hit_paper[NTARGETS];   /* uplink bits as each method's paper counts */
     double peak_gap;         /* the largest relative gap of any row */
     uint64_t restarts;       /* eclk: the guard's restarts */
     /* The row at PROBE_ROUNDS (or the last one before a stop), for the
@@ -273,6 +282,7 @@ static int watch_row(void *ctx, const ec_metric *row)
             r->hit_bits[j] = row->bits_up;
             r->hit_secs[j] = row->seconds;
             r->hit_evals[j] = row->grad_evals;
+            r->hit_paper[j] = row->paper_bits;
         }
     if (!(row->rel_gap <= r->peak_gap))
         r->peak_gap = isnan(row->rel_gap) ? INFINITY : row->rel_gap;
@@ -651,7 +661,8 @@ static double task_cost(const struct task *t)
     double nnz = (double)di->ds.nnz;
 
     return (double)t->max_rounds * nnz *
-           (algo_full(t->algo) || t->oracle ? 1.2 : 2.0 / t->eval_every + 0.05);
+           (algo_full(t->algo) || ec_algo_full_local(t->algo) || t->oracle
+                ? 1.2 : 2.0 / t->eval_every + 0.05);
 }
 
 static int cost_cmp(const void *a, const void *b)
@@ -1428,8 +1439,17 @@ static int fair_nds;
 static const char *const fair_names[] = {
     "eclk", "lkatyusha", "ec-lsvrg-qian", "ec-lsvrg", "ec-gd-diana",
     "ec-sgd-diana", "ef21", "ec-gd", "adiana", "econtrol", "ec-lsvrg-diana"};
+/* The accelerated comparison's (--part accel-family): the accelerated
+ * methods, L-Katyusha uncompressed as the reference line, the ablation
+ * (ec-lsvrg-qian: ECLK without the momentum) and the DIANA/EF21 family. */
+static const char *const family_names[] = {
+    "eclk", "lkatyusha", "adiana", "adef", "econtrol", "ec-lsvrg-qian",
+    "ec-lsvrg-diana", "ec-gd-diana", "ec-sgd-diana", "ef21"};
 static ec_algo_id fair_algos[FAIR_MAX_ALGOS];
 static int fair_nalgos;
+/* Which of the two the fair machinery serves: PART_FAIR or PART_FAMILY
+ * (the same protocol; its methods, its tasks and its files differ). */
+static int fair_part = PART_FAIR;
 /* Row kinds: a method at its defaults and tuned, or ECLK's plain rule
  * at x1 only (item 1's goal: the default rule against plain). */
 #define FAIR_PLAIN (-2)
@@ -1441,11 +1461,16 @@ static const char *oracle_name(int o)
 
 static void fair_pick_algos(void)
 {
+    int fam = fair_part == PART_FAMILY;
+    const char *const *names = fam ? family_names : fair_names;
+    unsigned nn = fam ? sizeof family_names / sizeof family_names[0]
+                      : sizeof fair_names / sizeof fair_names[0];
+
     fair_nalgos = 0;
-    for (unsigned i = 0; i < sizeof fair_names / sizeof fair_names[0]; i++) {
+    for (unsigned i = 0; i < nn; i++) {
         ec_algo_id a;
 
-        if (ec_algo_from_name(fair_names[i], &a) == 0 && fair_nalgos < FAIR_MAX_ALGOS)
+        if (ec_algo_from_name(names[i], &a) == 0 && fair_nalgos < FAIR_MAX_ALGOS)
             fair_algos[fair_nalgos++] = a;
     }
 }
@@ -1475,7 +1500,7 @@ static void fair_add(int pi, ec_algo_id algo, int slot, int oracle, int rule,
     int full = algo_full(algo) || ec_algo_full_local(algo) || oracle;
     struct task *t = task_add();
 
-    t->part = PART_FAIR;
+    t->part = fair_part;
     t->prob = pi;
     t->algo = algo;
     t->slot = slot;
@@ -1537,6 +1562,7 @@ static void add_fair_tasks(void)
 struct fair_group {
     int n, reached;
     double rounds[FAIR_MAX_SEEDS], bits[FAIR_MAX_SEEDS], evals[FAIR_MAX_SEEDS];
+    double paper[FAIR_MAX_SEEDS];
     double peak, restarts_max;
     int diverged, stalled;
     double final_gap[FAIR_MAX_SEEDS];
@@ -1584,7 +1610,7 @@ static const struct result *fair_find(int pi, ec_algo_id algo, int slot, int ora
     for (unsigned i = 0; i < ntasks; i++) {
         const struct task *t = &tasks[i];
 
-        if (t->part == PART_FAIR && t->prob == pi && t->algo == algo &&
+        if (t->part == fair_part && t->prob == pi && t->algo == algo &&
             t->slot == slot && t->oracle == oracle && t->rule == rule &&
             t->aux == mi && t->seed == (uint64_t)seed) {
             if (ti)
@@ -1608,6 +1634,7 @@ static int fair_group(int pi, ec_algo_id algo, int slot, int oracle, int rule, i
         g->rounds[g->n] = r->hit[1] ? (double)r->hit_rounds[1] : INFINITY;
         g->bits[g->n] = r->hit[1] ? r->hit_bits[1] : INFINITY;
         g->evals[g->n] = r->hit[1] ? r->hit_evals[1] : INFINITY;
+        g->paper[g->n] = r->hit[1] ? r->hit_paper[1] : INFINITY;
         g->final_gap[g->n] = r->final_gap;
         g->reached += r->hit[1];
         g->diverged += r->stop == EC_STOP_DIVERGED;
@@ -1642,13 +1669,15 @@ static void spread_text(const double *v, int n, int reached, const char *fmt,
         snprintf(buf, len, "%s [%s-%s]", a, b, c);
 }
 
-/* The cells of one group: rounds, bits, oracle calls, and a note. */
-static void group_cells(const struct fair_group *g, char cells[3][112], char *note,
+/* The cells of one group: rounds, bits, paper bits, oracle calls, and a
+ * note. */
+static void group_cells(const struct fair_group *g, char cells[4][112], char *note,
                         size_t nlen)
 {
     spread_text(g->rounds, g->n, g->reached, "%.0f", cells[0], sizeof cells[0]);
     spread_text(g->bits, g->n, g->reached, "%.3g", cells[1], sizeof cells[1]);
-    spread_text(g->evals, g->n, g->reached, "%.4g", cells[2], sizeof cells[2]);
+    spread_text(g->paper, g->n, g->reached, "%.3g", cells[2], sizeof cells[2]);
+    spread_text(g->evals, g->n, g->reached, "%.4g", cells[3], sizeof cells[3]);
     note[0] = 0;
     if (g->reached < g->n) {
         size_t off = (size_t)snprintf(note, nlen, "%d of %d seeds reached 1e-6",
@@ -1753,7 +1782,9 @@ static const char *row_name(const struct fair_row *r, char *buf, size_t len)
 
 static const char *axis_name(ec_algo_id a)
 {
-    return ec_algo_is(a, EC_FAMILY_KATYUSHA) ? "smoothness" : "step";
+    /* adiana's constants derive from L as L-Katyusha's do (algo.c). */
+    return ec_algo_is(a, EC_FAMILY_KATYUSHA) || a == EC_ALGO_ADIANA ? "smoothness"
+                                                                    : "step";
 }
 
 static const char *slot_label(int slot, uint32_t d, char *buf, size_t len)
@@ -1780,9 +1811,10 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
     *nrows = 0;
     memset(sum, 0, sizeof *sum);
     fprintf(f, "\n### %s, oracle %s\n\n"
-               "| method | axis | default step | x1: rounds | bits up | oracle calls | "
-               "best x | tuned: rounds | bits up | oracle calls | notes |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|\n",
+               "| method | axis | default step | x1: rounds | bits up | paper bits | "
+               "oracle calls | best x | tuned: rounds | bits up | paper bits | "
+               "oracle calls | notes |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             slot_label(slot, d, cb, sizeof cb), oracle_name(oracle));
     for (int a = 0; a < fair_nalgos; a++)
         for (int k = 0; k < 2; k++) {
@@ -1790,11 +1822,23 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
             int s = ec_algo_compresses(algo) ? slot : CS_NONE;
             int rule = k ? FAIR_PLAIN : -1;
             struct fair_row *r = &rows[*nrows];
-            char dc[3][112], tc[3][112], dn[400], tn[400], notes[1200], nb[64], bm[32];
+            char dc[4][112], tc[4][112], dn[400], tn[400], notes[1200], nb[64], bm[32];
 
             if (k && algo != EC_ALGO_ECLK)
                 continue;
-            if (!fair_slot_ok(algo, s) || fair_row(pi, algo, s, oracle, rule, r) < 0)
+            if (!fair_slot_ok(algo, s)) {
+                /* Say why rather than leave the method out. */
+                char why[256];
+                ec_comp_spec c = slot_spec(s, d);
+
+                if (k || !ec_algo_compresses(algo) ||
+                    !ec_algo_comp_check(algo, c.type, why, sizeof why))
+                    continue;
+                fprintf(f, "| %s | - | - | n/a | | | | | n/a | | | | | n/a: %s |\n",
+                        ec_algo_name(algo), why);
+                continue;
+            }
+            if (fair_row(pi, algo, s, oracle, rule, r) < 0)
                 continue;
             group_cells(&r->def, dc, dn, sizeof dn);
             notes[0] = 0;
@@ -1802,7 +1846,7 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
                 snprintf(notes, sizeof notes, "x1: %s", dn);
             if (rule == FAIR_PLAIN) {
                 snprintf(bm, sizeof bm, "(x1 only)");
-                for (int j = 0; j < 3; j++)
+                for (int j = 0; j < 4; j++)
                     tc[j][0] = 0;
             } else if (r->have_best) {
                 group_cells(&r->best, tc, tn, sizeof tn);
@@ -1816,7 +1860,7 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
                              notes[0] ? "; " : "", r->best_m == 0 ? "smaller" : "larger");
             } else {
                 snprintf(bm, sizeof bm, "none");
-                for (int j = 0; j < 3; j++)
+                for (int j = 0; j < 4; j++)
                     snprintf(tc[j], sizeof tc[j], "-");
                 snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
                          "%sno multiplier reached 1e-6 on every seed within the "
@@ -1832,10 +1876,10 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
                 snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
                          "%sthe same runs as the stochastic oracle's (it takes its "
                          "whole shard either way)", notes[0] ? "; " : "");
-            fprintf(f, "| %s | %s | %.4g | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            fprintf(f, "| %s | %s | %.4g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
                     row_name(r, nb, sizeof nb), rule == FAIR_PLAIN ? "-" : axis_name(algo),
-                    r->def.theory_step, dc[0], dc[1], dc[2], bm, tc[0], tc[1], tc[2],
-                    notes);
+                    r->def.theory_step, dc[0], dc[1], dc[2], dc[3], bm, tc[0], tc[1],
+                    tc[2], tc[3], notes);
             if (rule != FAIR_PLAIN) {
                 if (algo == EC_ALGO_ECLK)
                     sum->eclk = r;
@@ -1859,6 +1903,11 @@ static void med_text(const struct fair_group *g, int ok, char *buf, size_t len)
         snprintf(buf, len, "%.0f", med(g->rounds, g->n));
     else
         snprintf(buf, len, "not reached");
+}
+
+static const char *fair_prefix(void)
+{
+    return fair_part == PART_FAMILY ? "accel-family" : "fair";
 }
 
 /* Per problem, compressor and oracle: each method's median rounds to 1e-6
@@ -1921,7 +1970,7 @@ static void write_fair_plots(const char *dir)
                     svg = plot_svg_bands(&sp, s, b, ns, &len);
                     if (!svg)
                         die("fair plot", "out of memory");
-                    snprintf(file, sizeof file, "fair-%s-%g-%s-%s.svg", datasets[ds].label,
+                    snprintf(file, sizeof file, "%s-%s-%g-%s-%s.svg", fair_prefix(), datasets[ds].label,
                              table_lambdas[l], fair_slots[sl] == CS_RANDKD ? "randk"
                              : fair_slots[sl] == CS_TOPK1 ? "top1" : "topk", oracle_name(o));
                     f = out_open(dir, file);
@@ -1931,28 +1980,55 @@ static void write_fair_plots(const char *dir)
                 }
 }
 
+/* "a, b, c": the methods of the comparison whose workers take their whole
+ * shard (full 1) or a minibatch (full 0). */
+static const char *fair_oracle_list(int full, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = 0;
+    for (int a = 0; a < fair_nalgos && off < len; a++)
+        if (ec_algo_full_local(fair_algos[a]) == full)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "",
+                                    ec_algo_name(fair_algos[a]));
+    return buf;
+}
+
+/* The fair comparison's files (fair.md, fair-DATASET.md) or the
+ * accelerated comparison's (accel-family.md, accel-family-DATASET.md):
+ * the same protocol and tables, for fair_part. */
 static void write_fair(const char *dir, double wall, double load0, double load1)
 {
-    FILE *sf = out_open(dir, "fair.md");
+    int fam = fair_part == PART_FAMILY;
+    char sname[64], ol0[512], ol1[512];
+    FILE *sf;
     struct fair_row rows[2 * FAIR_MAX_ALGOS];
     int nrows, goal_n = 0, goal_ok = 0;
-    char goal[16384];
-    size_t goff = 0;
+    char goal[16384], grid[32768];
+    size_t goff = 0, gdoff = 0;
 
-    header(sf, "The fair comparison: every method at its defaults and tuned, both oracles, "
-               "several seeds");
+    fair_pick_algos();
+    snprintf(sname, sizeof sname, "%s.md", fair_prefix());
+    sf = out_open(dir, sname);
+    header(sf, fam ? "The accelerated comparison: ECLK, ADIANA, ADEF, EControl, L-Katyusha, "
+                     "EC-LSVRG (Qian) and the DIANA/EF21 family under the fair protocol"
+                   : "The fair comparison: every method at its defaults and tuned, both "
+                     "oracles, several seeds");
     fprintf(sf,
             "Logistic loss, 20 workers, contiguous split, relative gap 1e-6, in process. "
             "Each method runs at every multiplier of the grid x{");
     for (int m = 0; m < fair_ngrid; m++)
         fprintf(sf, "%s%g", m ? ", " : "", fair_grid[m]);
-    fprintf(sf, "} of `smoothness_multiplier` (for eclk and lkatyusha it moves the step "
-                "and the momentum together; for the others it multiplies the step: the "
+    fprintf(sf, "} of `smoothness_multiplier` (for eclk, lkatyusha and adiana it moves "
+                "the step and the momentum together; for the others it multiplies the step: the "
                 "step multiplier; docs/algorithms.md, \"The smoothness multiplier\") on "
                 "%d seed%s; x1 is the default. Oracle \"stochastic\": each method its own "
-                "(a minibatch of 1 row per worker for eclk, lkatyusha, ec-lsvrg, "
-                "ec-lsvrg-qian, ec-sgd-diana; the whole shard for ec-gd, ec-gd-diana, "
-                "ef21); \"full\": every method its whole shard (`batch` \"full\").\n\n"
+                "(a minibatch of 1 row per worker for %s; the whole shard for %s); "
+                "\"full\": every method its whole shard (`batch` \"full\"). A method "
+                "that does not take a compressor is listed as n/a with the reason the "
+                "engine gives at submit.\n\n"
+                "Bits up: uplink bits per worker as sent (values and indices); paper "
+                "bits: as each method's paper counts them (docs/algorithms.md).\n\n"
                 "Best multiplier: the one whose seeds all reached 1e-6 with the fewest "
                 "median rounds (ties by median bits), among those whose runs all kept "
                 "their relative gap at or below %gx its start (the excursion rule of an "
@@ -1961,9 +2037,10 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                 "did not reach 1e-6 (the note says how many did). Oracle calls: gradient "
                 "evaluations of one row's loss per worker (`grad_evals`). Runs of ec-gd "
                 "and ef21 with topk draw no random numbers: one run stands for every "
-                "seed. Round budgets: a full local gradient per round (ec-gd, "
-                "ec-gd-diana, ef21, and every method in the full oracle) ",
-            fair_nseeds, fair_nseeds == 1 ? "" : "s", FAIR_MAX_EXCURSION);
+                "seed. Round budgets: a full local gradient per round (%s, and every "
+                "method in the full oracle) ",
+            fair_nseeds, fair_nseeds == 1 ? "" : "s", fair_oracle_list(0, ol0, sizeof ol0),
+            fair_oracle_list(1, ol1, sizeof ol1), FAIR_MAX_EXCURSION, ol1);
     for (int di = 0; di < fair_nds; di++)
         fprintf(sf, "%s%s %llu", di ? ", " : "", datasets[fair_ds[di]].label,
                 (unsigned long long)datasets[fair_ds[di]].rounds_full);
@@ -1975,12 +2052,26 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                 "from a quarter of it on (\"stalled\").\n\n"
                 "Ran in %.0f s wall on 2 processes (nice 10) on a 2-core machine shared "
                 "with other work, load average %.2f at the start and %.2f at the end; "
-                "per-dataset tables in `fair-DATASET.md`.\n\n"
+                "per-dataset tables in `%s-DATASET.md`.\n\n"
                 "## Summary: the fastest compressing method (median rounds to 1e-6)\n\n"
                 "| dataset | lambda2_rel | compressor | oracle | at defaults | tuned | "
                 "eclk x1 | eclk tuned | lkatyusha tuned (no compression) |\n"
                 "|---|---|---|---|---|---|---|---|---|\n",
-            wall, load0, load1);
+            wall, load0, load1, fair_prefix());
+    gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
+                              "\n## Every method: median rounds to 1e-6 [min-max over the "
+                              "seeds], at x1 / tuned (best x)\n\n"
+                              "\"-\": not every seed reached 1e-6 within the budget (the "
+                              "per-dataset tables say how far each got); n/a: the method "
+                              "takes no such compressor.\n\n| dataset | lambda2_rel | "
+                              "compressor | oracle |");
+    for (int a = 0; a < fair_nalgos; a++)
+        gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff, " %s |",
+                                  ec_algo_name(fair_algos[a]));
+    gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff, "\n|---|---|---|---|");
+    for (int a = 0; a < fair_nalgos; a++)
+        gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff, "---|");
+    gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff, "\n");
     goff += (size_t)snprintf(goal + goff, sizeof goal - goff,
                              "\n## ECLK's default rule against `plain` (item 1's goal: at most "
                              "1.5x plain's rounds wherever plain converges)\n\n"
@@ -1992,13 +2083,13 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
         char name[64], title[160];
         FILE *f;
 
-        snprintf(name, sizeof name, "fair-%s.md", datasets[ds].label);
+        snprintf(name, sizeof name, "%s-%s.md", fair_prefix(), datasets[ds].label);
         f = out_open(dir, name);
-        snprintf(title, sizeof title, "%s: the fair comparison (see fair.md)",
-                 datasets[ds].label);
+        snprintf(title, sizeof title, "%s: the %s comparison (see %s)",
+                 datasets[ds].label, fam ? "accelerated" : "fair", sname);
         header(f, title);
-        fprintf(f, "%s: N = %u rows, d = %u. Columns and rules: `fair.md`.\n",
-                datasets[ds].label, datasets[ds].ds.n_rows, datasets[ds].ds.d);
+        fprintf(f, "%s: N = %u rows, d = %u. Columns and rules: `%s`.\n",
+                datasets[ds].label, datasets[ds].ds.n_rows, datasets[ds].ds.d, sname);
         for (int l = 0; l < 2; l++) {
             int pi = prob_get(ds, table_lambdas[l]);
 
@@ -2011,6 +2102,37 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                     const struct fair_row *plain = NULL;
 
                     fair_section(f, pi, fair_slots[sl], o, rows, &nrows, &sm);
+                    slot_label(fair_slots[sl], datasets[ds].ds.d, cb, sizeof cb);
+                    gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
+                                              "| %s | %g | %s | %s |", datasets[ds].label,
+                                              table_lambdas[l], cb, oracle_name(o));
+                    for (int a = 0; a < fair_nalgos && gdoff < sizeof grid; a++) {
+                        const struct fair_row *fr = NULL;
+                        char x1c[64], tuc[80];
+
+                        for (int i = 0; i < nrows; i++)
+                            if (rows[i].algo == fair_algos[a] && rows[i].rule != FAIR_PLAIN)
+                                fr = &rows[i];
+                        if (!fr) {
+                            gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
+                                                      " n/a |");
+                            continue;
+                        }
+                        spread_text(fr->def.rounds, fr->def.n, fr->def.reached, "%.0f",
+                                    x1c, sizeof x1c);
+                        if (fr->have_best) {
+                            char t[64];
+
+                            spread_text(fr->best.rounds, fr->best.n, fr->best.reached,
+                                        "%.0f", t, sizeof t);
+                            snprintf(tuc, sizeof tuc, "%s (x%g)", t, fair_grid[fr->best_m]);
+                        } else
+                            snprintf(tuc, sizeof tuc, "-");
+                        gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
+                                                  " %s / %s |", x1c, tuc);
+                    }
+                    if (gdoff < sizeof grid)
+                        gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff, "\n");
                     if (sm.win_def)
                         snprintf(a, sizeof a, "%s %.0f", ec_algo_name(sm.win_def->algo),
                                  med(sm.win_def->def.rounds, sm.win_def->def.n));
@@ -2077,14 +2199,16 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
         snprintf(goal + goff, sizeof goal - goff,
                  "\nThe goal is met in %d of the %d cases where plain converged on every "
                  "seed.\n", goal_ok, goal_n);
+    if (gdoff < sizeof grid)
+        fputs(grid, sf);
     fputs(goal, sf);
-    fprintf(sf, "\nPlots: `fair-DATASET-LAMBDA-COMPRESSOR-ORACLE.svg`, each method's median "
+    fprintf(sf, "\nPlots: `%s-DATASET-LAMBDA-COMPRESSOR-ORACLE.svg`, each method's median "
                 "rounds to 1e-6 against the multiplier with a band from the least to the "
-                "greatest seed.\n");
+                "greatest seed.\n", fair_prefix());
     fclose(sf);
     write_fair_plots(dir);
-    fprintf(stderr, "fair: default rule within 1.5x of plain in %d of %d cases\n",
-            goal_ok, goal_n);
+    fprintf(stderr, "%s: default rule within 1.5x of plain in %d of %d cases\n",
+            fair_prefix(), goal_ok, goal_n);
 }
 
 /* --fair-grid "0.5,1,2": the multipliers, 1 among them (the default). */
@@ -2135,6 +2259,236 @@ static void fair_parse_lists(const char *ds_text, const char *comp_text)
     }
     if (!fair_nds || !fair_nslots)
         die("--fair-datasets/--fair-compressors", "empty");
+}
+
+/* ---- the acceleration slopes (--part slopes) -------------------------- */
+
+/*
+ * Rounds to relative gap 1e-6 against kappa for each accelerated method,
+ * at its defaults, on mushrooms (lambda2_rel 1e-2 .. 1e-4, or 1e-5 with
+ * --slope-kappas 4), seeds 1..slope_nseeds: a log-log slope per seed over
+ * the kappas it reached, then the median and range of the slopes. 1/2 is
+ * the accelerated rate's, 1 the non-accelerated one's. Each method takes
+ * its own oracle except adef and econtrol, which take their whole shard
+ * (with one row a round neither converges: adef.md, accel-family.md);
+ * eclk runs in both, so that it is matched with them as well.
+ */
+#define SLOPE_MAX_KAPPAS 4
+struct slope_method {
+    const char *name;
+    int slot;                /* enum comp_slot */
+    int oracle;              /* 1: batch "full" */
+    const char *why;         /* its role in the comparison */
+};
+static const struct slope_method slope_methods[] = {
+    {"eclk", CS_TOPKD, 0, "accelerated, contractive"},
+    {"eclk", CS_TOPKD, 1, "accelerated, contractive (matched with adef, econtrol)"},
+    {"lkatyusha", CS_NONE, 0, "accelerated, no compression (the reference line)"},
+    {"adiana", CS_RANDKD, 0, "accelerated, unbiased only (rand-k's unbiased form)"},
+    {"adef", CS_TOPKD, 1, "accelerated (general convex theory), contractive"},
+    {"econtrol", CS_TOPKD, 1, "not accelerated: the control"},
+    {"ec-lsvrg-qian", CS_TOPKD, 0, "ECLK without the momentum: the ablation"},
+};
+#define NSLOPE (sizeof slope_methods / sizeof slope_methods[0])
+static int slope_nseeds = 3;
+static int slope_nkappas = 3;
+
+static uint64_t slope_budget(int l)
+{
+    static const uint64_t b[SLOPE_MAX_KAPPAS] = {30000, 100000, 300000, 600000};
+
+    return b[l];
+}
+
+static void add_slope_tasks(void)
+{
+    static const uint32_t evals[SLOPE_MAX_KAPPAS] = {10, 10, 20, 50};
+
+    for (int l = 0; l < slope_nkappas; l++) {
+        int pi = prob_get(DS_MUSHROOMS, accel_lambdas[l]);
+
+        for (unsigned a = 0; a < NSLOPE; a++) {
+            ec_algo_id algo;
+
+            if (ec_algo_from_name(slope_methods[a].name, &algo) < 0)
+                continue;
+            for (int s = 1; s <= slope_nseeds; s++) {
+                struct task *t = task_add();
+
+                t->part = PART_SLOPE;
+                t->prob = pi;
+                t->algo = algo;
+                t->slot = slope_methods[a].slot;
+                t->comp = slot_spec(t->slot, datasets[DS_MUSHROOMS].ds.d);
+                t->oracle = slope_methods[a].oracle;
+                t->seed = (uint64_t)s;
+                t->max_rounds = slope_budget(l);
+                t->eval_every = evals[l];
+                t->target = 1e-6;
+                t->stall_rule = 1;
+                t->aux = (int)(a * SLOPE_MAX_KAPPAS + (unsigned)l);
+            }
+        }
+    }
+}
+
+static const struct result *slope_find(unsigned a, int l, int seed, unsigned *ti)
+{
+    for (unsigned i = 0; i < ntasks; i++)
+        if (tasks[i].part == PART_SLOPE &&
+            tasks[i].aux == (int)(a * SLOPE_MAX_KAPPAS + (unsigned)l) &&
+            tasks[i].seed == (uint64_t)seed) {
+            if (ti)
+                *ti = i;
+            return &results[i];
+        }
+    return NULL;
+}
+
+static void slope_label(unsigned a, char *buf, size_t len)
+{
+    const struct slope_method *m = &slope_methods[a];
+    char cb[32];
+
+    slot_label(m->slot, datasets[DS_MUSHROOMS].ds.d, cb, sizeof cb);
+    snprintf(buf, len, "%s, %s%s", m->name, cb, m->oracle ? ", full" : "");
+}
+
+static void write_slopes(const char *dir, double wall, double load0, double load1)
+{
+    FILE *f = out_open(dir, "accel-slopes.md");
+    double kx[NSLOPE][SLOPE_MAX_KAPPAS], ym[NSLOPE][SLOPE_MAX_KAPPAS];
+    double lo[NSLOPE][SLOPE_MAX_KAPPAS], hi[NSLOPE][SLOPE_MAX_KAPPAS];
+    char names[NSLOPE][128];
+    plot_series ps[NSLOPE];
+    plot_band pb[NSLOPE];
+    size_t np = 0;
+    plot_spec sp = {0};
+    char *svg;
+    size_t len = 0;
+
+    header(f, "The acceleration slopes: rounds to relative gap 1e-6 against kappa, each "
+              "accelerated method");
+    fprintf(f, "mushrooms, logistic, 20 workers, contiguous split, each method at its "
+               "defaults (x1), %d seed%s, in process; compressors at k = ceil(d/20) = %u; "
+               "oracle: each method its own (a minibatch of 1 row for eclk, lkatyusha, "
+               "ec-lsvrg-qian; adiana takes its whole shard) except adef and econtrol, "
+               "which take their whole shard (`batch` \"full\": with 1 row a round "
+               "neither converges, adef.md and accel-family.md); eclk also runs so, "
+               "matched with them. Round budgets per lambda2_rel:",
+            slope_nseeds, slope_nseeds == 1 ? "" : "s", k_frac(datasets[DS_MUSHROOMS].ds.d));
+    for (int l = 0; l < slope_nkappas; l++)
+        fprintf(f, "%s %g: %llu", l ? "," : "", accel_lambdas[l],
+                (unsigned long long)slope_budget(l));
+    fprintf(f, "; a run whose rate would leave it 10x above 1e-6 at its budget stops "
+               "from a quarter of it on.\n\nThe slope: for each seed, the least-squares "
+               "fit of log(rounds) on log(kappa) over the kappas that seed reached (at "
+               "least 2), then the median [min-max] over the seeds. 1/2 is the "
+               "accelerated rate's, 1 a non-accelerated method's. Cells: rounds to 1e-6, "
+               "median [min-max] over the seeds.\n\n"
+               "Ran in %.0f s wall (with the other parts of the same command) on 2 "
+               "processes (nice 10), a 2-core machine shared with other work, load "
+               "average %.2f at the start and %.2f at the end.\n\n"
+               "| method | role |", wall, load0, load1);
+    for (int l = 0; l < slope_nkappas; l++) {
+        unsigned ti = 0;
+        const struct result *r = slope_find(0, l, 1, &ti);
+
+        fprintf(f, " kappa %.4g |", r ? r->kappa : NAN);
+    }
+    fprintf(f, " slope: median [min-max] |\n|---|---|");
+    for (int l = 0; l <= slope_nkappas; l++)
+        fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (unsigned a = 0; a < NSLOPE; a++) {
+        double sl[FAIR_MAX_SEEDS];
+        int nsl = 0, have = 0;
+        char lab[96];
+
+        for (int l = 0; l < slope_nkappas; l++)
+            have |= slope_find(a, l, 1, NULL) != NULL;
+        if (!have)
+            continue;
+        slope_label(a, lab, sizeof lab);
+        fprintf(f, "| %s | %s |", lab, slope_methods[a].why);
+        kx[np][0] = 0;
+        for (int l = 0; l < slope_nkappas; l++) {
+            double ro[FAIR_MAX_SEEDS];
+            int reached = 0, n = 0;
+            unsigned ti = 0;
+            const struct result *r = NULL;
+            char cell[400];
+
+            for (int s = 1; s <= slope_nseeds; s++) {
+                r = slope_find(a, l, s, &ti);
+                if (!r)
+                    continue;
+                ro[n++] = r->hit[1] ? (double)r->hit_rounds[1] : INFINITY;
+                reached += r->hit[1];
+                kx[np][l] = r->kappa;
+            }
+            spread_text(ro, n, reached, "%.0f", cell, sizeof cell);
+            if (reached < n) {
+                char why[160];
+
+                stop_text(r, tasks[ti].max_rounds, why, sizeof why);
+                snprintf(cell, sizeof cell, "%d of %d seeds reached%s%s", reached, n,
+                         reached ? "" : "; ", reached ? "" : why);
+            }
+            fprintf(f, " %s |", cell);
+            ym[np][l] = reached == n ? med(ro, n) : NAN;
+            lo[np][l] = reached == n ? vmin(ro, n) : NAN;
+            hi[np][l] = reached == n ? vmax(ro, n) : NAN;
+        }
+        for (int s = 1; s <= slope_nseeds; s++) {
+            double x[SLOPE_MAX_KAPPAS], y[SLOPE_MAX_KAPPAS], v;
+            int n = 0;
+
+            for (int l = 0; l < slope_nkappas; l++) {
+                const struct result *r = slope_find(a, l, s, NULL);
+
+                if (r && r->hit[1]) {
+                    x[n] = r->kappa;
+                    y[n] = (double)r->hit_rounds[1];
+                    n++;
+                }
+            }
+            if (n >= 2 && fit_slope(x, y, n, &v) == 0)
+                sl[nsl++] = v;
+        }
+        if (nsl) {
+            char c[96];
+
+            spread_text(sl, nsl, nsl, "%.2f", c, sizeof c);
+            fprintf(f, " %s (%d seed%s) |\n", c, nsl, nsl == 1 ? "" : "s");
+            snprintf(names[np], sizeof names[np], "%s: slope %.2f", lab, med(sl, nsl));
+        } else {
+            fprintf(f, " n/a (fewer than 2 kappas reached) |\n");
+            snprintf(names[np], sizeof names[np], "%s: no slope", lab);
+        }
+        fprintf(stderr, "slope %-40s %s\n", lab, nsl ? "" : "n/a");
+        ps[np].name = names[np];
+        ps[np].x = kx[np];
+        ps[np].y = ym[np];
+        ps[np].n = (size_t)slope_nkappas;
+        pb[np].lo = lo[np];
+        pb[np].hi = hi[np];
+        np++;
+    }
+    fprintf(f, "\nPlot: `accel-slopes.svg` (median rounds with a band from the least to "
+               "the greatest seed; a kappa where a seed missed is left out).\n");
+    fclose(f);
+    sp.title = "mushrooms: rounds to relative gap 1e-6 against kappa, defaults";
+    sp.xlabel = "kappa = L_f / mu";
+    sp.ylabel = "rounds to 1e-6";
+    sp.xlog = sp.ylog = 1;
+    svg = plot_svg_bands(&sp, ps, pb, np, &len);
+    if (!svg)
+        die("slopes plot", "out of memory");
+    f = out_open(dir, "accel-slopes.svg");
+    if (fwrite(svg, 1, len, f) != len || fclose(f) != 0)
+        die("accel-slopes.svg", "write failed");
+    free(svg);
 }
 
 /* ---- main ------------------------------------------------------------- */
@@ -2314,11 +2668,17 @@ int main(int argc, char **argv)
             fair_ds_text = argv[++i];
         else if (strcmp(argv[i], "--fair-compressors") == 0 && i + 1 < argc)
             fair_comp_text = argv[++i];
+        else if (strcmp(argv[i], "--slope-seeds") == 0 && i + 1 < argc)
+            slope_nseeds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--slope-kappas") == 0 && i + 1 < argc)
+            slope_nkappas = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--quick] [--out DIR] [--jobs N] "
-                            "[--part tables|accel|p|steps|tuned|fair] [--only DATASET] [--seeds N] "
+                            "[--part tables|accel|p|steps|tuned|fair|accel-family|slopes] "
+                            "[--only DATASET] [--seeds N] "
                             "[--scale F] [--fair-seeds N] [--fair-grid M,M,...] "
-                            "[--fair-datasets NAME,...] [--fair-compressors topk,randk,top1]\n",
+                            "[--fair-datasets NAME,...] [--fair-compressors topk,randk,top1] "
+                            "[--slope-seeds N] [--slope-kappas 3|4]\n",
                     argv[0]);
             return 2;
         }
@@ -2329,6 +2689,10 @@ int main(int argc, char **argv)
         nseeds = NSEEDS;
     if (fair_nseeds < 1 || fair_nseeds > FAIR_MAX_SEEDS)
         die("--fair-seeds", "must be 1..5");
+    if (slope_nseeds < 1 || slope_nseeds > FAIR_MAX_SEEDS)
+        die("--slope-seeds", "must be 1..5");
+    if (slope_nkappas < 3 || slope_nkappas > SLOPE_MAX_KAPPAS)
+        die("--slope-kappas", "must be 3 (lambda2_rel 1e-2 .. 1e-4) or 4 (.. 1e-5)");
     if (fair_grid_text)
         fair_parse_grid(fair_grid_text);
     fair_parse_lists(fair_ds_text, fair_comp_text);
@@ -2371,10 +2735,19 @@ int main(int argc, char **argv)
         }
         if (!part || strcmp(part, "tuned") == 0)
             add_tuned_tasks();
-        if (!part || strcmp(part, "fair") == 0)
+        if (!part || strcmp(part, "fair") == 0) {
+            fair_part = PART_FAIR;
             add_fair_tasks();
+        }
+        if (!part || strcmp(part, "accel-family") == 0) {
+            fair_part = PART_FAMILY;
+            add_fair_tasks();
+        }
+        if (!part || strcmp(part, "slopes") == 0)
+            add_slope_tasks();
         if (!ntasks)
-            die(part, "no such part (tables, accel, p, steps, tuned or fair)");
+            die(part, "no such part (tables, accel, p, steps, tuned, fair, accel-family "
+                      "or slopes)");
     }
     if (scale > 0 && scale != 1.0)
         scale_budgets(scale);
@@ -2410,15 +2783,23 @@ int main(int argc, char **argv)
         write_steps(out_dir);
     if (has_part(PART_TUNED))
         write_tuned(out_dir);
-    if (has_part(PART_FAIR)) {
-        double la[1];
+    {
+        double la[1], wall;
 
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (getloadavg(la, 1) == 1)
             load1 = la[0];
-        write_fair(out_dir, (double)(t1.tv_sec - t0.tv_sec) +
-                                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
-                   load0, load1);
+        wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (has_part(PART_FAIR)) {
+            fair_part = PART_FAIR;
+            write_fair(out_dir, wall, load0, load1);
+        }
+        if (has_part(PART_FAMILY)) {
+            fair_part = PART_FAMILY;
+            write_fair(out_dir, wall, load0, load1);
+        }
+        if (has_part(PART_SLOPE))
+            write_slopes(out_dir, wall, load0, load1);
     }
     if (quick)
         fails += quick_checks();

@@ -1,6 +1,6 @@
 # The paper's comparison (bench/bench_paper.c): every table and plot of
 # bench/results/paper/ from scratch, and the quick subset CI runs.
-.PHONY: bench-paper bench-paper-quick bench-paper-fair
+.PHONY: bench-paper bench-paper-quick bench-paper-fair bench-paper-accel
 
 # The fair comparison's scope (bench/results/paper/fair.md's: 3 seeds,
 # the multipliers 0.5, 1, 4 and 16; 568 runs and 863 CPU s on a9a alone,
@@ -12,7 +12,9 @@ FAIR_ARGS ?= --fair-seeds 3 --fair-grid 0.5,1,4,16
 
 # About 850 CPU seconds for the tables, the sweeps and the tuned
 # comparison, two processes sharing the runs, plus the fair comparison's
-# (about 2000 at FAIR_ARGS): an hour or more on the shared 2-core machine.
+# (about 2000 at FAIR_ARGS), the accelerated comparison's (FAIR_ARGS
+# apply to it too) and the slopes': several hours on the shared 2-core
+# machine; bench-paper-fair and bench-paper-accel run their parts alone.
 bench-paper: $(BUILD)/bench/bench_paper
 	rm -rf bench/results/paper
 	mkdir -p bench/results/paper
@@ -22,6 +24,23 @@ bench-paper: $(BUILD)/bench/bench_paper
 bench-paper-fair: $(BUILD)/bench/bench_paper
 	mkdir -p bench/results/paper
 	nice -n 10 $(BUILD)/bench/bench_paper --part fair --out bench/results/paper --jobs 2 $(FAIR_ARGS)
+
+# The accelerated comparison (accel-family.md, accel-family-DATASET.md:
+# ECLK, ADIANA, ADEF, EControl, L-Katyusha, EC-LSVRG (Qian) and the
+# DIANA/EF21 family under the fair protocol, on a9a and mushrooms) and
+# the acceleration slopes (accel-slopes.md, .svg: rounds to 1e-6 against
+# kappa for each accelerated method, a slope per seed). ACCEL_ARGS sets
+# the comparison's seeds, grid, datasets and compressors; SLOPE_ARGS the
+# slopes' seeds and kappas (--slope-kappas 4 adds lambda2_rel 1e-5).
+ACCEL_ARGS ?= --fair-seeds 3 --fair-grid 1,4,16,64 --fair-datasets mushrooms,a9a \
+	--fair-compressors topk,randk
+SLOPE_ARGS ?= --slope-seeds 3
+bench-paper-accel: $(BUILD)/bench/bench_paper
+	mkdir -p bench/results/paper
+	nice -n 10 $(BUILD)/bench/bench_paper --part accel-family --out bench/results/paper \
+	    --jobs 2 $(ACCEL_ARGS)
+	nice -n 10 $(BUILD)/bench/bench_paper --part slopes --out bench/results/paper \
+	    --jobs 2 $(SLOPE_ARGS)
 
 # Under 2 minutes; fails unless ECLK reaches 1e-6 on mushrooms within its
 # budget and the same seed gives the same run twice.
