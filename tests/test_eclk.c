@@ -323,7 +323,7 @@ END_TEST
  * snapshot with the inflation doubled, counts the restart and its round,
  * and the metric column marks it: 0 in every row before that round, the
  * count from the first row after. Without the guard the same job takes
- * more than twice the rounds. The rows are the same on the process
+ * more rounds. The rows are the same on the process
  * backend.
  */
 START_TEST(test_guard_restarts)
@@ -365,8 +365,10 @@ START_TEST(test_guard_restarts)
     ck_assert_uint_eq(s2.eclk.restarts, 0);
     ck_assert_double_eq(s2.eclk.inflation, 1.0);
     /* Here the restart saves rounds: without it the oscillation takes
-     * more than twice as long to die down. */
-    ck_assert_uint_gt(s2.rounds, 2 * s.rounds);
+     * longer to die down (1980 rounds against 1360; how much longer moves
+     * with the rounding of an unstable run: 2930 before ECLK's workers
+     * fused their passes). */
+    ck_assert_uint_gt(s2.rounds, s.rounds + s.rounds / 4);
     off_rounds = s2.rounds;
     for (unsigned i = 0; i < off.n; i++)
         ck_assert_uint_eq(off.r[i].restarts, 0);

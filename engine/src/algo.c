@@ -541,12 +541,23 @@ static void draw_coin(ec_model *m)
         m->coin = ec_rng_uniform(&m->rng) < m->prm->p;
 }
 
-/* x = theta1 z + theta2 w + (1 - theta1 - theta2) y */
+/* x = theta1 z + theta2 w + (1 - theta1 - theta2) y; and for ECLK and
+ * L-Katyusha with a minibatch the workers' shared dense term gamma
+ * lambda2 (x - w) in the same pass. */
 static void katyusha_x(ec_model *m)
 {
     const ec_params *p = m->prm;
     double t3 = 1.0 - m->theta1 - p->theta2;
 
+    if (m->xw) {
+        double gl = m->gamma * m->pb->lambda2;
+
+        for (uint32_t j = 0; j < m->d; j++) {
+            m->x[j] = m->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
+            m->xw[j] = gl * (m->x[j] - m->w[j]);
+        }
+        return;
+    }
     for (uint32_t j = 0; j < m->d; j++)
         m->x[j] = m->theta1 * m->z[j] + p->theta2 * m->w[j] + t3 * m->y[j];
 }
@@ -659,6 +670,8 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w = zeros(d);
         m->tmp = zeros(d);
     }
+    if (is_katyusha(prm->algo) && ec_algo_samples_rows(prm))
+        m->xw = zeros(d);
     if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
         m->w = zeros(d);
     if (is_adef(prm->algo)) {
@@ -683,7 +696,8 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
          (!m->y || !m->z || !m->w || !m->tmp)) ||
         (has_shared_coin(prm->algo) && !m->w) ||
         (is_adef(prm->algo) && (!m->y || !m->z)) ||
-        (guarded(prm) && (!m->w_best || !m->u_best))) {
+        (guarded(prm) && (!m->w_best || !m->u_best)) ||
+        (is_katyusha(prm->algo) && ec_algo_samples_rows(prm) && !m->xw)) {
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
     }
@@ -721,6 +735,7 @@ void ec_model_clear(ec_model *m)
     free(m->w);
     free(m->u);
     free(m->tmp);
+    free(m->xw);
     free(m->w_best);
     free(m->u_best);
     free(m->part);
@@ -1236,6 +1251,55 @@ static void error_feedback_measured(ec_worker *w, const double *g,
     w->ef_out += out;
 }
 
+/*
+ * ECLK's error feedback with a minibatch, fused: e += gamma D, D's rows
+ * part where the rows have entries and its dense part gamma lambda2 (x -
+ * w) from the model (m->xw, the same for every worker), in one pass over e
+ * that also sums ||e + gamma D||^2; then q = Q(e), e -= q, ||e'||^2 from
+ * the sum by the entries q changed when q is sparse. Three passes over d
+ * (read and write e, read xw, then Q's read of e) where the unfused path
+ * makes eight; the sums differ from it only in rounding.
+ */
+static void eclk_feedback_rows(ec_worker *w, const ec_model *m, int measure, ec_msg *q)
+{
+    const ec_problem *pb = w->pb;
+    uint32_t d = pb->d;
+    double in = 0.0, out = 0.0;
+
+    draw_rows(w);
+    ec_shard_grad_rows_sparse_add(pb, w->tau, w->rows, w->prm->batch, m->x, m->w, m->gamma,
+                                  w->e);
+    if (!measure) {
+        for (uint32_t j = 0; j < d; j++)
+            w->e[j] += m->xw[j];
+        error_feedback_send(w, q);
+        return;
+    }
+    for (uint32_t j = 0; j < d; j++) {
+        w->e[j] += m->xw[j];
+        in += w->e[j] * w->e[j];
+    }
+    ec_compress(w->comp, w->e, &w->rng, q);
+    if (q->nnz < d / 4) {
+        /* q's indices are distinct: the sum changes by each one's terms */
+        out = in;
+        for (uint32_t i = 0; i < q->nnz; i++) {
+            double *ei = &w->e[q->idx[i]], before = *ei * *ei;
+
+            *ei -= q->val[i];
+            out += *ei * *ei - before;
+        }
+        out = fmax(out, 0.0);
+    } else {
+        for (uint32_t i = 0; i < q->nnz; i++)
+            w->e[q->idx[i]] -= q->val[i];
+        for (uint32_t j = 0; j < d; j++)
+            out += w->e[j] * w->e[j];
+    }
+    w->ef_in += in;
+    w->ef_out += out;
+}
+
 /* Gorbunov et al.'s loopless SVRG estimator into g:
  * grad f_S(x) - grad f_S(w_tau) + grad f^(tau)(w_tau). */
 static void lsvrg_grad(ec_worker *w, const double *x, double *g)
@@ -1315,6 +1379,10 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             w->ef_in = w->ef_out = 0.0;
             w->restarts = m->restarts;
         }
+        if (m->xw) {
+            eclk_feedback_rows(w, m, online(p), &up->q);
+            break;
+        }
         local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
         if (online(p))
             error_feedback_measured(w, g, m->gamma, &up->q);
@@ -1322,6 +1390,19 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             error_feedback(w, g, m->gamma, &up->q);
         break;
     case EC_ALGO_LKATYUSHA:
+        if (m->xw) {
+            /* gamma D as ECLK's error memory holds it with Q = none (where
+             * e is 0 before and after), so that ECLK with none is this
+             * method bit for bit. */
+            memset(g, 0, d * sizeof *g);
+            draw_rows(w);
+            ec_shard_grad_rows_sparse_add(pb, w->tau, w->rows, p->batch, m->x, m->w,
+                                          m->gamma, g);
+            for (uint32_t j = 0; j < d; j++)
+                g[j] += m->xw[j];
+            msg_dense(&up->q, g, d);
+            break;
+        }
         local_grad(w, m->x, m->w, g);
         for (uint32_t j = 0; j < d; j++)
             g[j] *= m->gamma;

@@ -172,6 +172,24 @@ void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
     }
 }
 
+void ec_shard_grad_rows_sparse_add(const ec_problem *pb, uint32_t tau,
+                                   const uint32_t *rows, uint32_t nrows,
+                                   const double *x, const double *w, double alpha,
+                                   double *v)
+{
+    const ec_dataset *ds = pb->ds;
+    double scale = alpha * pb->shards[tau].weight / nrows;
+
+    for (uint32_t r = 0; r < nrows; r++) {
+        uint32_t i = rows[r];
+        double c = loss_deriv(pb->loss, ds->y[i] * row_dot(ds, i, x)) -
+                   loss_deriv(pb->loss, ds->y[i] * row_dot(ds, i, w));
+
+        if (c != 0.0)
+            row_axpy(ds, i, scale * ds->y[i] * c, v);
+    }
+}
+
 /*
  * A sampled row is usually outside the caches, and the dot product waits
  * on each column index before it can load x there. Asking for the row's

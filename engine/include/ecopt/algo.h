@@ -164,6 +164,10 @@ typedef struct ec_model {
     ec_rng rng;               /* the shared coin's generator */
     double *x, *y, *z, *w, *u;
     double *tmp;              /* scratch for the L-Katyusha update */
+    /* ECLK and L-Katyusha with a minibatch: gamma lambda2 (x - w), the
+     * dense part of every worker's gamma D, computed once with x (NULL
+     * otherwise). */
+    double *xw;
     /* The constants in use: prm's, except that ECLK's online rule moves
      * them as its estimate of the realised contraction moves. */
     double gamma, theta1, eta, sigma;

@@ -58,10 +58,10 @@ enum {
  */
 #define EC_ALGORITHMS(X)                                                      \
     X(EC_ALGO_ECLK, "eclk", KATYUSHA, 1, 1, 1,                                \
-      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 8, 1, 2, 0,                    \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 9, 1, 2, 0,                    \
       "error-compensated loopless Katyusha")                                  \
     X(EC_ALGO_LKATYUSHA, "lkatyusha", KATYUSHA, 0, 1, 1,                      \
-      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 6, 1, 2, 0,                    \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 7, 1, 2, 0,                    \
       "loopless Katyusha, uncompressed")                                      \
     X(EC_ALGO_EC_SGD, "ec-sgd", SGD, 1, 1, 0,                                 \
       EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1, 0,                                  \

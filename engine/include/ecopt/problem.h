@@ -160,6 +160,16 @@ void ec_shard_grad(const ec_problem *pb, uint32_t tau, const double *x,
 void ec_shard_grad_rows(const ec_problem *pb, uint32_t tau,
                         const uint32_t *rows, uint32_t nrows,
                         const double *x, const double *w, double *g);
+/*
+ * v += alpha (g - lambda2 (x - w)), g as ec_shard_grad_rows gives it with
+ * w: the rows' part of the difference alone, added where the rows have
+ * entries. ECLK's workers add the dense lambda2 part, the same for every
+ * worker, from the model (docs/algorithms.md, "ECLK").
+ */
+void ec_shard_grad_rows_sparse_add(const ec_problem *pb, uint32_t tau,
+                                   const uint32_t *rows, uint32_t nrows,
+                                   const double *x, const double *w, double alpha,
+                                   double *v);
 /* A hint, no effect on results: row i's entries will be read soon. */
 void ec_problem_prefetch_row(const ec_problem *pb, uint32_t i);
 
