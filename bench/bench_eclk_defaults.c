@@ -61,6 +61,7 @@ static const struct config {
     {"guarded-nominal", EC_ECLK_NOMINAL, EC_ECLK_GUARD_THRESHOLD, 0},
     {"online-c1", EC_ECLK_ONLINE, EC_ECLK_GUARD_THRESHOLD, 1.0},
     {"online-c2", EC_ECLK_ONLINE, EC_ECLK_GUARD_THRESHOLD, 2.0},
+    {"adaptive", EC_ECLK_ADAPTIVE, EC_ECLK_GUARD_OBJECTIVE, 0},
 };
 #define NRULES (sizeof configs / sizeof configs[0])
 
@@ -87,6 +88,7 @@ static unsigned ntasks;
 static atomic_uint *next_task;
 static uint64_t budget = 100000;
 static double lambda2_rel = 1e-3;
+static int full_batch;
 
 static ec_comp_spec comp_spec(int c, uint32_t d)
 {
@@ -140,13 +142,15 @@ static void run_task(unsigned i)
     job.algorithm = EC_ALGO_ECLK;
     job.compressor = comp_spec(t->comp, pb->d);
     job.max_rounds = budget;
+    if (full_batch)
+        job.batch = EC_JOB_BATCH_FULL;
     job.eval_every = 10;
     job.target = TARGET;
     job.seed = t->seed;
     job.max_seconds = 1e9;
     job.eclk_rule = (int)configs[t->rule].rule;
     job.eclk_guard = configs[t->rule].guard > 0;
-    if (job.eclk_guard)
+    if (job.eclk_guard && configs[t->rule].rule != EC_ECLK_ADAPTIVE)
         job.eclk_guard_threshold = configs[t->rule].guard;
     if (ec_params_resolve(&job, pb, &prm, &e) < 0) {
         fprintf(stderr, "bench_eclk_defaults: %s\n", e.msg);
@@ -237,6 +241,8 @@ int main(int argc, char **argv)
             budget = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--lambda2-rel") == 0 && i + 1 < argc)
             lambda2_rel = atof(argv[++i]);
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+            full_batch = strcmp(argv[++i], "full") == 0;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
         else if ((strcmp(argv[i], "--configs") == 0 || strcmp(argv[i], "--rules") == 0) &&

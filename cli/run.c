@@ -125,7 +125,10 @@ static void print_eclk_rule(FILE *o, const ec_params *prm)
             prm->eclk_c, prm->L_delta,
             prm->eclk_rule == EC_ECLK_ONLINE && prm->comp.type != EC_COMP_NONE
                 ? ", delta_eff follows the measured contraction" : "");
-    if (prm->eclk_guard)
+    if (prm->eclk_guard && prm->eclk_rule == EC_ECLK_ADAPTIVE)
+        fprintf(o, "on when P(w) rises %g of P(x0) - best above the best",
+                prm->eclk_guard_threshold);
+    else if (prm->eclk_guard)
         fprintf(o, "on at %gx the best ||grad f(w)||", prm->eclk_guard_threshold);
     else
         fputs("off", o);

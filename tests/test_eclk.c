@@ -148,7 +148,8 @@ START_TEST(test_rules_selectable)
         job.eclk_rule = r;
         ck_assert_msg(ec_params_resolve(&job, &pb, &p, &e) == 0, "%s", e.msg);
         ck_assert_int_eq(p.eclk_rule, r);
-        infl = r == EC_ECLK_PLAIN ? 1.0 : ec_eclk_inflation(p.delta, 0.5);
+        infl = r == EC_ECLK_PLAIN || r == EC_ECLK_ADAPTIVE
+                   ? 1.0 : ec_eclk_inflation(p.delta, 0.5);
         ck_assert_double_eq(p.inflation, infl);
         ck_assert_double_eq(p.delta_eff, p.delta);
         ck_assert_double_eq(p.L_delta, infl * p.L_eff);
@@ -159,9 +160,20 @@ START_TEST(test_rules_selectable)
         ck_assert_double_eq(p.gamma, p.eta / p.L_delta);
         ck_assert_double_eq(p.p, fmax(1.0 / p.m, p.delta));
         ck_assert_int_eq(p.eclk_guard, 1);
-        ck_assert_double_eq(p.eclk_guard_threshold, EC_ECLK_GUARD_THRESHOLD);
+        ck_assert_double_eq(p.eclk_guard_threshold, r == EC_ECLK_ADAPTIVE
+                                                        ? EC_ECLK_GUARD_OBJECTIVE
+                                                        : EC_ECLK_GUARD_THRESHOLD);
     }
     ck_assert_double_eq(EC_ECLK_GUARD_THRESHOLD, 10.0);
+    ck_assert_double_eq(EC_ECLK_GUARD_OBJECTIVE, 0.5);
+    /* adaptive's guard watches the objective: no threshold is taken. */
+    job.eclk_rule = EC_ECLK_ADAPTIVE;
+    job.eclk_guard_threshold = 4.0;
+    ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), EC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "eclk_guard_threshold"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "adaptive"));
+    job.eclk_guard_threshold = NAN;
+    job.eclk_rule = EC_ECLK_ONLINE;
     job.eclk_guard = 0;
     ck_assert_int_eq(ec_params_resolve(&job, &pb, &p, &e), 0);
     ck_assert_int_eq(p.eclk_guard, 0);
@@ -402,6 +414,84 @@ START_TEST(test_guard_restarts)
 }
 END_TEST
 
+/*
+ * The adaptive rule (docs/algorithms.md, "ECLK's guard"): plain constants
+ * on a9a with rand-1 run away within the first epoch (p = 1/123, so the
+ * first coin round comes late), and the gradient guard never sees it: the
+ * gap passes 10x its start. The objective guard sees P(w) above its best
+ * on a coin round, restarts from the best snapshot with L doubled, and
+ * the run reaches 1e-6. The rows (with their restarts column) are the
+ * same on the process backend.
+ */
+START_TEST(test_adaptive_restarts)
+{
+    static struct rows grad, obj, procs;
+    ec_job job = job_for("eclk", EC_COMP_RANDK, 1);
+    ec_params p;
+    ec_summary s, s2;
+    ec_problem pb;
+    ec_err e = {0};
+
+    load(&a9a, "a9a");
+    job.max_rounds = 1000;
+    job.eval_every = 10;
+    job.eclk_rule = EC_ECLK_PLAIN;
+    run(&a9a, &job, &grad, &p, &s);
+    ck_assert_double_gt(grad.max_gap, 10.0);
+
+    job.eclk_rule = EC_ECLK_ADAPTIVE;
+    job.max_rounds = 40000;
+    job.target = 1e-6;
+    run(&a9a, &job, &obj, &p, &s);
+    ck_assert_double_eq(p.inflation, 1.0);
+    ck_assert_double_eq(p.gamma, p.eta / p.L_eff);
+    ck_assert_int_eq(s.stop, EC_STOP_TARGET);
+    ck_assert_uint_ge(s.eclk.restarts, 1);
+    ck_assert_double_eq(s.eclk.inflation, ldexp(1.0, (int)s.eclk.restarts));
+    for (unsigned i = 0; i < obj.n; i++) {
+        if (obj.r[i].round < s.eclk.restart_rounds[0])
+            ck_assert_uint_eq(obj.r[i].restarts, 0);
+        else
+            ck_assert_uint_ge(obj.r[i].restarts, 1);
+    }
+    ck_assert_uint_eq(obj.r[obj.n - 1].restarts, s.eclk.restarts);
+    /* After the last restart the gap stays below its start. */
+    for (unsigned i = 0; i < obj.n; i++)
+        if (obj.r[i].restarts == s.eclk.restarts && obj.r[i].round > 0)
+            ck_assert_double_le(obj.r[i].rel_gap, 1.0);
+
+    /* The workers' processes decide alike from the broadcast. */
+    job.max_rounds = 600;
+    job.target = 0;
+    run(&a9a, &job, &obj, &p, &s);
+    ck_assert_uint_ge(s.eclk.restarts, 1);
+    procs.n = 0;
+    ck_assert_msg(ec_problem_init(&pb, &a9a, &job, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_problem_solve(&pb, &e) == 0, "%s", e.msg);
+    ck_assert_msg(ec_params_resolve(&job, &pb, &p, &e) == 0, "%s", e.msg);
+    {
+        ec_proc_opts opts = {0};
+
+        opts.procs = 2;
+        ck_assert_msg(ec_run_process(&pb, &p, &job, &opts, keep, &procs, &s2, &e) == 0,
+                      "%s", e.msg);
+    }
+    ck_assert_uint_eq(procs.n, obj.n);
+    for (unsigned i = 0; i < obj.n; i++) {
+        ck_assert_uint_eq(procs.r[i].restarts, obj.r[i].restarts);
+        ck_assert(procs.r[i].rel_gap == obj.r[i].rel_gap);
+        ck_assert_uint_eq(procs.r[i].bits_up, obj.r[i].bits_up);
+    }
+    ck_assert_int_eq(memcmp(s2.eclk.restart_rounds, s.eclk.restart_rounds,
+                            sizeof s.eclk.restart_rounds), 0);
+    ec_problem_clear(&pb);
+    fprintf(stderr, "eclk a9a rand-1 adaptive: %llu restarts by round 600, the "
+                    "first at %llu; plain with the gradient guard up to x%.3g\n",
+            (unsigned long long)s.eclk.restarts,
+            (unsigned long long)s.eclk.restart_rounds[0], grad.max_gap);
+}
+END_TEST
+
 /* The online rule's two sums cross the wire with the coin round's uplink
  * and broadcast, bit for bit; a frame cut inside them is rejected. */
 START_TEST(test_stats_on_the_wire)
@@ -461,6 +551,33 @@ START_TEST(test_stats_on_the_wire)
                                          h.flags, d, &dout, &has_down, &e), 0);
     ck_assert_int_eq(dout.has_stats, 0);
     ck_assert_double_eq(dout.ef_in, 0.0);
+    ck_assert_int_eq(dout.has_value, 0);
+
+    /* The adaptive rule's value: 64 bits more, up and down, bit for bit. */
+    up.has_value = 1;
+    up.value = 0.6931471805599453;
+    n = ec_wire_encode_up(buf, sizeof buf, 8, &up);
+    ck_assert_int_eq(ec_wire_header_decode(buf, (size_t)n, 1 << 20, &h, &e), 0);
+    ck_assert_int_eq(ec_wire_decode_up(buf + EC_WIRE_HEADER_SIZE, h.length, d,
+                                       &out, &e), 0);
+    ck_assert_int_eq(out.has_value, 1);
+    ck_assert_int_eq(memcmp(&out.value, &up.value, sizeof up.value), 0);
+    ck_assert_uint_eq(ec_up_bits(&out), ec_up_bits(&up));
+    up.has_value = 0;
+    ck_assert_uint_eq(ec_up_bits(&out), ec_up_bits(&up) + 64);
+    ck_assert_int_eq(ec_wire_decode_up(buf + EC_WIRE_HEADER_SIZE, h.length - 1,
+                                       d, &out, &e), EC_EPROTO);
+    down.has_value = 1;
+    down.value = 13.8629436111989;
+    n = ec_wire_encode_step(buf, sizeof buf, 9, &down, d);
+    ck_assert_int_eq(ec_wire_header_decode(buf, (size_t)n, 1 << 20, &h, &e), 0);
+    ck_assert_int_eq(ec_wire_decode_step(buf + EC_WIRE_HEADER_SIZE, h.length,
+                                         h.flags, d, &dout, &has_down, &e), 0);
+    ck_assert_int_eq(dout.has_value, 1);
+    ck_assert(dout.value == down.value);
+    ck_assert_int_eq(ec_wire_decode_step(buf + EC_WIRE_HEADER_SIZE,
+                                         h.length - 4, h.flags, d, &dout,
+                                         &has_down, &e), EC_EPROTO);
     ec_up_clear(&up);
     ec_up_clear(&out);
     ec_down_clear(&down);
@@ -482,6 +599,7 @@ int main(void)
     tcase_add_test(tc, test_guard_restarts);
     tcase_add_test(tc, test_online_deterministic);
     tcase_add_test(tc, test_a9a_randk1_converges);
+    tcase_add_test(tc, test_adaptive_restarts);
     tcase_add_test(tc, test_stats_on_the_wire);
     suite_add_tcase(s, tc);
     rc = tu_run(s);

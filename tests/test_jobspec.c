@@ -499,7 +499,7 @@ static const struct bad_case bad_cases[] = {
     {WITH("'smoothness_multiplier':-2"), "smoothness_multiplier", "(got -2)"},
     {WITH("'smoothness_multiplier':'x2'"), "smoothness_multiplier", "(got \"x2\")"},
     {WITH("'eclk_rule':'fast'"), "eclk_rule",
-     "must be one of: plain, nominal, online (got \"fast\")"},
+     "must be one of: plain, nominal, online, adaptive (got \"fast\")"},
     {WITH("'eclk_rule':1"), "eclk_rule", "must be one of"},
     {WITH("'eclk_guard':'on'"), "eclk_guard", "must be true or false"},
     {WITH("'eclk_guard':1"), "eclk_guard", "must be true or false"},

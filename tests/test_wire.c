@@ -920,7 +920,8 @@ START_TEST(test_max_payload)
     long size;
     uint8_t *buf;
 
-    ck_assert_uint_eq(max, 4 + 2 * (8 + 20 + 12 * d) + 16);
+    /* flags, two dither messages, the stats and the value */
+    ck_assert_uint_eq(max, 4 + 2 * (8 + 20 + 12 * d) + 16 + 8);
     ck_assert_uint_eq(ec_wire_max_payload(1), 1024);
     ck_assert_uint_eq(ec_wire_max_payload(UINT32_MAX), EC_WIRE_MAX_PAYLOAD);
     ck_assert_uint_le(ec_wire_max_payload(1000000), EC_WIRE_MAX_PAYLOAD);
@@ -934,6 +935,7 @@ START_TEST(test_max_payload)
     ec_compress(ct, x, &r, &up.extra);
     up.has_extra = 1;
     up.has_stats = 1;
+    up.has_value = 1;
     buf = encode_up(&up, 0, &size);
     ck_assert_uint_eq((size_t)size, EC_WIRE_HEADER_SIZE + max - 40);
     free(buf);
@@ -1173,8 +1175,9 @@ static const payload_case up_cases[] = {
      "unknown message type 255"},
     {"msg reserved u8", EC_COMP_TOPK, 5, 5, 1, 1, -1, "reserved"},
     {"msg reserved u16", EC_COMP_TOPK, 5, 6, 2, 0x100, -1, "reserved"},
-    {"unknown up flags", EC_COMP_TOPK, 5, 0, 4, 8, -1, "UP flags 0x8"},
+    {"unknown up flags", EC_COMP_TOPK, 5, 0, 4, 0x10, -1, "UP flags 0x10"},
     {"has_stats but none", EC_COMP_TOPK, 5, 0, 4, 2, -1, "truncated"},
+    {"has_value but none", EC_COMP_TOPK, 5, 0, 4, 8, -1, "truncated"},
     {"has_extra but none", EC_COMP_TOPK, 5, 0, 4, 1, -1, "truncated"},
     {"trailing byte", EC_COMP_TOPK, 5, 0, 0, 0, -1, "1 trailing bytes"},
     {"trailing after randk", EC_COMP_RANDK, 3, 0, 0, 0, -1, "trailing"},
@@ -1255,7 +1258,7 @@ static const struct step_case {
     uint32_t value;
     const char *sentence;
 } step_cases[] = {
-    {"unknown dflags", 0, 4, 8, "flags 0x8"},
+    {"unknown dflags", 0, 4, 0x10, "flags 0x10"},
     {"unknown kind", 20, 1, 2, "unknown kind 2"},
     {"vector reserved", 21, 1, 1, "reserved"},
     {"sparse nnz > d", 24, 4, 124, "nnz 124 over d = 123"},

@@ -148,8 +148,8 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff)
 {
     p->eclk_rule = rule;
     p->delta_eff = delta_eff;
-    p->inflation = rule == EC_ECLK_PLAIN ? 1.0
-                                         : ec_eclk_inflation(delta_eff, p->eclk_c);
+    p->inflation = rule == EC_ECLK_PLAIN || rule == EC_ECLK_ADAPTIVE
+                       ? 1.0 : ec_eclk_inflation(delta_eff, p->eclk_c);
     /* The smoothness multiplier divides the smoothness every constant
      * derives from, so gamma and theta1 move together (docs/algorithms.md,
      * "The smoothness multiplier"). */
@@ -247,6 +247,17 @@ static int eclk_resolve(const ec_job *job, ec_params *p, ec_err *e)
                           EC_ECLK_GUARD_THRESHOLD_MAX, threshold);
     p->eclk_guard = job->eclk_guard < 0 ? EC_ECLK_GUARD_DEFAULT : job->eclk_guard != 0;
     p->eclk_guard_threshold = threshold;
+    /* The adaptive rule's guard watches the objective, at a fixed fraction
+     * of the start's excess; the threshold is the gradient guard's. */
+    if (rule == EC_ECLK_ADAPTIVE) {
+        if (!isnan(job->eclk_guard_threshold))
+            return ec_err_set(e, EC_EINVAL,
+                              "eclk_guard_threshold: not with eclk_rule adaptive, "
+                              "whose guard watches the objective (a rise of %g of "
+                              "the start's excess over the best)",
+                              EC_ECLK_GUARD_OBJECTIVE);
+        p->eclk_guard_threshold = EC_ECLK_GUARD_OBJECTIVE;
+    }
     ec_params_set_eclk(p, rule, p->delta);
     return 0;
 }
@@ -575,6 +586,13 @@ static int guarded(const ec_params *p)
     return p->algo == EC_ALGO_ECLK && p->eclk_guard;
 }
 
+/* The adaptive rule's guard watches the objective: the workers send f_tau
+ * with the init gradient and with every coin round's. */
+static int watches_value(const ec_params *p)
+{
+    return guarded(p) && p->eclk_rule == EC_ECLK_ADAPTIVE;
+}
+
 /* The model's constants from a copy of prm with the given contraction and
  * guard factor (which multiplies the inflation). */
 static void model_constants(ec_model *m, double delta_eff, double guard)
@@ -708,6 +726,7 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     m->delta_eff = m->delta_min = m->delta_max = prm->delta_eff;
     m->inflation = prm->inflation;
     m->best_gnorm = INFINITY;
+    m->value_start = m->value_best = INFINITY;
     m->guard = 1.0;
     ec_rng_seed(&m->rng, prm->seed, 0xc0171);
     m->initialised = !ec_algo_has_init(prm->algo);
@@ -779,26 +798,57 @@ static double norm2(const double *v, uint32_t d)
     return s;
 }
 
+/* P(x) from the sum over the workers of f_tau(x): their mean and
+ * lambda1's term. */
+static double objective(const ec_model *m, double sum, const double *x)
+{
+    double l1 = 0.0;
+
+    for (uint32_t j = 0; j < m->d; j++)
+        l1 += fabs(x[j]);
+    return sum / m->pb->n + m->pb->lambda1 * l1;
+}
+
 /*
  * ECLK's guard, on a coin round (w and u were just refreshed): it keeps the
  * best snapshot by ||grad f(w)|| and, when ||grad f(w)|| grows past the
  * threshold times the best, restarts from it with the inflation doubled
  * (docs/algorithms.md, "ECLK's guard"). 1 when it restarted.
  */
-static int guard_check(ec_model *m)
+static int guard_check(ec_model *m, const ec_down *down)
 {
     const ec_params *p = m->prm;
     uint32_t d = m->d;
-    double gn = sqrt(norm2(m->u, d));
 
-    if (gn < m->best_gnorm) {
-        m->best_gnorm = gn;
-        memcpy(m->w_best, m->w, d * sizeof *m->w);
-        memcpy(m->u_best, m->u, d * sizeof *m->u);
-        return 0;
+    if (watches_value(p)) {
+        /* The adaptive rule's: P(w) against its best, the rise measured
+         * in the start's excess over that best. */
+        double v;
+
+        if (!down->has_value)
+            return 0;
+        v = objective(m, down->value, m->w);
+        if (v < m->value_best) {
+            m->value_best = v;
+            memcpy(m->w_best, m->w, d * sizeof *m->w);
+            memcpy(m->u_best, m->u, d * sizeof *m->u);
+            return 0;
+        }
+        if (!(v - m->value_best >
+              EC_ECLK_GUARD_OBJECTIVE * (m->value_start - m->value_best)))
+            return 0;
+    } else {
+        double gn = sqrt(norm2(m->u, d));
+
+        if (gn < m->best_gnorm) {
+            m->best_gnorm = gn;
+            memcpy(m->w_best, m->w, d * sizeof *m->w);
+            memcpy(m->u_best, m->u, d * sizeof *m->u);
+            return 0;
+        }
+        if (!(gn > p->eclk_guard_threshold * m->best_gnorm))
+            return 0;
     }
-    if (!(gn > p->eclk_guard_threshold * m->best_gnorm))
-        return 0;
     /* Growth the rule did not prevent: back to the best snapshot, with a
      * doubled constant and a fresh estimate. The workers clear their
      * error memories when they see the restart. */
@@ -827,7 +877,7 @@ static void eclk_coin_update(ec_model *m, const ec_down *down)
     const ec_params *p = m->prm;
     double delta;
 
-    if (guarded(p) && guard_check(m))
+    if (guarded(p) && guard_check(m, down))
         return;
     /* The memories start empty: the first 1/delta rounds would flatter the
      * compressor, so they are not counted. */
@@ -887,6 +937,12 @@ static void model_apply(ec_model *m, const ec_down *down)
         /* u = grad f(x0) for L-Katyusha, g = mean g_tau(x0) for EF21. */
         memcpy(m->u, down->a, d * sizeof *m->u);
         m->initialised = 1;
+        if (watches_value(p) && down->has_value) {
+            /* P(x0): the guard's reference and its first snapshot. */
+            m->value_start = m->value_best = objective(m, down->value, m->x);
+            memcpy(m->w_best, m->x, d * sizeof *m->w);
+            memcpy(m->u_best, m->u, d * sizeof *m->u);
+        }
         draw_coin(m);
         if (is_katyusha(p->algo))
             katyusha_x(m);
@@ -1024,13 +1080,13 @@ uint64_t ec_up_bits(const ec_up *up)
 
     if (up->has_extra)
         b += up->extra.value_bits + up->extra.index_bits;
-    return b + (up->has_stats ? 128 : 0);
+    return b + (up->has_stats ? 128 : 0) + (up->has_value ? 64 : 0);
 }
 
 uint64_t ec_up_paper_bits(const ec_up *up)
 {
     return up->q.paper_bits + (up->has_extra ? up->extra.paper_bits : 0) +
-           (up->has_stats ? 128 : 0);
+           (up->has_stats ? 128 : 0) + (up->has_value ? 64 : 0);
 }
 
 int ec_down_init(ec_down *down, uint32_t d)
@@ -1356,6 +1412,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 
     up->has_extra = 0;
     up->has_stats = 0;
+    up->has_value = 0;
+    up->value = 0.0;
     up->refreshed = 0;
     up->ef_in = up->ef_out = 0.0;
     up->q.nnz = 0;
@@ -1367,6 +1425,10 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             memcpy(w->h, g, d * sizeof *g);
         msg_dense(&up->extra, g, d);
         up->has_extra = 1;
+        if (watches_value(p)) {
+            up->has_value = 1;
+            up->value = ec_shard_value(pb, w->tau, m->x);
+        }
         return;
     }
 
@@ -1520,6 +1582,10 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             up->ef_out = w->ef_out;
             w->ef_in = w->ef_out = 0.0;
         }
+        if (watches_value(p)) {
+            up->has_value = 1;
+            up->value = ec_shard_value(pb, w->tau, m->y);
+        }
     }
     if (ec_algo_samples_rows(p))
         prefetch_next_rows(w);
@@ -1613,6 +1679,8 @@ void ec_server_reduce_begin(const ec_model *m, ec_down *down)
     down->has_a = 0;
     down->has_stats = 0;
     down->ef_in = down->ef_out = 0.0;
+    down->has_value = 0;
+    down->value = 0.0;
     down->bits = down->paper_bits = 0;
     down->pb = m->pb;
     down->refresh_rows = 0;
@@ -1637,6 +1705,10 @@ void ec_server_reduce_add(ec_down *down, const ec_up *up)
         down->ef_out += up->ef_out;
         down->has_stats = 1;
     }
+    if (up->has_value) {
+        down->value += up->value;
+        down->has_value = 1;
+    }
     ec_msg_axpy(&up->q, 1.0, down->v);
     if (up->has_extra) {
         ec_msg_axpy(&up->extra, 1.0, down->a);
@@ -1660,6 +1732,10 @@ void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
     if (down->has_stats) {
         down->bits += 128;
         down->paper_bits += 128;
+    }
+    if (down->has_value) {
+        down->bits += 64;
+        down->paper_bits += 64;
     }
 }
 

@@ -117,6 +117,21 @@ double ec_problem_value(const ec_problem *pb, const double *x)
            pb->lambda1 * l1;
 }
 
+double ec_shard_value(const ec_problem *pb, uint32_t tau, const double *x)
+{
+    const ec_shard *sh = &pb->shards[tau];
+    const ec_dataset *ds = pb->ds;
+    ksum data = {0, 0};
+    double sq = 0.0;
+
+    for (uint32_t i = sh->begin; i < sh->end; i++)
+        ksum_add(&data, loss_value(pb->loss, ds->y[i] * row_dot(ds, i, x)));
+    for (uint32_t j = 0; j < pb->d; j++)
+        sq += x[j] * x[j];
+    return sh->weight * (data.s + data.c) / (sh->end - sh->begin) +
+           0.5 * pb->lambda2 * sq;
+}
+
 /* g = scale * sum_{i in [begin,end)} loss'(b_i a_i x) b_i a_i (g is added to). */
 static void grad_rows_add(const ec_problem *pb, uint32_t begin, uint32_t end,
                           const double *x, double scale, double *g)

@@ -32,12 +32,12 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
             pb->lambda1, pb->lambda2, pb->L_f, pb->L, pb->L_tilde, pb->mu);
     fprintf(f, "params gamma %.17g p %.17g alpha %.17g delta %.17g "
                "omega %.17g step_multiplier %.17g step_given %d "
-               "theta2 %.17g eclk_rule %s participation %.17g "
+               "theta2 %.17g eclk_rule %s eclk_guard %d participation %.17g "
                "participants %u\n",
             prm->gamma, prm->p, prm->alpha, prm->delta, prm->omega,
             prm->step_multiplier, prm->step_given, prm->theta2,
-            ec_eclk_rule_name(prm->eclk_rule), prm->participation,
-            prm->participants);
+            ec_eclk_rule_name(prm->eclk_rule), prm->eclk_guard,
+            prm->participation, prm->participants);
     for (uint32_t t = 0; t < pb->n; t++)
         fprintf(f, "shard %u %u %u\n", t, pb->shards[t].begin, pb->shards[t].end);
     return ferror(f) ? -1 : 0;

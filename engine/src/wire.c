@@ -25,10 +25,13 @@
 #define UP_HAS_EXTRA 0x1u
 #define UP_HAS_STATS 0x2u      /* ECLK's two error-feedback sums follow */
 #define UP_REFRESHED 0x4u      /* ec-lsvrg(-diana) refreshed its reference point */
+#define UP_HAS_VALUE 0x8u      /* ECLK adaptive: f64 f_tau at the gradient's point */
 #define STEP_INIT 0x1u
 #define STEP_HAS_A 0x2u
 #define STEP_HAS_STATS 0x4u    /* their sums over the workers follow */
+#define STEP_HAS_VALUE 0x8u    /* the sum of the workers' values follows */
 #define WIRE_STATS 16u         /* f64 ef_in | f64 ef_out */
+#define WIRE_VALUE 8u          /* f64 value */
 #define WIRE_UPS_ENTRY 8u      /* u32 worker | u32 length before each UP */
 
 #define VEC_DENSE 0u
@@ -219,6 +222,21 @@ static int rd_stats(rd *r, int has, double *ef_in, double *ef_out, ec_err *e)
         return rc;
     *ef_in = rd_f64(r);
     *ef_out = rd_f64(r);
+    return 0;
+}
+
+/* ECLK adaptive's value (UP) or the sum of them (STEP), when the frame
+   says it has one; 0 when it does not. */
+static int rd_value(rd *r, int has, double *value, ec_err *e)
+{
+    int rc;
+
+    *value = 0.0;
+    if (!has)
+        return 0;
+    if ((rc = rd_need(r, WIRE_VALUE, e)) < 0)
+        return rc;
+    *value = rd_f64(r);
     return 0;
 }
 
@@ -424,9 +442,9 @@ size_t ec_wire_max_payload(uint32_t d)
     /* dither with every level nonzero is the largest message (its
      * parameters and 12 bytes an entry); two dense vectors the largest
      * STEP; ERROR's text bounds the small frames. */
-    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS;
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS + WIRE_VALUE;
     uint64_t step = WIRE_STEP_FIXED + 2 * (WIRE_VEC_FIXED + 8 * (uint64_t)d) +
-                    WIRE_STATS;
+                    WIRE_STATS + WIRE_VALUE;
     uint64_t max = up > step ? up : step;
 
     if (max < WIRE_MAX_TEXT)
@@ -436,7 +454,7 @@ size_t ec_wire_max_payload(uint32_t d)
 
 size_t ec_wire_max_payload_ups(uint32_t d, uint32_t count)
 {
-    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS;
+    uint64_t up = 4 + 2 * msg_size(EC_COMP_DITHER, d) + WIRE_STATS + WIRE_VALUE;
     uint64_t max = 4 + (uint64_t)count * (WIRE_UPS_ENTRY + up);
 
     if (max < WIRE_MAX_TEXT)
@@ -606,6 +624,8 @@ size_t ec_wire_up_payload(const ec_up *up)
         payload += msg_size(up->extra.type, up->extra.nnz);
     if (up->has_stats)
         payload += WIRE_STATS;
+    if (up->has_value)
+        payload += WIRE_VALUE;
     return (size_t)payload;
 }
 
@@ -616,7 +636,8 @@ static void write_up(wr *w, const ec_up *up)
     assert(!up->has_extra || msg_consistent(&up->extra));
     wr_u32(w, (up->has_extra ? UP_HAS_EXTRA : 0) |
                   (up->has_stats ? UP_HAS_STATS : 0) |
-                  (up->refreshed ? UP_REFRESHED : 0));
+                  (up->refreshed ? UP_REFRESHED : 0) |
+                  (up->has_value ? UP_HAS_VALUE : 0));
     write_msg(w, &up->q);
     if (up->has_extra)
         write_msg(w, &up->extra);
@@ -624,6 +645,8 @@ static void write_up(wr *w, const ec_up *up)
         wr_f64(w, up->ef_in);
         wr_f64(w, up->ef_out);
     }
+    if (up->has_value)
+        wr_f64(w, up->value);
 }
 
 long ec_wire_encode_up(uint8_t *buf, size_t cap, uint64_t round,
@@ -723,12 +746,15 @@ long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
     }
     if (down->has_stats)
         payload += WIRE_STATS;
+    if (down->has_value)
+        payload += WIRE_VALUE;
     n = frame_begin(&w, buf, cap, EC_WIRE_STEP, EC_WIRE_STEP_HAS_DOWN, payload,
                     round);
     if (n < 0)
         return n;
     wr_u32(&w, (down->init ? STEP_INIT : 0) | (down->has_a ? STEP_HAS_A : 0) |
-                   (down->has_stats ? STEP_HAS_STATS : 0));
+                   (down->has_stats ? STEP_HAS_STATS : 0) |
+                   (down->has_value ? STEP_HAS_VALUE : 0));
     wr_u64(&w, down->bits);
     wr_u64(&w, down->paper_bits);
     write_vec(&w, down->v, d, nv);
@@ -738,6 +764,8 @@ long ec_wire_encode_step(uint8_t *buf, size_t cap, uint64_t round,
         wr_f64(&w, down->ef_in);
         wr_f64(&w, down->ef_out);
     }
+    if (down->has_value)
+        wr_f64(&w, down->value);
     assert((long)w.pos == n);
     return n;
 }
@@ -943,7 +971,7 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     if ((rc = rd_need(&r, 4, e)) < 0)
         return rc;
     flags = rd_u32(&r);
-    if (flags & ~(UP_HAS_EXTRA | UP_HAS_STATS | UP_REFRESHED))
+    if (flags & ~(UP_HAS_EXTRA | UP_HAS_STATS | UP_REFRESHED | UP_HAS_VALUE))
         return ec_err_set(e, EC_EPROTO,
                           "UP flags 0x%" PRIx32 " has unknown bits", flags);
     if ((rc = read_msg(&r, d, &out->q, "q", e)) < 0)
@@ -958,6 +986,9 @@ int ec_wire_decode_up(const uint8_t *p, size_t len, uint32_t d, ec_up *out,
     out->has_stats = (flags & UP_HAS_STATS) != 0;
     out->refreshed = (flags & UP_REFRESHED) != 0;
     if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
+        return rc;
+    out->has_value = (flags & UP_HAS_VALUE) != 0;
+    if ((rc = rd_value(&r, out->has_value, &out->value, e)) < 0)
         return rc;
     return rd_end(&r, e);
 }
@@ -1074,7 +1105,7 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
     if ((rc = rd_need(&r, WIRE_STEP_FIXED, e)) < 0)
         return rc;
     dflags = rd_u32(&r);
-    if (dflags & ~(STEP_INIT | STEP_HAS_A | STEP_HAS_STATS))
+    if (dflags & ~(STEP_INIT | STEP_HAS_A | STEP_HAS_STATS | STEP_HAS_VALUE))
         return ec_err_set(e, EC_EPROTO,
                           "STEP broadcast flags 0x%" PRIx32 " has unknown bits",
                           dflags);
@@ -1092,6 +1123,9 @@ int ec_wire_decode_step(const uint8_t *p, size_t len, uint32_t flags,
         return rc;
     out->has_stats = (dflags & STEP_HAS_STATS) != 0;
     if ((rc = rd_stats(&r, out->has_stats, &out->ef_in, &out->ef_out, e)) < 0)
+        return rc;
+    out->has_value = (dflags & STEP_HAS_VALUE) != 0;
+    if ((rc = rd_value(&r, out->has_value, &out->value, e)) < 0)
         return rc;
     if ((rc = rd_end(&r, e)) < 0)
         return rc;

@@ -130,6 +130,23 @@ class Problem:
             dl = t - 1.0
         return weight * (A.T @ (dl * b)) / len(rows) + self.lam2 * x
 
+    def value_shard(self, tau, x):
+        """f^(tau)(x): w_tau (1/m_tau) sum of its rows' losses + lambda2/2 ||x||^2."""
+        lo, hi = self.shards[tau]
+        weight = len(self.shards) * (hi - lo) / self.A.shape[0]
+        t = self.b[lo:hi] * (self.A[lo:hi] @ x)
+        if self.loss == "logistic":
+            ell = np.logaddexp(0.0, -t)             # log(1 + e^-t)
+        else:
+            ell = 0.5 * (t - 1.0) ** 2
+        return weight * float(np.mean(ell)) + 0.5 * self.lam2 * float(x @ x)
+
+    def value(self, x):
+        """P(x) = (1/n) sum f^(tau)(x) + lambda1 ||x||_1."""
+        n = len(self.shards)
+        return sum(self.value_shard(t, x) for t in range(n)) / n + \
+            self.lam1 * float(np.sum(np.abs(x)))
+
     def grad_shard(self, tau, x):
         lo, hi = self.shards[tau]
         return self.grad_rows(tau, x, np.arange(lo, hi))
@@ -412,6 +429,10 @@ class Reference:
         # ECLK's online estimate, kept here from this reference's own error
         # memories (docs/algorithms.md, "ECLK's contraction estimate").
         self.rule = prm.get("eclk_rule", "nominal") if self.algo == "eclk" else "nominal"
+        # The adaptive rule's guard (docs/algorithms.md, "ECLK's guard"):
+        # P(w) on the coin rounds against its best, restarts counted here.
+        self.watch = self.rule == "adaptive" and int(prm.get("eclk_guard", "0")) == 1
+        self.restarts = 0
         self.delta_eff = self.delta
         self.est_in = self.est_out = 0.0
         self.acc_in = self.acc_out = 0.0
@@ -480,6 +501,9 @@ class Reference:
         pb, n = self.pb, self.n
         if self.algo in ("eclk", "lkatyusha", "ec-lsvrg-qian"):
             self.u = sum(pb.grad_shard(t, self.w) for t in range(n)) / n
+        if self.watch:
+            self.P0 = self.P_best = pb.value(self.w)
+            self.w_best, self.u_best = self.w.copy(), self.u.copy()
         elif self.algo in ("ef21", "econtrol"):
             self.h = [pb.grad_shard(t, self.x) for t in range(n)]
             self.u = sum(self.h) / n
@@ -667,9 +691,17 @@ class Reference:
 
     def katyusha(self, rec):
         n, pb = self.n, self.pb
-        if rec["restarts"]:
-            raise Mismatch("round %d: a guard restart, which this reference does not model"
-                           % rec["round"])
+        if rec["restarts"] != self.restarts:
+            if not self.watch:
+                raise Mismatch("round %d: a guard restart, which this reference does not "
+                               "model for rule %s" % (rec["round"], self.rule))
+            raise Mismatch("round %d: %d restarts by the objective guard, the engine %d"
+                           % (rec["round"], self.restarts, rec["restarts"]))
+        # adaptive: the plain constants, L_eff doubled at each restart.
+        if self.rule == "adaptive" and not close(rec["inflation"], 2.0 ** self.restarts):
+            raise Mismatch("round %d: inflation %.17g after %d restarts, the engine %.17g"
+                           % (rec["round"], 2.0 ** self.restarts, self.restarts,
+                              rec["inflation"]))
         # ECLK's contraction in use: the reference's own estimate must be
         # the engine's; the constants follow from the engine's inflation
         # (its rule for the inflation is checked where docs/algorithms.md
@@ -713,6 +745,20 @@ class Reference:
         # On a coin round the workers report their sums since the last one;
         # from round 1/delta on they enter the estimate, never below the
         # nominal delta.
+        # The objective guard: a w with a smaller P is the new snapshot; a P
+        # risen above the best by half of P(x0) - best restarts every
+        # sequence from the snapshot with empty memories.
+        if rec["coin"] and self.watch:
+            Pw = pb.value(self.w)
+            if Pw < self.P_best:
+                self.P_best = Pw
+                self.w_best, self.u_best = self.w.copy(), self.u.copy()
+            elif Pw - self.P_best > 0.5 * (self.P0 - self.P_best):
+                self.restarts += 1
+                self.w, self.y, self.zv = self.w_best.copy(), self.w_best.copy(), \
+                    self.w_best.copy()
+                self.u = self.u_best.copy()
+                self.e = [np.zeros_like(self.w) for _ in range(n)]
         if rec["coin"] and self.rule == "online":
             if rec["round"] * self.delta >= 1.0 and self.acc_in > 0.0:
                 self.est_in += self.acc_in

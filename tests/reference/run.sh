@@ -38,6 +38,12 @@ cases() {
     echo "sgd compressor=none"
     echo "sgd compressor=none batch=8"
     echo "eclk compressor=topk k=5 batch=8"
+    # the adaptive rule: the plain constants, and the objective guard,
+    # which restarts rand-2 at round 298 after its snapshot moved on the
+    # coin rounds 122 and 283, and rand-1 (seed 2) at round 30
+    echo "eclk compressor=randk k=2 eclk_rule=adaptive"
+    echo "eclk compressor=randk k=1 eclk_rule=adaptive seed=2"
+    echo "eclk compressor=topk k=5 eclk_rule=adaptive"
     echo "ec-lsvrg compressor=randk k=5 batch=8"
     echo "ec-lsvrg-qian compressor=topk k=5 batch=8"
     echo "ec-lsvrg-qian compressor=topk k=5 lambda1=1e-3"

@@ -105,6 +105,18 @@ static int parse_arg(struct args *a, const char *arg)
         rc = parse_double(arg, v, &a->job.lambda2);
     } else if (KEY("participation")) {
         rc = parse_double(arg, v, &a->job.participation);
+    } else if (KEY("eclk_rule")) {
+        int found = 0;
+        for (int r = 0; r < EC_ECLK_RULE_COUNT; r++)
+            if (!strcmp(v, ec_eclk_rule_name((ec_eclk_rule)r))) {
+                a->job.eclk_rule = r;
+                found = 1;
+            }
+        if (!found)
+            return bad(arg, "unknown eclk_rule");
+    } else if (KEY("eclk_guard")) {
+        if (!(rc = parse_uint(arg, v, 1, &u)))
+            a->job.eclk_guard = (int)u;
     } else if (KEY("loss")) {
         if (ec_loss_from_name(v, &a->job.loss) < 0)
             return bad(arg, "unknown loss");
@@ -113,7 +125,8 @@ static int parse_arg(struct args *a, const char *arg)
     } else {
         return bad(arg, "unknown key (dataset, algorithm, compressor, k, s, "
                         "workers, batch, seed, rounds, lambda2_rel, "
-                        "lambda1, lambda2, participation, loss, out)");
+                        "lambda1, lambda2, participation, eclk_rule, "
+                        "eclk_guard, loss, out)");
     }
 #undef KEY
     return rc;

@@ -38,6 +38,10 @@
 /* A threshold must be above 1 (at 1 any growth fires) and at most this
  * (past it the guard would never fire: turn it off instead). */
 #define EC_ECLK_GUARD_THRESHOLD_MAX 1e6
+/* The adaptive rule's guard: it restarts when P(w) rises above its best
+ * by more than this fraction of P(x0) - best (docs/algorithms.md, "ECLK's
+ * guard"). */
+#define EC_ECLK_GUARD_OBJECTIVE 0.5
 /* The restart rounds an end record lists (the count goes on). */
 #define EC_ECLK_RESTART_ROUNDS_MAX 32
 
@@ -180,6 +184,9 @@ typedef struct ec_model {
     uint64_t restart_rounds[EC_ECLK_RESTART_ROUNDS_MAX];   /* the first ones */
     double best_gnorm;        /* smallest ||grad f(w)|| seen */
     double *w_best, *u_best;  /* that w and its gradient */
+    /* The adaptive rule's guard: P(x0) and the smallest P(w) seen (whose w
+     * is then the snapshot). */
+    double value_start, value_best;
     /* ADEF: A_t, the sum of the weights so far, and a_{t+1}, the weight of
      * this round, from a_{t+1}^2 = gamma A_{t+1} (x = theta_t, z = nu_t,
      * y = y_t, u = the server's control variate). */
@@ -227,6 +234,10 @@ typedef struct ec_up {
      * ||e + gamma D||^2 and ||e'||^2 since its last report. */
     int has_stats;
     double ef_in, ef_out;
+    /* ECLK adaptive rule, on the init exchange and coin rounds: the
+     * worker's f_tau at the point its dense gradient is taken at. */
+    int has_value;
+    double value;
     /* ec-lsvrg, ec-lsvrg-diana: the worker refreshed its reference
      * point this round, a full local gradient more (a flag on the wire,
      * no payload). */
@@ -247,6 +258,8 @@ typedef struct ec_down {
     int init;                 /* this is the init exchange's broadcast */
     int has_stats;            /* the sums of the uplinks' ef_in, ef_out */
     double ef_in, ef_out;
+    int has_value;            /* the sum of the uplinks' values */
+    double value;
     uint64_t bits;            /* as sent: sparse or dense, whichever smaller */
     uint64_t paper_bits;
     /* The coordinator's count, not broadcast: rows of the shards whose

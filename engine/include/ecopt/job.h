@@ -142,7 +142,10 @@ typedef struct ec_algo_info {
     X(EC_ECLK_NOMINAL, "nominal",                                             \
       "constants inflated for the compressor's nominal delta")                \
     X(EC_ECLK_ONLINE, "online",                                               \
-      "constants inflated for the measured contraction, from nominal up")
+      "constants inflated for the measured contraction, from nominal up")     \
+    X(EC_ECLK_ADAPTIVE, "adaptive",                                           \
+      "the plain constants; the guard watches the objective and backs off "   \
+      "on an excursion")
 
 typedef enum ec_eclk_rule {
 #define EC_ECLK_RULE_ENUM(id, ...) id,

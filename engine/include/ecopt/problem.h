@@ -148,6 +148,9 @@ void ec_problem_grad(const ec_problem *pb, const double *x, double *g);
 double ec_problem_grad_norm(const ec_problem *pb, const double *x,
                             double *tmp, double *tmp2);
 
+/* f_tau(x): one shard's function, its loss terms (with compensated
+ * summation) and (lambda2/2)||x||^2, without lambda1's term. */
+double ec_shard_value(const ec_problem *pb, uint32_t tau, const double *x);
 /* g = grad f_tau(x): the full gradient of one shard's function. */
 void ec_shard_grad(const ec_problem *pb, uint32_t tau, const double *x,
                    double *g);

@@ -25,18 +25,19 @@
  *   WELCOME  u32 n | u32 d                                             (8)
  *   STOP     empty
  *   ERROR    the text's bytes, no NUL, at most 1024
- *   UP       u32 flags (bit0: has_extra, bit1: has_stats, bit2: refreshed)
- *            | message q |
- *            [message extra] | [f64 ef_in | f64 ef_out]
+ *   UP       u32 flags (bit0: has_extra, bit1: has_stats, bit2: refreshed,
+ *            bit3: has_value) | message q |
+ *            [message extra] | [f64 ef_in | f64 ef_out] | [f64 value]
  *   UPS      u32 count | count times: u32 worker | u32 len | UP payload
  *            of len bytes (each at most EC_WIRE_MAX_PAYLOAD; the whole at
  *            most EC_WIRE_MAX_UPS_PAYLOAD)
  *   STEP     empty without a broadcast; with one (header flag
  *            EC_WIRE_STEP_HAS_DOWN): u32 dflags (bit0 init, bit1 has_a,
- *            bit2 has_stats) | u64 bits | u64 paper_bits | vector v |
- *            [vector a] | [f64 ef_in | f64 ef_out]
+ *            bit2 has_stats, bit3 has_value) | u64 bits | u64 paper_bits |
+ *            vector v | [vector a] | [f64 ef_in | f64 ef_out] | [f64 value]
  *            (the stats are ECLK's error-feedback sums on coin rounds, for
- *            its online contraction estimate: see ecopt/algo.h)
+ *            its online contraction estimate; the value the sum of the
+ *            workers' f_tau for the adaptive rule's guard: see ecopt/algo.h)
  *
  *   message  u8 type | u8 reserved | u16 reserved | u32 nnz             (8)
  *            then by type (an ec_comp_type):
