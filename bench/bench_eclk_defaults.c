@@ -9,7 +9,7 @@
  *
  *   bench_eclk_defaults [--out FILE] [--jobs N] [--configs LIST]
  *                       [--seeds N] [--budget R] [--only DATASETS]
- *                       [--comps LIST]
+ *                       [--comps LIST] [--lambda2-rel X] [--batch full]
  *
  * LIST is a comma-separated subset of the configurations below (default
  * plain, nominal, online); DATASETS a comma-separated list of dataset
