@@ -4,6 +4,8 @@
  */
 #include "store_int.h"
 
+#include <pthread.h>
+
 /* ---- Errors ---------------------------------------------------------- */
 
 static const struct {
@@ -383,6 +385,20 @@ static int prepare_all(struct store *st, struct store_err *err)
     return 0;
 }
 
+/*
+ * Once per process, before SQLite's first use: no memory statistics. With
+ * them every allocation of SQLite's takes one global mutex, which all
+ * threads' connections share; nothing here reads them. Where SQLite was
+ * already in use (a program that opened a database itself first) this is
+ * refused and changes nothing.
+ */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+
+static void sqlite_setup(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static struct store *open_common(const char *path, int reader,
                                  struct store_err *err)
 {
@@ -408,6 +424,7 @@ static struct store *open_common(const char *path, int reader,
     }
     rng_seed(st);
     st->gen = &process_gen;
+    pthread_once(&sqlite_once, sqlite_setup);
     rc = sqlite3_open_v2(path, &st->db, flags, NULL);
     if (rc != SQLITE_OK) {
         char what[512];

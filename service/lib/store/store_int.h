@@ -63,8 +63,18 @@ enum job_column {
    comma after it (DESCRIBE_METRIC_FIELDS), and a parameter for each. */
 #define METRIC_COLUMN_(name, kind, csv) #name ", "
 #define METRIC_PARAM_(name, kind, csv) "?, "
+#define METRIC_EXCLUDED_(name, kind, csv) "excluded." #name ", "
 #define METRIC_COLUMNS_ DESCRIBE_METRIC_FIELDS(METRIC_COLUMN_)
 #define METRIC_PARAMS_ DESCRIBE_METRIC_FIELDS(METRIC_PARAM_)
+/*
+ * A row stored again (the same job and round) replaces the one before, as
+ * an upsert: INSERT OR REPLACE would delete the old row first, which with
+ * foreign keys on costs a third more per row than a plain insert even
+ * when there is no old row.
+ */
+#define METRIC_UPSERT_                                                      \
+    " ON CONFLICT (job_seq, round) DO UPDATE SET (" METRIC_COLUMNS_ "doc)"  \
+    " = (" DESCRIBE_METRIC_FIELDS(METRIC_EXCLUDED_) "excluded.doc)"
 
 /* The filters of the job list, shared by its access paths. */
 #define JOB_LIST_WHERE                                                      \
@@ -183,11 +193,11 @@ enum job_column {
       " finished_at = ?2, stop_reason = 'interrupted', outcome = 'failed'"  \
       " WHERE state = 'running'")                                          \
     X(SQL_METRIC_INSERT,                                                   \
-      "INSERT OR REPLACE INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"   \
-      " VALUES (?1, " METRIC_PARAMS_ "?)")                                 \
+      "INSERT INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"              \
+      " VALUES (?1, " METRIC_PARAMS_ "?)" METRIC_UPSERT_)                  \
     X(SQL_METRIC_INSERT_DOC,                                               \
-      "INSERT OR REPLACE INTO metrics (job_seq, round, doc)"               \
-      " VALUES (?1, ?2, ?3)")                                              \
+      "INSERT INTO metrics (job_seq, round, doc)"                          \
+      " VALUES (?1, ?2, ?3)" METRIC_UPSERT_)                               \
     X(SQL_METRIC_PROGRESS,                                                 \
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
