@@ -42,8 +42,11 @@ _Static_assert(0 DESCRIBE_METRIC_FIELDS(RECORD_ROOM_) + sizeof DESCRIBE_MARKER +
                "a metric record may not fit in DESCRIBE_RECORD_MAX");
 #undef RECORD_ROOM_
 
-/* The fields in the order of their keys (strcmp), as the record has them. */
+/* The fields in the order of their keys (strcmp), as the record has them,
+   and where among them the record's marker ("type", then "v") goes: before
+   by_key[by_key_marker], or at the end when that is NFIELDS. */
 static const struct field *by_key[NFIELDS];
+static size_t by_key_marker;
 static pthread_once_t by_key_once = PTHREAD_ONCE_INIT;
 
 static void sort_keys(void)
@@ -55,18 +58,14 @@ static void sort_keys(void)
             by_key[j] = by_key[j - 1];
         by_key[j] = &fields[i];
     }
+    while (by_key_marker < NFIELDS && strcmp(by_key[by_key_marker]->name, "type") <= 0)
+        by_key_marker++;
 }
 
 static const struct field *const *keys_sorted(void)
 {
     pthread_once(&by_key_once, sort_keys);
     return by_key;
-}
-
-/* Whether the record's marker ("type", then "v") comes before field f. */
-static int marker_before(const struct field *f)
-{
-    return strcmp(f->name, "type") > 0;
 }
 
 static uint64_t *count_of(ec_metric *m, const struct field *f)
@@ -365,7 +364,7 @@ int describe_metric_record(const ec_metric *r, char *buf, size_t len)
     for (size_t i = 0; i < NFIELDS; i++) {
         const struct field *f = keys[i];
 
-        if (!marked && marker_before(f))
+        if (i == by_key_marker)
             p = put_str(p, DESCRIBE_MARKER), marked = 1;
         if (i == 0)
             *p++ = '{', memcpy(p, f->key + 1, f->keylen - 1), p += f->keylen - 1;
@@ -387,15 +386,20 @@ int describe_metric_record(const ec_metric *r, char *buf, size_t len)
 /*
  * The length of the number at p in JSON's grammar that has a fraction or
  * an exponent (as put_real writes every finite value), or 0. Integers are
- * left to the JSON parser: it has its own range for them.
+ * left to the JSON parser: it has its own range for them. *big says
+ * whether the value could exceed DBL_MAX: its integer digits plus its
+ * exponent say at most how many digits it has before the point. Up to
+ * 308 it is below 1e308 and finite; past that only strtod can tell.
  */
-static size_t real_span(const char *p, const char *end)
+static size_t real_span(const char *p, const char *end, int *big)
 {
-    const char *q = p;
-    int frac = 0;
+    const char *q = p, *digits;
+    long ndigits, exp = 0;
+    int frac = 0, neg = 0;
 
     if (q < end && *q == '-')
         q++;
+    digits = q;
     if (q < end && *q == '0')
         q++;
     else if (q < end && *q >= '1' && *q <= '9')
@@ -403,6 +407,7 @@ static size_t real_span(const char *p, const char *end)
             q++;
     else
         return 0;
+    ndigits = q - digits;
     if (q < end && *q == '.') {
         const char *d = ++q;
         while (q < end && *q >= '0' && *q <= '9')
@@ -414,45 +419,28 @@ static size_t real_span(const char *p, const char *end)
     if (q < end && (*q == 'e' || *q == 'E')) {
         const char *d;
         if (++q < end && (*q == '+' || *q == '-'))
-            q++;
-        for (d = q; q < end && *q >= '0' && *q <= '9';)
-            q++;
+            neg = *q++ == '-';
+        for (d = q; q < end && *q >= '0' && *q <= '9'; q++)
+            if (exp < 100000)
+                exp = exp * 10 + (*q - '0');
         if (q == d)
             return 0;
         frac = 1;
     }
+    *big = ndigits + (neg ? -exp : exp) > 308;
     return frac ? (size_t)(q - p) : 0;
 }
 
-/* Past the text lit at p, or NULL when p does not start with it. */
-static const char *skip(const char *p, const char *end, const char *lit)
+/* Past the text lit[0..n) at p, or NULL when p does not start with it. */
+static const char *skip_n(const char *p, const char *end, const char *lit, size_t n)
 {
-    size_t n = strlen(lit);
-
     return p && (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
 }
 
-/*
- * Whether the real text p[0..n) (real_span's) could exceed DBL_MAX: its
- * integer digits plus its exponent say at most how many digits the value
- * has before the point. Up to 308 it is below 1e308 and finite; past that
- * only strtod can tell.
- */
-static int may_overflow(const char *p, size_t n)
+/* Past the string lit at p, or NULL when p does not start with it. */
+static const char *skip(const char *p, const char *end, const char *lit)
 {
-    const char *end = p + n, *q = p + (*p == '-');
-    long digits = 0, exp = 0;
-    int neg = 0;
-
-    while (q < end && *q >= '0' && *q <= '9')
-        q++, digits++;
-    while (q < end && *q != 'e' && *q != 'E')
-        q++;
-    if (q < end && ++q < end && (*q == '+' || *q == '-'))
-        neg = *q++ == '-';
-    for (; q < end && exp < 100000; q++)
-        exp = exp * 10 + (*q - '0');
-    return digits + (neg ? -exp : exp) > 308;
+    return skip_n(p, end, lit, strlen(lit));
 }
 
 /*
@@ -460,23 +448,25 @@ static int may_overflow(const char *p, size_t n)
  * With out NULL the value is checked, not converted: strtod only runs
  * for the rare value that may not be finite.
  */
-static const char *get_real(const char *p, const char *end, const char *key, double *out)
+static const char *get_real(const char *p, const char *end, const char *key,
+                            size_t keylen, double *out)
 {
     const char *q;
     char tmp[64], *e;
     double v;
     size_t n;
+    int big;
 
-    if (!(p = skip(p, end, key)))
+    if (!(p = skip_n(p, end, key, keylen)))
         return NULL;
     if ((q = skip(p, end, "null"))) {
         if (out)
             *out = NAN;
         return q;
     }
-    if ((n = real_span(p, end)) == 0 || n >= sizeof tmp)
+    if ((n = real_span(p, end, &big)) == 0 || n >= sizeof tmp)
         return NULL;
-    if (!out && !may_overflow(p, n))
+    if (!out && !big)
         return p + n;
     memcpy(tmp, p, n);
     tmp[n] = '\0';
@@ -524,8 +514,11 @@ static int scan_metric(const char *s, size_t len, int marker, uint64_t *round,
 
     for (size_t i = 0; p && i < NFIELDS; i++) {
         const struct field *f = keys[i];
+        /* The first key follows the brace, without its comma. */
+        const char *key = f->key + (i == 0);
+        size_t keylen = f->keylen - (i == 0);
 
-        if (!marked && marker_before(f)) {
+        if (i == by_key_marker) {
             *cut = p, marked = 1;
             if (marker && !(p = skip(p, end, DESCRIBE_MARKER)))
                 return -1;
@@ -535,14 +528,14 @@ static int scan_metric(const char *s, size_t len, int marker, uint64_t *round,
         if (f->kind == KIND_COUNT) {
             uint64_t v;
 
-            if (!(p = skip(p, end, f->key + (i == 0))) || !(p = get_count(p, end, &v)))
+            if (!(p = skip_n(p, end, key, keylen)) || !(p = get_count(p, end, &v)))
                 return -1;
             if (f->off == offsetof(ec_metric, round))
                 *round = v;
             else if (m)
                 *count_of(m, f) = v;
         } else {
-            p = get_real(p, end, f->key + (i == 0), field_of(m, f));
+            p = get_real(p, end, key, keylen, field_of(m, f));
         }
     }
     if (p && !marked) {
