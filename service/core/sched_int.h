@@ -43,8 +43,15 @@ struct running {
     const char *final_stop;        /* static: its stop_reason */
     char reason[512];
     ec_metric *batch;              /* rows not yet in the store */
-    char **docs;                   /* and their documents (NULL: none) */
+    size_t *doc_at;                /* where each row's document begins in
+                                      text (DOC_NONE: it has none) */
+    char **docs;                   /* the same as pointers, at a store */
     size_t nbatch, capbatch;
+    char *text;                    /* the documents of the rows held, one
+                                      after the other, each with its NUL:
+                                      one buffer for the batch, not an
+                                      allocation per row */
+    size_t text_len, text_cap;
     double batch_at;               /* when the oldest of them could first
                                       have been read */
     double read_at;                /* the pipe is not read before */

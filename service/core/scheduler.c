@@ -50,6 +50,8 @@
 #define MAX_PENDING (1u << 20)
 /* How long a stopping service keeps retrying what it could not write. */
 #define STOP_RETRY_SECONDS 10.0
+/* A held row without a document (stored from its numbers). */
+#define DOC_NONE SIZE_MAX
 
 void sched_wake(struct sched *s)
 {
@@ -90,6 +92,8 @@ static int flush_batch(struct running *r)
 
     if (!r->nbatch)
         return 0;
+    for (size_t i = 0; i < r->nbatch; i++)
+        r->docs[i] = r->doc_at[i] == DOC_NONE ? NULL : r->text + r->doc_at[i];
     wlock(r->app);
     rc = store_metrics_append_docs(r->app->writer, r->id, r->batch, r->docs,
                                    r->nbatch, &e);
@@ -104,31 +108,65 @@ static int flush_batch(struct running *r)
     else if (r->write_failing)
         fprintf(stderr, "ecopt serve: job %s: writes work again\n", r->id);
     r->write_failing = 0;
-    for (size_t i = 0; i < r->nbatch; i++)
-        free(r->docs[i]);
     r->nbatch = 0;
+    r->text_len = 0;
     app_job_changed(r->app, r->id);
     return 0;
 }
 
-/* Room for one more row; NULL when memory runs out (the row is lost). */
+/* Room for one more row, without a document so far; NULL when memory
+   runs out (the row is lost). */
 static ec_metric *batch_slot(struct running *r)
 {
     if (r->nbatch == r->capbatch) {
         size_t ncap = r->capbatch ? 2 * r->capbatch : MAX_BATCH;
         ec_metric *nb = realloc(r->batch, ncap * sizeof *nb);
+        size_t *na;
         char **nd;
 
         if (!nb)
             return NULL;
         r->batch = nb;
+        if (!(na = realloc(r->doc_at, ncap * sizeof *na)))
+            return NULL;
+        r->doc_at = na;
         if (!(nd = realloc(r->docs, ncap * sizeof *nd)))
             return NULL;
         r->docs = nd;
         r->capbatch = ncap;
     }
-    r->docs[r->nbatch] = NULL;
+    r->doc_at[r->nbatch] = DOC_NONE;
     return &r->batch[r->nbatch];
+}
+
+/* Room for n more bytes of documents; -1 when memory runs out. */
+static int text_room(struct running *r, size_t n)
+{
+    size_t ncap = r->text_cap ? r->text_cap : (size_t)64 << 10;
+    char *nt;
+
+    if (r->text_cap - r->text_len >= n)
+        return 0;
+    while (ncap - r->text_len < n)
+        ncap *= 2;
+    if (!(nt = realloc(r->text, ncap)))
+        return -1;
+    r->text = nt;
+    r->text_cap = ncap;
+    return 0;
+}
+
+/* The held row's document, copied after the others; without one when
+   memory runs out (the row is then stored from its numbers). */
+static void batch_doc(struct running *r, const char *doc)
+{
+    size_t len = doc ? strlen(doc) + 1 : 0;
+
+    if (!doc || text_room(r, len) < 0)
+        return;
+    memcpy(r->text + r->text_len, doc, len);
+    r->doc_at[r->nbatch] = r->text_len;
+    r->text_len += len;
 }
 
 /*
@@ -165,12 +203,12 @@ static void cache_pstar(struct running *r, json_t *dataset, json_t *problem)
                 e.code == STORE_ECONFLICT ? "error: " : "", e.msg);
 }
 
-/* The row is in the batch; stored when the batch is full or due. */
-static void batch_commit(struct running *r, char *doc)
+/* The row (and its document) is in the batch; stored when the batch is
+   full or due. */
+static void batch_commit(struct running *r)
 {
     if (r->nbatch == 0)
         r->batch_at = r->read_last;
-    r->docs[r->nbatch] = doc;
     if (++r->nbatch % MAX_BATCH == 0)
         flush_batch(r);
 }
@@ -200,20 +238,20 @@ static int take_metric(void *ctx, const char *line, size_t len)
 {
     struct running *r = ctx;
     ec_metric *m;
-    char *doc;
+    int doc_len;
 
-    if (len >= DESCRIBE_RECORD_MAX || !(m = batch_slot(r)) || !(doc = malloc(len + 1)))
+    if (len >= DESCRIBE_RECORD_MAX || !(m = batch_slot(r)) || text_room(r, len + 1) < 0)
         return 0;
-    if (!quota_take(r)) {
-        free(doc);
+    if (!quota_take(r))
         return 1;               /* taken, and dropped: over the quota */
-    }
-    /* Only the round is read: the store keeps the numbers in the doc. */
-    if (describe_metric_record_check(line, len, &m->round, doc) < 0) {
-        free(doc);
+    /* Only the round is read: the store keeps the numbers in the doc,
+       written straight into the batch's buffer. */
+    doc_len = describe_metric_record_check(line, len, &m->round, r->text + r->text_len);
+    if (doc_len < 0)
         return 0;
-    }
-    batch_commit(r, doc);
+    r->doc_at[r->nbatch] = r->text_len;
+    r->text_len += (size_t)doc_len + 1;
+    batch_commit(r);
     return 1;
 }
 
@@ -250,6 +288,7 @@ static void on_record(void *ctx, json_t *rec)
     struct report_record rr;
     struct store_err e = {0};
     const char *line;
+    char *doc;
     size_t len;
 
     report_parse(rec, &rr);
@@ -278,7 +317,10 @@ static void on_record(void *ctx, json_t *rec)
             return;
         *m = rr.row;
         line = runner_line(r->rj, &len);
-        batch_commit(r, report_metric_doc(rec, line, len));
+        doc = report_metric_doc(rec, line, len);
+        batch_doc(r, doc);
+        free(doc);
+        batch_commit(r);
     } else if (rr.type == REPORT_FINAL) {
         r->have_final = 1;
         r->final_stop = stop_reason_of(rr.stop);
@@ -425,9 +467,9 @@ static int record_end(struct sched *s, struct running *r)
 static void remove_running(struct sched *s, size_t i)
 {
     pthread_mutex_lock(&s->lock);
-    for (size_t k = 0; k < s->run[i]->nbatch; k++)
-        free(s->run[i]->docs[k]);
     free(s->run[i]->docs);
+    free(s->run[i]->doc_at);
+    free(s->run[i]->text);
     free(s->run[i]->batch);
     free(s->run[i]);
     s->run[i] = s->run[--s->nrun];
