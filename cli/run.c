@@ -234,6 +234,10 @@ static void print_setup(FILE *o, const struct coord_job *j)
     if (prm->participants < prm->n)
         fprintf(o, ", participation %g (%u of %u workers a round)",
                 prm->participation, prm->participants, prm->n);
+    if (prm->comp_down.type != EC_COMP_NONE)
+        fprintf(o, ", broadcast %s k = %u (EF21-P, alpha = %.4g)",
+                ec_comp_name(prm->comp_down.type), prm->comp_down.k,
+                prm->delta_down);
     fputc('\n', o);
     print_params(o, prm);
     if (j->procs)

@@ -163,6 +163,17 @@ json_t *describe_params(const ec_params *prm)
     /* The fraction asked and the workers it makes a round (all n at 1). */
     json_object_set_new(o, "participation", describe_real(prm->participation));
     json_object_set_new(o, "participants", json_integer((json_int_t)prm->participants));
+    /* EF21-P: the broadcast's compressor, its alpha and the factor it
+     * puts on the method's step (docs/algorithms.md, "Defaults"). */
+    if (prm->comp_down.type != EC_COMP_NONE) {
+        json_object_set_new(o, "compressor_down",
+                            json_pack("{s:s, s:I}", "type",
+                                      ec_comp_name(prm->comp_down.type), "k",
+                                      (json_int_t)prm->comp_down.k));
+        json_object_set_new(o, "alpha_down", describe_real(prm->delta_down));
+        json_object_set_new(o, "down_step_factor",
+                            describe_real(prm->down_step_factor));
+    }
     if (ec_algo_is(prm->algo, EC_FAMILY_KATYUSHA)) {
         json_object_set_new(o, "theta1", describe_real(prm->theta1));
         json_object_set_new(o, "theta2", describe_real(prm->theta2));
@@ -238,13 +249,14 @@ json_t *describe_algorithms(void)
             if (ai->needs & needs[i].bit)
                 json_array_append_new(constants, json_string(needs[i].name));
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s, s:b, s:s, s:b, s:b, s:b, s:o*, s:s}", "name",
+                list, json_pack("{s:s, s:s, s:b, s:s, s:b, s:b, s:b, s:b, s:o*, s:s}", "name",
                                 ai->name, "family", ec_algo_family_name(ai->family),
                                 "compresses", ai->compresses,
                                 "compressor_kind", kinds[ai->compresses],
                                 "stochastic", ai->stochastic,
                                 "init_exchange", ai->has_init, "partial_participation",
-                                ai->partial, "constants", constants, "summary",
+                                ai->partial, "compressed_broadcast", ai->down,
+                                "constants", constants, "summary",
                                 ai->summary)) < 0) {
             json_decref(list);
             return NULL;

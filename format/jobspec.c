@@ -21,7 +21,8 @@
 /* The top-level keys, in the order the canonical form writes them. */
 static const char *const top_keys[] = {
     "dataset", "loss", "lambda1", "lambda2", "lambda2_rel", "workers",
-    "algorithm", "compressor", "batch", "participation", "p", "step_size",
+    "algorithm", "compressor", "compressor_down", "batch", "participation",
+    "p", "step_size",
     "step_multiplier",
     "smoothness_multiplier", "eclk_rule", "eclk_guard", "eclk_guard_threshold",
     "econtrol_eta", "max_rounds", "target", "eval_every", "seed", "split", "split_alpha", "shuffle",
@@ -445,37 +446,43 @@ static const char *takers(ec_comp_param param, char *buf, size_t len)
  * else is refused rather than silently ignored. A dither without s gets
  * one level, the coarsest quantiser, which is the usual default.
  */
-static void read_compressor(struct check *c, json_t *doc, ec_job *job)
+static void read_compressor(struct check *c, json_t *doc, const char *key,
+                            ec_comp_spec *spec, double *k_frac_out)
 {
     const char *names[MAX_NAMES];
     size_t nnames = comp_names(names), index;
     char list[256];
-    json_t *v = member(doc, "compressor"), *obj = NULL, *type;
+    json_t *v = member(doc, key), *obj = NULL, *type;
     json_t *k, *k_frac, *s;
     long long count;
     int known;
     ec_comp_type t;
     struct text detail, *text;
+    char f_type[48], f_k[48], f_k_frac[48], f_s[48];
 
+    snprintf(f_type, sizeof f_type, "%s.type", key);
+    snprintf(f_k, sizeof f_k, "%s.k", key);
+    snprintf(f_k_frac, sizeof f_k_frac, "%s.k_frac", key);
+    snprintf(f_s, sizeof f_s, "%s.s", key);
     if (!v)
         return;
     if (json_is_string(v)) {
         /* "topk" is short for {"type": "topk"}. */
         type = v;
-        known = read_choice(c, "compressor", type, names, nnames, &index);
+        known = read_choice(c, key, type, names, nnames, &index);
     } else if (json_is_object(v)) {
         obj = v;
-        check_keys(c, obj, "compressor", compressor_keys,
+        check_keys(c, obj, key, compressor_keys,
                    COUNT_OF(compressor_keys));
         type = member(obj, "type");
-        known = read_choice(c, "compressor.type", type, names, nnames,
+        known = read_choice(c, f_type, type, names, nnames,
                             &index);
-        if (known == 0 && (text = problem(c, "compressor.type", &detail))) {
+        if (known == 0 && (text = problem(c, f_type, &detail))) {
             jt_add(text, "is required; one of: ");
             jt_names(text, names, nnames);
         }
     } else {
-        if ((text = problem(c, "compressor", &detail))) {
+        if ((text = problem(c, key, &detail))) {
             jt_add(text, "must be an object {type, k, k_frac, s} or a "
                            "compressor name, one of: ");
             jt_names(text, names, nnames);
@@ -490,49 +497,49 @@ static void read_compressor(struct check *c, json_t *doc, ec_job *job)
     s = member(obj, "s");
     if (known != 1) {
         /* Without a type only the values themselves can be checked. */
-        read_int(c, "compressor.k", k, 1, UINT32_MAX, &count);
-        read_number(c, "compressor.k_frac", k_frac,
-                    (struct range){0, 1, 1, 0}, &job->k_frac);
-        read_int(c, "compressor.s", s, 1, EC_JOB_MAX_DITHER_LEVELS, &count);
+        read_int(c, f_k, k, 1, UINT32_MAX, &count);
+        read_number(c, f_k_frac, k_frac,
+                    (struct range){0, 1, 1, 0}, k_frac_out);
+        read_int(c, f_s, s, 1, EC_JOB_MAX_DITHER_LEVELS, &count);
         return;
     }
     if (ec_comp_from_name(names[index], &t) < 0) {
-        fail(c, obj ? "compressor.type" : "compressor", NULL,
+        fail(c, obj ? f_type : key, NULL,
              "is not known to the engine");
         return;
     }
-    job->compressor.type = t;
+    spec->type = t;
     if (takes(t, EC_COMP_PARAM_K)) {
         if (k && k_frac)
-            fail(c, "compressor.k", NULL,
-                 "cannot be given together with compressor.k_frac; "
-                 "give one of them");
+            fail(c, f_k, NULL,
+                 "cannot be given together with %s; give one of them",
+                 f_k_frac);
         else if (!k && !k_frac)
-            fail(c, "compressor.k", NULL,
-                 "is required for compressor type %s: give compressor.k "
-                 "(an integer >= 1) or compressor.k_frac (a number in "
-                 "(0, 1])", names[index]);
-        if (read_int(c, "compressor.k", k, 1, UINT32_MAX, &count) == 1)
-            job->compressor.k = (uint32_t)count;
-        read_number(c, "compressor.k_frac", k_frac,
-                    (struct range){0, 1, 1, 0}, &job->k_frac);
+            fail(c, f_k, NULL,
+                 "is required for compressor type %s: give %s (an "
+                 "integer >= 1) or %s (a number in (0, 1])", names[index],
+                 f_k, f_k_frac);
+        if (read_int(c, f_k, k, 1, UINT32_MAX, &count) == 1)
+            spec->k = (uint32_t)count;
+        read_number(c, f_k_frac, k_frac,
+                    (struct range){0, 1, 1, 0}, k_frac_out);
     } else {
         if (k)
-            fail(c, "compressor.k", NULL,
+            fail(c, f_k, NULL,
                  "is not allowed for compressor type %s; only %s take k",
                  names[index], takers(EC_COMP_PARAM_K, list, sizeof list));
         if (k_frac)
-            fail(c, "compressor.k_frac", NULL,
+            fail(c, f_k_frac, NULL,
                  "is not allowed for compressor type %s; only %s take "
                  "k_frac", names[index], takers(EC_COMP_PARAM_K, list, sizeof list));
     }
     if (takes(t, EC_COMP_PARAM_S)) {
-        job->compressor.s = JOBSPEC_DEFAULT_DITHER_LEVELS;
-        if (read_int(c, "compressor.s", s, 1, EC_JOB_MAX_DITHER_LEVELS,
+        spec->s = JOBSPEC_DEFAULT_DITHER_LEVELS;
+        if (read_int(c, f_s, s, 1, EC_JOB_MAX_DITHER_LEVELS,
                      &count) == 1)
-            job->compressor.s = (uint32_t)count;
+            spec->s = (uint32_t)count;
     } else if (s) {
-        fail(c, "compressor.s", NULL,
+        fail(c, f_s, NULL,
              "is not allowed for compressor type %s; only %s take s",
              names[index], takers(EC_COMP_PARAM_S, list, sizeof list));
     }
@@ -721,7 +728,11 @@ static void read_spec(struct check *c, json_t *doc, struct jobspec *spec)
         ec_algo_from_name(names[index], &job->algorithm) < 0)
         fail(c, "algorithm", NULL, "is not known to the engine");
 
-    read_compressor(c, doc, job);
+    read_compressor(c, doc, "compressor", &job->compressor, &job->k_frac);
+    /* EF21-P's broadcast compressor; which methods and types admit it is
+     * the engine's (ec_algo_down_check, asked at submit). */
+    read_compressor(c, doc, "compressor_down", &job->compressor_down,
+                    &job->k_frac_down);
 
     if (json_is_string(member(doc, "batch")) &&
         strcmp(json_string_value(member(doc, "batch")), "full") == 0)

@@ -59,6 +59,18 @@ json_t *jobspec_to_json(const struct jobspec *spec)
     put(doc, "algorithm", json_string(ec_algo_name(job->algorithm)), &ok);
     put(doc, "compressor", compressor, &ok);
     compressor = NULL;                         /* doc holds it now */
+    /* EF21-P's compressor, only when the broadcast is compressed: a job
+     * without one keeps the canonical form it always had. */
+    if (job->compressor_down.type != EC_COMP_NONE) {
+        const ec_comp_spec *cd = &job->compressor_down;
+        json_t *down = json_object();
+
+        put(down, "type", json_string(ec_comp_name(cd->type)), &ok);
+        put(down, "k", cd->k ? json_integer(cd->k) : json_null(), &ok);
+        put(down, "k_frac", real_or_null(job->k_frac_down), &ok);
+        put(down, "s", cd->s ? json_integer(cd->s) : json_null(), &ok);
+        put(doc, "compressor_down", down, &ok);
+    }
     put(doc, "batch", job->batch == EC_JOB_BATCH_FULL ? json_string("full")
                                                       : json_integer(job->batch),
         &ok);

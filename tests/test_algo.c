@@ -287,6 +287,68 @@ START_TEST(test_partial_participation)
 END_TEST
 
 /*
+ * EF21-P on mushrooms (d = 112), gd with the broadcast top-6 (k_frac 0.05):
+ * the default step is gd's 1/L_f times alpha_down = 6/112; each round
+ * broadcasts 6 (index, value) pairs, 6 (64 + 7) bits, where gd sends
+ * 64 d; at gd's own step (the multiplier 1/alpha) it reaches 1e-6 in
+ * about gd's rounds (3270 against 3280) on a seventeenth of the bits down.
+ * The methods whose row does not admit it, and a compressor that is not a
+ * sparsifier, are refused naming the field.
+ */
+START_TEST(test_ef21p)
+{
+    static struct fixture f, g;
+    ec_job job = job_for("gd", EC_COMP_NONE, 0);
+    ec_problem pb;
+    ec_params prm;
+    ec_err e = {0};
+
+    load(&mushrooms, "mushrooms");
+    job.max_rounds = 8000;
+    job.target = 1e-6;
+    job.eval_every = 10;
+    run_job(&g, &mushrooms, &job);
+    ck_assert_int_eq(g.sum.stop, EC_STOP_TARGET);
+    job.compressor_down.type = EC_COMP_TOPK;
+    job.k_frac_down = 0.05;
+    job.step_multiplier = 112.0 / 6.0;
+    run_job(&f, &mushrooms, &job);
+    ck_assert_uint_eq(f.prm.comp_down.k, 6);
+    ck_assert(f.prm.delta_down == 6.0 / 112.0);
+    ck_assert(f.prm.theory_step == g.prm.theory_step * f.prm.delta_down);
+    ck_assert_int_eq(f.sum.stop, EC_STOP_TARGET);
+    ck_assert_uint_le(f.sum.rounds, g.sum.rounds * 11 / 10);
+    ck_assert_double_eq(f.sum.last.bits_down, (double)f.sum.rounds * 6 * (64 + 7));
+    ck_assert_double_eq(g.sum.last.bits_down, (double)g.sum.rounds * 64 * 112);
+    fprintf(stderr, "ef21p gd mushrooms top-6 down at gd's step: %llu rounds "
+                    "(gd %llu), bits down %.4g (gd %.4g)\n",
+            (unsigned long long)f.sum.rounds, (unsigned long long)g.sum.rounds,
+            f.sum.last.bits_down, g.sum.last.bits_down);
+
+    /* Refused: a method whose theory does not admit it, and a dither. */
+    job = job_for("ec-gd", EC_COMP_TOPK, 5);
+    job.compressor_down.type = EC_COMP_TOPK;
+    job.compressor_down.k = 5;
+    ck_assert_int_eq(ec_problem_init(&pb, &mushrooms, &job, &e), 0);
+    ck_assert_int_lt(ec_params_resolve(&job, &pb, &prm, &e), 0);
+    ck_assert_msg(strstr(e.msg, "compressor_down: ec-gd broadcasts its model "
+                                "uncompressed") &&
+                  strstr(e.msg, "admit it: ec-gd-diana, gd"), "%s", e.msg);
+    job = job_for("ec-gd-diana", EC_COMP_TOPK, 5);
+    job.compressor_down.type = EC_COMP_DITHER;
+    job.compressor_down.s = 2;
+    ck_assert_int_lt(ec_params_resolve(&job, &pb, &prm, &e), 0);
+    ck_assert_msg(strstr(e.msg, "compressor_down.type: must be topk or randk"),
+                  "%s", e.msg);
+    job.compressor_down.type = EC_COMP_RANDK;
+    job.compressor_down.k = 500;
+    ck_assert_int_lt(ec_params_resolve(&job, &pb, &prm, &e), 0);
+    ck_assert_msg(strstr(e.msg, "compressor_down: "), "%s", e.msg);
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+/*
  * lambda2 = 0, least squares on mushrooms: the Hessian is singular (rank
  * 84 of 112, one-hot features), P* comes from Levenberg-Marquardt Newton
  * steps with a certificate far below the target, and gd and ef21 reach a
@@ -680,6 +742,7 @@ int main(void)
     tcase_add_test(tc, test_econtrol_eta0_is_ef21);
     tcase_add_test(tc, test_adef_mushrooms_topk5);
     tcase_add_test(tc, test_partial_participation);
+    tcase_add_test(tc, test_ef21p);
     tcase_add_test(tc, test_general_convex);
     tcase_add_loop_test(tc, test_every_algorithm_deterministic, 0, EC_ALGO_COUNT);
     tcase_add_loop_test(tc, test_table_rows_hold, 0, EC_ALGO_COUNT);

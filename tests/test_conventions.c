@@ -428,6 +428,23 @@ START_TEST(test_problem_types)
     ck_assert_msg(strstr(r.body, "participation: eclk needs every worker in every round"),
                   "%s", r.body);
     free(r.body);
+    /* A compressed broadcast for a method whose theory does not admit
+     * EF21-P, and a broadcast compressor that is not a sparsifier. */
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"ef21\","
+            " \"compressor\": {\"type\": \"topk\", \"k\": 2},"
+            " \"compressor_down\": {\"type\": \"topk\", \"k\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "compressor_down: ef21 broadcasts its model uncompressed"),
+                  "%s", r.body);
+    free(r.body);
+    r = req(&s, "POST", "/v1/jobs", ALICE,
+            "{\"dataset\": \"heart_scale\", \"algorithm\": \"gd\","
+            " \"compressor_down\": {\"type\": \"dither\", \"s\": 2}}", NULL);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "compressor_down.type: must be topk or randk"),
+                  "%s", r.body);
+    free(r.body);
     /* lambda2 = 0: refused where P* or the method needs strong convexity. */
     r = req(&s, "POST", "/v1/jobs", ALICE,
             "{\"dataset\": \"heart_scale\", \"algorithm\": \"gd\", \"lambda2\": 0}", NULL);

@@ -106,6 +106,11 @@ static int spec_equal(const struct jobspec *a, const struct jobspec *b)
         x->compressor.type != y->compressor.type ||
         x->compressor.k != y->compressor.k ||
         x->compressor.s != y->compressor.s ||
+        x->compressor_down.type != y->compressor_down.type ||
+        x->compressor_down.k != y->compressor_down.k ||
+        x->compressor_down.s != y->compressor_down.s ||
+        !same_double(x->k_frac_down, y->k_frac_down) ||
+        !same_double(x->participation, y->participation) ||
         !same_double(x->k_frac, y->k_frac) || x->batch != y->batch ||
         !same_double(x->p, y->p) || !same_double(x->step_size, y->step_size) ||
         !same_double(x->step_multiplier, y->step_multiplier) ||
@@ -290,6 +295,21 @@ START_TEST(test_compressor_forms)
 
     parse_sq_ok("{'dataset':'a9a','compressor':'none'}", &spec);
     ck_assert_int_eq(spec.job.compressor.type, EC_COMP_NONE);
+
+    /* EF21-P's broadcast compressor: the same forms; absent, none. */
+    ck_assert_int_eq(spec.job.compressor_down.type, EC_COMP_NONE);
+    ck_assert(isnan(spec.job.k_frac_down));
+    parse_sq_ok("{'dataset':'a9a','algorithm':'gd','compressor_down':{'type':'topk',"
+                "'k':6}}", &spec);
+    ck_assert_int_eq(spec.job.compressor_down.type, EC_COMP_TOPK);
+    ck_assert_uint_eq(spec.job.compressor_down.k, 6);
+    ck_assert_int_eq(spec.job.compressor.type, EC_COMP_NONE);
+    parse_sq_ok("{'dataset':'a9a','compressor':{'type':'topk','k':2},"
+                "'compressor_down':{'type':'randk','k_frac':0.01}}", &spec);
+    ck_assert_int_eq(spec.job.compressor_down.type, EC_COMP_RANDK);
+    ck_assert(spec.job.k_frac_down == 0.01);
+    ck_assert(isnan(spec.job.k_frac));
+    ck_assert_uint_eq(spec.job.compressor.k, 2);
 }
 END_TEST
 
@@ -338,6 +358,9 @@ static const char *const round_trip_docs[] = {
     "'s':17},'lambda2':1,'step_size':3}",
     "{'dataset':'a9a','split':'dirichlet','split_alpha':0.05,'seed':7}",
     "{'dataset':'w8a','split':'label_skew'}",
+    "{'dataset':'a9a','algorithm':'ec-gd-diana','compressor':{'type':'topk','k':3},"
+    "'compressor_down':{'type':'randk','k':7},'participation':1}",
+    "{'dataset':'a9a','algorithm':'gd','compressor_down':{'type':'topk','k_frac':0.05}}",
     "{'dataset':'a9a','batch':'full','algorithm':'ec-lsvrg'}",
     "{'dataset':'a9a','compressor':{'type':'topk','k':1},'eclk_rule':'plain',"
     "'eclk_guard':true,'eclk_guard_threshold':4}",
@@ -466,6 +489,23 @@ static const struct bad_case bad_cases[] = {
      "is not allowed for compressor type none"},
     {WITH("'compressor':{'type':'dither','k_frac':0.5}"),
      "compressor.k_frac", "is not allowed for compressor type dither"},
+    {WITH("'compressor_down':5"), "compressor_down",
+     "must be an object {type, k, k_frac, s} or a compressor name"},
+    {WITH("'compressor_down':'zip'"), "compressor_down", "one of: none, topk"},
+    {WITH("'compressor_down':'topk'"), "compressor_down.k",
+     "is required for compressor type topk: give compressor_down.k (an "
+     "integer >= 1) or compressor_down.k_frac"},
+    {WITH("'compressor_down':{'k':3}"), "compressor_down.type", "is required; one of"},
+    {WITH("'compressor_down':{'type':'topk','k':0}"), "compressor_down.k",
+     "must be an integer in 1..4294967295 (got 0)"},
+    {WITH("'compressor_down':{'type':'topk','k':2,'k_frac':0.1}"), "compressor_down.k",
+     "cannot be given together with compressor_down.k_frac"},
+    {WITH("'compressor_down':{'type':'randk','k_frac':1.5}"), "compressor_down.k_frac",
+     "(got 1.5)"},
+    {WITH("'compressor_down':{'type':'topk','k':3,'s':2}"), "compressor_down.s",
+     "is not allowed for compressor type topk"},
+    {WITH("'compressor_down':{'type':'topk','k':3,'z':2}"), "compressor_down.z",
+     "unknown key"},
     {WITH("'compressor':{'type':'topk','k':3,'s':2}"), "compressor.s",
      "is not allowed for compressor type topk; only dither, "
      "dither-unbiased, natural-dither and natural-dither-unbiased take s"},
@@ -583,8 +623,8 @@ static const struct bad_case bad_cases[] = {
     {WITH("'backend':1"), "backend", "(got 1)"},
     {WITH("'workerz':20"), "workerz",
      "unknown key; allowed keys are: dataset, loss, lambda1, lambda2, "
-     "lambda2_rel, workers, algorithm, compressor, batch, participation, p, "
-     "step_size, step_multiplier, smoothness_multiplier, eclk_rule, "
+     "lambda2_rel, workers, algorithm, compressor, compressor_down, batch, "
+     "participation, p, step_size, step_multiplier, smoothness_multiplier, eclk_rule, "
      "eclk_guard, eclk_guard_threshold, econtrol_eta, max_rounds, target, "
      "eval_every, seed, split, split_alpha, shuffle, max_seconds, name, "
      "labels, backend, procs"},

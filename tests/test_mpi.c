@@ -102,11 +102,14 @@ START_TEST(test_mpi_rows_equal_process)
         "{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"eclk\", \"eclk_rule\": \"adaptive\","
         " \"seed\": 2, \"compressor\": {\"type\": \"randk\", \"k\": 1}, \"max_rounds\": 100,"
         " \"eval_every\": 10}",
+        "{\"dataset\": \"a1a\", \"workers\": 4, \"algorithm\": \"ec-gd-diana\","
+        " \"compressor\": {\"type\": \"topk\", \"k\": 3}, \"compressor_down\": {\"type\": \"randk\","
+        " \"k\": 6}, \"max_rounds\": 100, \"eval_every\": 10}",
     };
     /* Their exit statuses, the same on both backends: each ends at its
      * round budget above its target (the second's gap climbs to 2.7 at
      * round 90 and is back to 0.96 at 100), so 5, budget_exhausted. */
-    static const int status[] = {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+    static const int status[] = {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
 
     ck_assert_uint_eq(sizeof status / sizeof status[0], sizeof jobs / sizeof jobs[0]);
     for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {

@@ -95,6 +95,10 @@ START_TEST(test_process_equals_inproc)
          * and send an empty frame. */
         if (ec_algo_info_of(algo)->partial && c % 2 == 0)
             job.participation = 0.4;
+        /* EF21-P for the methods that admit it: the broadcast c_t is the
+         * coordinator's top-3 or rand-3, each replica's w its sum. */
+        if (ec_algo_info_of(algo)->down)
+            job.compressor_down = (ec_comp_spec){c % 2 ? EC_COMP_RANDK : EC_COMP_TOPK, 3, 0};
         /* The shards of every split but dirichlet's (whose smallest may
          * hold fewer rows than the batch) on the same footing. */
         job.split = (ec_split)((algo + c) % EC_SPLIT_DIRICHLET);

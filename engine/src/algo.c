@@ -303,6 +303,60 @@ const char *ec_algo_partial_names(char *buf, size_t len)
     return buf;
 }
 
+const char *ec_algo_down_names(char *buf, size_t len)
+{
+    size_t used = 0;
+
+    if (len)
+        buf[0] = '\0';
+    for (int a = 0; a < EC_ALGO_COUNT; a++) {
+        const ec_algo_info *ai = ec_algo_info_of((ec_algo_id)a);
+        int w;
+
+        if (!ai->down)
+            continue;
+        w = snprintf(buf + used, len > used ? len - used : 0, "%s%s",
+                     used ? ", " : "", ai->name);
+        if (w > 0)
+            used += (size_t)w;
+    }
+    return buf;
+}
+
+/* EF21-P's theory takes a contractive compressor; the table's biased
+ * sparsifiers are the ones its analysis and experiments use. */
+static int down_comp_ok(ec_comp_type t)
+{
+    return t == EC_COMP_TOPK || t == EC_COMP_RANDK;
+}
+
+const char *ec_algo_down_check(ec_algo_id a, ec_comp_type t, char *buf,
+                               unsigned buflen)
+{
+    const ec_algo_info *ai = ec_algo_info_of(a);
+    char names[128];
+
+    if (!ai || t == EC_COMP_NONE)
+        return NULL;
+    if (!ai->down) {
+        snprintf(buf, buflen, "%s broadcasts its model uncompressed (its "
+                              "theory does not admit EF21-P's compressed "
+                              "broadcast), so compressor_down must be none "
+                              "(got %s); the methods that admit it: %s",
+                 ai->name, ec_comp_name(t),
+                 ec_algo_down_names(names, sizeof names));
+        return "compressor_down";
+    }
+    if (!down_comp_ok(t)) {
+        snprintf(buf, buflen, "must be topk or randk (got %s): EF21-P "
+                              "compresses the broadcast with a contractive "
+                              "sparsifier",
+                 ec_comp_name(t));
+        return "compressor_down.type";
+    }
+    return NULL;
+}
+
 const char *ec_algo_participation_check(ec_algo_id a, double participation,
                                         char *buf, unsigned buflen)
 {
@@ -456,6 +510,29 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
         p->participants = 1;
     if (p->participants > pb->n)
         p->participants = pb->n;
+    p->comp_down = job->compressor_down;
+    if ((field = ec_algo_down_check(p->algo, p->comp_down.type, buf,
+                                    sizeof buf)))
+        return ec_err_set(e, EC_EINVAL, "%s: %s", field, buf);
+    if (p->comp_down.type != EC_COMP_NONE) {
+        if (!isnan(job->k_frac_down)) {
+            if (!(job->k_frac_down > 0.0 && job->k_frac_down <= 1.0))
+                return ec_err_set(e, EC_EINVAL, "compressor_down.k_frac must "
+                                                "be in (0, 1] (got %g)",
+                                  job->k_frac_down);
+            p->comp_down.k = (uint32_t)ceil(job->k_frac_down * d);
+            if (p->comp_down.k < 1)
+                p->comp_down.k = 1;
+            if (p->comp_down.k > d)
+                p->comp_down.k = d;
+        }
+        if ((msg = ec_comp_check(&p->comp_down, d, buf, sizeof buf)))
+            return ec_err_set(e, EC_EINVAL, "compressor_down: %s", msg);
+        p->delta_down = ec_comp_delta(&p->comp_down, d);
+    } else {
+        p->delta_down = 1.0;
+    }
+    p->down_step_factor = 1.0;
     p->step_factor = 1.0;
     p->step_multiplier = isnan(job->step_multiplier) ? 1.0 : job->step_multiplier;
     if (!(p->step_multiplier > 0.0) || !isfinite(p->step_multiplier))
@@ -525,6 +602,13 @@ int ec_params_resolve(const ec_job *job, const ec_problem *pb, ec_params *out,
                          (pb->L_f + pb->L_tilde * sqrt(beta / theta));
         break;
     }
+    }
+    /* EF21-P: the method's own step times the broadcast's alpha, the step
+     * of the rate L/(alpha mu) its theorems give for GD and DIANA
+     * (docs/algorithms.md, "Compressed broadcasts: EF21-P"). */
+    if (p->comp_down.type != EC_COMP_NONE) {
+        p->down_step_factor = p->delta_down;
+        p->theory_step *= p->down_step_factor;
     }
     /* A step 1/L seen through L / smoothness_multiplier: for the methods
      * whose step alone derives from L it is the step multiplier's. */
@@ -700,6 +784,11 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         m->w_best = zeros(d);
         m->u_best = zeros(d);
     }
+    if (prm->comp_down.type != EC_COMP_NONE &&
+        !(m->x_server = zeros(d))) {
+        ec_model_clear(m);
+        return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
+    }
     if (prm->participants && prm->participants < pb->n) {
         m->part = malloc(pb->n * sizeof *m->part);
         m->perm = malloc(pb->n * sizeof *m->perm);
@@ -759,6 +848,7 @@ void ec_model_clear(ec_model *m)
     free(m->u_best);
     free(m->part);
     free(m->perm);
+    free(m->x_server);
     memset(m, 0, sizeof *m);
 }
 
@@ -775,6 +865,8 @@ void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out)
 
 const double *ec_model_point(const ec_model *m)
 {
+    if (m->x_server)
+        return m->x_server;
     return is_katyusha(m->prm->algo) || is_adiana(m->prm->algo) ? m->y : m->x;
 }
 
@@ -1032,6 +1124,21 @@ static void model_apply(ec_model *m, const ec_down *down)
         return;
     }
 
+    if (p->comp_down.type != EC_COMP_NONE) {
+        /* EF21-P: every party moves its proxy by the broadcast, w += c_t;
+         * the coordinator's model takes the server's x_{t+1} as well.
+         * DIANA's shifts still travel as their mean. */
+        for (uint32_t j = 0; j < d; j++)
+            m->x[j] += down->v[j];
+        if (is_diana(p->algo))
+            for (uint32_t j = 0; j < d; j++)
+                m->u[j] += p->alpha * down->a[j];
+        if (down->primal)
+            memcpy(m->x_server, down->x_next, d * sizeof *m->x_server);
+        m->round++;
+        return;
+    }
+
     if (p->algo == EC_ALGO_EF21) {
         /* x = prox(x - gamma g), as every worker computed it; g += mean c,
          * the c's being taken at that new x. */
@@ -1101,10 +1208,29 @@ int ec_down_init(ec_down *down, uint32_t d)
     return 0;
 }
 
+int ec_down_primal_init(ec_down *down, const ec_params *prm, ec_err *e)
+{
+    if (prm->comp_down.type == EC_COMP_NONE)
+        return 0;
+    if (!(down->down_comp = ec_compressor_new(&prm->comp_down, prm->d, e)))
+        return e ? e->code : EC_ENOMEM;
+    if (ec_msg_init(&down->down_msg, prm->d) < 0 ||
+        !(down->x_next = zeros(prm->d)))
+        return ec_err_set(e, EC_ENOMEM, "out of memory for the broadcast "
+                                        "(d = %u)", prm->d);
+    /* A stream of its own: rand-k's coordinates are the coordinator's
+     * draw, and no worker's generator moves. */
+    ec_rng_seed(&down->down_rng, prm->seed, 0xef21d0);
+    return 0;
+}
+
 void ec_down_clear(ec_down *down)
 {
     if (!down)
         return;
+    ec_compressor_free(down->down_comp);
+    ec_msg_clear(&down->down_msg);
+    free(down->x_next);
     free(down->v);
     free(down->a);
     memset(down, 0, sizeof *down);
@@ -1716,6 +1842,35 @@ void ec_server_reduce_add(ec_down *down, const ec_up *up)
     }
 }
 
+/*
+ * EF21-P's server half: x_{t+1} = prox(x_t - v), the method's own step
+ * (v the mean of its gamma-scaled uplinks), then c_t = C_down(x_{t+1} -
+ * w_t) into v, which every replica adds to its w. The paper counts c_t as
+ * its compressor's message (k values for topk, k for randk).
+ */
+static void primal_broadcast(const ec_model *m, ec_down *down)
+{
+    const ec_params *p = m->prm;
+    uint32_t d = m->d;
+    double *x1 = down->x_next;
+
+    for (uint32_t j = 0; j < d; j++)
+        x1[j] = m->x_server[j] - down->v[j];
+    ec_prox_l1(x1, d, p->gamma * m->pb->lambda1);
+    for (uint32_t j = 0; j < d; j++)
+        down->v[j] = x1[j] - m->x[j];
+    ec_compress(down->down_comp, down->v, &down->down_rng, &down->down_msg);
+    memset(down->v, 0, d * sizeof *down->v);
+    ec_msg_axpy(&down->down_msg, 1.0, down->v);
+    down->primal = 1;
+    {
+        uint64_t ignored = 0;
+
+        count_broadcast(down->v, d, &down->bits, &ignored);
+        down->paper_bits += down->down_msg.paper_bits;
+    }
+}
+
 void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
 {
     uint32_t d = m->d;
@@ -1725,7 +1880,10 @@ void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
         down->v[j] *= inv;
         down->a[j] *= inv;
     }
-    if (!down->init)
+    down->primal = 0;
+    if (!down->init && down->down_comp && m->x_server)
+        primal_broadcast(m, down);
+    else if (!down->init)
         count_broadcast(down->v, d, &down->bits, &down->paper_bits);
     if (down->has_a)
         count_broadcast(down->a, d, &down->bits, &down->paper_bits);

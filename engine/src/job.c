@@ -6,10 +6,10 @@
 
 static const ec_algo_info algo_rows[EC_ALGO_COUNT] = {
 #define EC_ALGO_ROW(id, name, family, compresses, stochastic, has_init, needs, \
-                    model_vectors, worker_vectors, gradients, partial,        \
+                    model_vectors, worker_vectors, gradients, partial, down,  \
                     summary)                                                  \
     [id] = {name, EC_FAMILY_##family, compresses, stochastic, has_init,       \
-            needs, model_vectors, worker_vectors, gradients, partial,         \
+            needs, model_vectors, worker_vectors, gradients, partial, down,   \
             summary},
     EC_ALGORITHMS(EC_ALGO_ROW)
 #undef EC_ALGO_ROW
@@ -157,6 +157,8 @@ void ec_job_defaults(ec_job *job)
     job->k_frac = NAN;
     job->batch = 1;
     job->participation = NAN;
+    job->compressor_down.type = EC_COMP_NONE;
+    job->k_frac_down = NAN;
     job->p = NAN;
     job->step_size = NAN;
     job->step_multiplier = 1.0;

@@ -194,7 +194,8 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for the run (d = %u)", d);
         goto out;
     }
-    if ((rc = ec_model_init(&model, pb, prm, e)) < 0)
+    if ((rc = ec_model_init(&model, pb, prm, e)) < 0 ||
+        (rc = ec_down_primal_init(&down, prm, e)) < 0)
         goto out;
 
     t0 = ec_clock();

@@ -27,6 +27,10 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
             prm->comp.k, prm->comp.s);
     fprintf(f, "shift %s k %u s %u\n", ec_comp_name(prm->shift_comp.type),
             prm->shift_comp.k, prm->shift_comp.s);
+    /* EF21-P's broadcast compressor (none: the broadcast uncompressed). */
+    if (prm->comp_down.type != EC_COMP_NONE)
+        fprintf(f, "down %s k %u s %u\n", ec_comp_name(prm->comp_down.type),
+                prm->comp_down.k, prm->comp_down.s);
     fprintf(f, "problem lambda1 %.17g lambda2 %.17g L_f %.17g L %.17g "
                "L_tilde %.17g mu %.17g\n",
             pb->lambda1, pb->lambda2, pb->L_f, pb->L, pb->L_tilde, pb->mu);
@@ -129,11 +133,20 @@ int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
     return ferror(f) ? -1 : 0;
 }
 
+int ec_trace_broadcast(FILE *f, const ec_down *down)
+{
+    if (down->primal)
+        put_choice(f, "down", 0, &down->down_msg);
+    return ferror(f) ? -1 : 0;
+}
+
 int ec_trace_state(FILE *f, const ec_model *m)
 {
     const ec_params *p = m->prm;
 
     put_vec(f, "x", m->x, m->d);
+    if (m->x_server)
+        put_vec(f, "xs", m->x_server, m->d);
     if (ec_algo_is(p->algo, EC_FAMILY_KATYUSHA) ||
         p->algo == EC_ALGO_ADIANA) {
         put_vec(f, "y", m->y, m->d);

@@ -23,7 +23,8 @@ static const char *const experiment_keys[] = {
 
 /* Keys a variant may set: how it runs, never what it solves. */
 static const char *const variant_keys[] = {
-    "algorithm", "compressor", "batch", "participation", "p", "step_size",
+    "algorithm", "compressor", "compressor_down", "batch", "participation",
+    "p", "step_size",
     "step_multiplier", "smoothness_multiplier", "eclk_rule", "eclk_guard",
     "eclk_guard_threshold", "econtrol_eta", "name", "labels", "backend", NULL,
 };

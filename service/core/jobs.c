@@ -83,6 +83,9 @@ int jobs_check_spec(struct app *a, const struct jobspec *spec, const char *owner
     if ((field = ec_algo_comp_check(job->algorithm, job->compressor.type, why,
                                     sizeof why)))
         return spec_problem_set(sp, field, NULL, 0, "%s", why);
+    if ((field = ec_algo_down_check(job->algorithm, job->compressor_down.type,
+                                    why, sizeof why)))
+        return spec_problem_set(sp, field, NULL, 0, "%s", why);
     if ((field = ec_algo_participation_check(job->algorithm, job->participation,
                                              why, sizeof why)))
         return spec_problem_set(sp, field, NULL, 0, "%s", why);

@@ -45,7 +45,7 @@ def read_trace(path):
             shards.append((int(tok[2]), int(tok[3])))
         elif tok[0] == "dataset":
             head["dataset"] = lines[i][len("dataset "):]
-        elif tok[0] in ("compressor", "shift"):
+        elif tok[0] in ("compressor", "shift", "down"):
             head[tok[0]] = dict(zip(tok[2::2], tok[3::2]), _name=tok[1])
         else:
             head[tok[0]] = dict(zip(tok[1::2], tok[2::2]))
@@ -58,7 +58,8 @@ def read_trace(path):
         tag = tok[0]
         if tag in ("init", "round"):
             rec = {"init": tag == "init", "round": int(tok[1]) if tag == "round" else 0,
-                   "rows": {}, "q": {}, "shift": {}, "diff": {}, "refresh": {}, "state": {}}
+                   "rows": {}, "q": {}, "shift": {}, "diff": {}, "down": {}, "refresh": {},
+                   "state": {}}
             records.append(rec)
         elif tag == "coin":
             rec["coin"] = int(tok[1])
@@ -73,7 +74,7 @@ def read_trace(path):
             rec["refresh"][int(tok[1])] = int(tok[2])
         elif tag == "part":
             rec["part"] = [int(v) for v in tok[1:]]
-        elif tag in ("q", "shift", "diff"):
+        elif tag in ("q", "shift", "diff", "down"):
             nnz = int(tok[2])
             idx = np.array([int(v) for v in tok[3:3 + nnz]], dtype=np.int64)
             levels = None
@@ -409,6 +410,20 @@ class Reference:
                            "does not admit" % self.algo)
         self.gamma, self.L_eff = default_step(self.algo, head, pb, self.n, self.m,
                                               self.batch, self.delta)
+        # EF21-P (docs/algorithms.md, "Compressed broadcasts: EF21-P"): the
+        # server broadcasts c_t = C_down(x_{t+1} - w_t), contractive with
+        # alpha = k/d, and the step is the method's own times alpha; gd and
+        # ec-gd-diana only.
+        self.down = None
+        if "down" in head:
+            dn = head["down"]
+            self.down = (dn["_name"], int(dn["k"]), int(dn["s"]))
+            if self.algo not in ("gd", "ec-gd-diana"):
+                raise Mismatch("%s ran with a compressed broadcast, which its theory "
+                               "does not admit" % self.algo)
+            if self.down[0] not in ("topk", "randk"):
+                raise Mismatch("broadcast compressor %s is not a sparsifier" % self.down[0])
+            self.gamma *= self.down[1] / d
         if self.gamma is not None:
             self.gamma *= float(prm["step_multiplier"])
             if int(prm["step_given"]):
@@ -460,6 +475,8 @@ class Reference:
         # workers' g~_t^i are in h, their memories e_t^i in e.
         self.A = 0.0
         z = np.zeros(d)
+        # EF21-P's proxy w_t, which every worker knows and computes at.
+        self.wp = z.copy()
         self.x, self.y, self.zv, self.w, self.u = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
         self.e = [z.copy() for _ in range(self.n)]
         self.h = [z.copy() for _ in range(self.n)]
@@ -485,6 +502,8 @@ class Reference:
 
     def compress(self, rec, tau, t, which="q", kind_of=None):
         kind, k, s = self.shift if (kind_of or which) == "shift" else self.comp
+        if which == "down":
+            kind, k, s = self.down
         choice = rec[which].get(tau)
         if kind != "none" and choice is None:
             raise Mismatch("round %d: worker %d's %s has no record" % (rec["round"], tau, which))
@@ -545,6 +564,8 @@ class Reference:
         qs = []
         shifts = []
         sample = set(self.sample(rec))
+        # The workers' point: x, or EF21-P's w_t.
+        at = self.wp if self.down else self.x
         for tau in range(n):
             if a == "ec-lsvrg":
                 g = self.local_grad(rec, tau, self.x, self.w_loc[tau]) + self.mu_loc[tau]
@@ -559,7 +580,7 @@ class Reference:
                 if a == "ec-lsvrg-diana":
                     g_hat = self.local_grad(rec, tau, self.x, self.w_loc[tau]) + self.mu_loc[tau]
                 else:
-                    g_hat = self.local_grad(rec, tau, self.x)
+                    g_hat = self.local_grad(rec, tau, at)
                 g = g_hat - self.h[tau] + self.u
                 qs.append(self.ef(rec, tau, g, gamma))
                 msg = self.compress(rec, tau, g_hat - self.h[tau], "shift")
@@ -570,9 +591,15 @@ class Reference:
                     self.mu_loc[tau] = pb.grad_shard(tau, self.x)
             else:       # ec-sgd, ec-gd, gd, sgd
                 if tau in sample:
-                    qs.append(self.ef(rec, tau, self.local_grad(rec, tau, self.x), gamma))
+                    qs.append(self.ef(rec, tau, self.local_grad(rec, tau, at), gamma))
         # gd, sgd: the mean over the sampled workers (all n but for them).
-        self.x = pb.prox(self.x - sum(qs) / len(qs), gamma * pb.lam1)
+        x_next = pb.prox(self.x - sum(qs) / len(qs), gamma * pb.lam1)
+        if self.down:
+            # EF21-P: w_{t+1} = w_t + C_down(x_{t+1} - w_t).
+            self.wp = self.wp + self.compress(rec, 0, x_next - self.wp, "down")
+        elif rec["down"]:
+            raise Mismatch("round %d: a broadcast choice without EF21-P" % rec["round"])
+        self.x = x_next
         if shifts:
             self.u = self.u + self.alpha * (sum(shifts) / n)
 
@@ -768,6 +795,10 @@ class Reference:
 
     def state(self):
         s = {"x": self.x, "u": self.u}
+        if self.down:
+            # The engine's replicas hold the proxy in x; the server's x_t
+            # is xs.
+            s = {"x": self.wp, "xs": self.x, "u": self.u}
         if self.algo in ("eclk", "lkatyusha"):
             s = {"y": self.y, "z": self.zv, "w": self.w, "u": self.u}
         elif self.algo == "ec-lsvrg-qian":
@@ -813,6 +844,8 @@ def main(argv):
     A, b = read_libsvm(ds, int(job["d"]))
     pb = Problem(A, b, job["loss"], float(prob["lambda1"]), float(prob["lambda2"]), shards)
     case = "%s %s" % (job["algorithm"], head["compressor"]["_name"])
+    if "down" in head:
+        case += " down %s" % head["down"]["_name"]
     worst, where, rounds = 0.0, "none: equal bits throughout", 0
     try:
         check_constants(head, pb, shards)
@@ -835,6 +868,9 @@ def main(argv):
             prev_x = rec["state"].get("x")
             for name, v in mine.items():
                 if name not in theirs:
+                    if name == "xs":
+                        raise Mismatch("round %d: the engine wrote no server iterate xs"
+                                       % rec["round"])
                     continue
                 dev = deviation(v, theirs[name])
                 if not dev <= worst:

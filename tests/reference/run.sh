@@ -69,6 +69,12 @@ cases() {
     echo "sgd compressor=none batch=8 participation=0.3 workers=10"
     echo "ef21 compressor=topk k=5 participation=0.5"
     echo "ef21 compressor=randk k=5 participation=0.25 workers=7"
+    # EF21-P: the broadcast compressed with primal error feedback
+    echo "gd compressor=none compressor_down=topk k_down=5"
+    echo "gd compressor=none compressor_down=randk k_down=5 workers=7"
+    echo "gd compressor=none compressor_down=topk k_down=2 step_multiplier=16 lambda1=1e-3"
+    echo "ec-gd-diana compressor=topk k=5 compressor_down=topk k_down=5"
+    echo "ec-gd-diana compressor=randk k=5 compressor_down=randk k_down=10 loss=squared"
     # ADIANA takes the compressors with an unbiased form and sends that form
     echo "adiana compressor=randk k=5"
     echo "adiana compressor=dither s=2"

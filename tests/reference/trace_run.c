@@ -103,6 +103,14 @@ static int parse_arg(struct args *a, const char *arg)
         rc = parse_double(arg, v, &a->job.lambda1);
     } else if (KEY("lambda2")) {
         rc = parse_double(arg, v, &a->job.lambda2);
+    } else if (KEY("compressor_down")) {
+        if (ec_comp_from_name(v, &a->job.compressor_down.type) < 0)
+            return bad(arg, "unknown compressor");
+    } else if (KEY("k_down")) {
+        if (!(rc = parse_uint(arg, v, UINT32_MAX, &u)))
+            a->job.compressor_down.k = (uint32_t)u;
+    } else if (KEY("step_multiplier")) {
+        rc = parse_double(arg, v, &a->job.step_multiplier);
     } else if (KEY("participation")) {
         rc = parse_double(arg, v, &a->job.participation);
     } else if (KEY("eclk_rule")) {
@@ -126,7 +134,8 @@ static int parse_arg(struct args *a, const char *arg)
         return bad(arg, "unknown key (dataset, algorithm, compressor, k, s, "
                         "workers, batch, seed, rounds, lambda2_rel, "
                         "lambda1, lambda2, participation, eclk_rule, "
-                        "eclk_guard, loss, out)");
+                        "eclk_guard, compressor_down, k_down, step_multiplier, "
+                        "loss, out)");
     }
 #undef KEY
     return rc;
@@ -165,6 +174,8 @@ static int run(FILE *f, const ec_problem *pb, const ec_params *prm,
     if (ec_down_init(&down, pb->d) < 0)
         goto out;
     dn = 1;
+    if (ec_down_primal_init(&down, prm, e) < 0)
+        goto out;
     for (; made < n; made++)
         if (ec_worker_init(&ws[made], pb, prm, made, e) < 0)
             goto out;
@@ -178,7 +189,8 @@ static int run(FILE *f, const ec_problem *pb, const ec_params *prm,
             if (ec_model_participates(&m, t))
                 ec_worker_step(&ws[t], &m, &ups[t]);
         ec_server_reduce(&m, ups, n, &down);
-        if (ec_trace_exchange(f, &m, ws, ups, n) < 0)
+        if (ec_trace_exchange(f, &m, ws, ups, n) < 0 ||
+            ec_trace_broadcast(f, &down) < 0)
             goto out;
         ec_model_apply(&m, &down);
         if (ec_trace_state(f, &m) < 0)

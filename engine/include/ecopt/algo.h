@@ -76,6 +76,13 @@ typedef struct ec_params {
      * (docs/algorithms.md, "Partial participation"). */
     double participation;
     uint32_t participants;
+    /* EF21-P (docs/algorithms.md, "Compressed broadcasts: EF21-P"): the
+     * broadcast's compressor (type none: the broadcast uncompressed, as
+     * before), its contraction alpha and the factor it puts on the
+     * method's own step, down_step_factor = alpha_down. */
+    ec_comp_spec comp_down;
+    double delta_down;
+    double down_step_factor;
     double step_divisor;      /* ec-lsvrg-qian: theory_step is
                                  1/(step_divisor L_eff), loopless SVRG's 6 */
     double gamma;             /* the step the run uses */
@@ -120,6 +127,16 @@ void ec_params_set_eclk(ec_params *p, ec_eclk_rule rule, double delta_eff);
  * the sentence in buf. ec_params_resolve asks it, and so does the service
  * at submit. */
 const char *ec_algo_comp_check(ec_algo_id a, ec_comp_type t, char *buf,
+                               unsigned buflen);
+/* "gd, ec-gd-diana": the algorithms whose row admits a compressed
+ * broadcast, into buf. */
+const char *ec_algo_down_names(char *buf, size_t len);
+/* Whether algorithm a may run with the broadcast compressed by t (none:
+ * always): NULL if so, else the field ("compressor_down" naming the
+ * method, or "compressor_down.type" for a compressor EF21-P's theory does
+ * not take) with the sentence in buf. ec_params_resolve asks it, and the
+ * service at submit. */
+const char *ec_algo_down_check(ec_algo_id a, ec_comp_type t, char *buf,
                                unsigned buflen);
 /* "gd, sgd, ef21": the algorithms whose row admits partial
  * participation, into buf. */
@@ -197,6 +214,10 @@ typedef struct ec_model {
     uint8_t *part;
     uint32_t *perm;           /* scratch of the draw */
     ec_rng part_rng;
+    /* EF21-P (prm->comp_down not none): the server's iterate x_t, which
+     * only the coordinator's model follows; x is then the proxy w_t that
+     * every party knows and the workers compute at. NULL otherwise. */
+    double *x_server;
 } ec_model;
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
@@ -216,7 +237,7 @@ typedef struct ec_eclk_report {
 void ec_model_eclk_report(const ec_model *m, ec_eclk_report *out);
 void ec_model_clear(ec_model *m);
 /* The point whose objective is reported: y for eclk/lkatyusha/adiana,
- * else x. */
+ * the server's x_t under EF21-P, else x. */
 const double *ec_model_point(const ec_model *m);
 /* Whether worker tau takes part in the exchange the model is about to
  * run: every worker in the init exchange and without partial
@@ -271,9 +292,21 @@ typedef struct ec_down {
     const uint8_t *part;
     uint32_t participants;    /* the uplinks this exchange has */
     int mean_over_participants;   /* gd, sgd: v is their mean, not the n's */
+    /* EF21-P, the coordinator's alone (ec_down_primal_init): the
+     * broadcast's compressor and its generator, the message c_t, and the
+     * server's next iterate x_{t+1}, which ec_model_apply copies into
+     * ec_model.x_server. v then holds c_t, not the uplinks' mean. */
+    ec_compressor *down_comp;
+    ec_rng down_rng;
+    ec_msg down_msg;
+    double *x_next;
+    int primal;               /* this broadcast is c_t, x_next is set */
 } ec_down;
 
 int ec_down_init(ec_down *down, uint32_t d);
+/* The coordinator's broadcast under EF21-P: makes the compressor of
+ * prm->comp_down (a no-op when it is none). */
+int ec_down_primal_init(ec_down *down, const ec_params *prm, ec_err *e);
 void ec_down_clear(ec_down *down);
 
 typedef struct ec_worker {
@@ -320,6 +353,11 @@ void ec_server_reduce(const ec_model *m, const ec_up *ups, uint32_t n,
  * worker's g_tau, the absent ones' unchanged). */
 void ec_server_reduce_begin(const ec_model *m, ec_down *down);
 void ec_server_reduce_add(ec_down *down, const ec_up *up);
+/* Under EF21-P (down made with ec_down_primal_init) the end also runs the
+ * server's half: x_{t+1} = prox(x_t - v) (v the method's step, the mean of
+ * the uplinks), c_t = C_down(x_{t+1} - w_t), and v = c_t, so that every
+ * replica sets w_{t+1} = w_t + c_t. The bits are then c_t's (and the
+ * shifts' mean, for DIANA). */
 void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down);
 /*
  * Gradient evaluations (of one row's loss, the unit of "oracle calls";

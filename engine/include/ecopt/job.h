@@ -41,7 +41,7 @@ enum {
  * here. Rows are append-only (the names are what is stored).
  *
  * X(ID, NAME, FAMILY, COMPRESSES, STOCHASTIC, HAS_INIT, NEEDS,
- *   MODEL_VECTORS, WORKER_VECTORS, GRADIENTS, PARTIAL, SUMMARY)
+ *   MODEL_VECTORS, WORKER_VECTORS, GRADIENTS, PARTIAL, DOWN, SUMMARY)
  *   FAMILY          EC_FAMILY_ suffix
  *   COMPRESSES      1: takes a contraction compressor; 2: takes one with an
  *                   unbiased form (randk, dither, natural, natural-dither
@@ -55,53 +55,56 @@ enum {
  *   PARTIAL         1: its theory admits partial participation, a sample of
  *                   the workers each round (the job's participation < 1;
  *                   docs/algorithms.md, "Partial participation")
+ *   DOWN            1: its theory admits a compressed broadcast with primal
+ *                   error feedback, EF21-P (the job's compressor_down;
+ *                   docs/algorithms.md, "Compressed broadcasts: EF21-P")
  */
 #define EC_ALGORITHMS(X)                                                      \
     X(EC_ALGO_ECLK, "eclk", KATYUSHA, 1, 1, 1,                                \
-      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 9, 1, 2, 0,                    \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 9, 1, 2, 0, 0,                 \
       "error-compensated loopless Katyusha")                                  \
     X(EC_ALGO_LKATYUSHA, "lkatyusha", KATYUSHA, 0, 1, 1,                      \
-      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 7, 1, 2, 0,                    \
+      EC_NEEDS_L_F | EC_NEEDS_L | EC_NEEDS_MU, 7, 1, 2, 0, 0,                 \
       "loopless Katyusha, uncompressed")                                      \
     X(EC_ALGO_EC_SGD, "ec-sgd", SGD, 1, 1, 0,                                 \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1, 0, 0,                               \
       "SGD with error feedback")                                              \
     X(EC_ALGO_EC_GD, "ec-gd", SGD, 1, 0, 0,                                   \
-      EC_NEEDS_L_F, 2, 1, 1, 0,                                               \
+      EC_NEEDS_L_F, 2, 1, 1, 0, 0,                                            \
       "gradient descent with error feedback")                                 \
     X(EC_ALGO_EC_LSVRG, "ec-lsvrg", LSVRG, 1, 1, 0,                           \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 3, 2, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 3, 2, 0, 0,                               \
       "loopless SVRG with error feedback")                                    \
     X(EC_ALGO_EC_SGD_DIANA, "ec-sgd-diana", DIANA, 1, 1, 0,                   \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1, 0, 0,                               \
       "SGD with error feedback and DIANA's shifts")                           \
     X(EC_ALGO_EC_GD_DIANA, "ec-gd-diana", DIANA, 1, 0, 0,                     \
-      EC_NEEDS_L_F, 2, 2, 1, 0,                                               \
+      EC_NEEDS_L_F, 2, 2, 1, 0, 1,                                            \
       "gradient descent with error feedback and DIANA's shifts")              \
     X(EC_ALGO_EF21, "ef21", EF21, 1, 0, 1,                                    \
-      EC_NEEDS_L_F | EC_NEEDS_L_TILDE, 2, 2, 1, 1,                            \
+      EC_NEEDS_L_F | EC_NEEDS_L_TILDE, 2, 2, 1, 1, 0,                         \
       "EF21: compressed gradient differences")                                \
     X(EC_ALGO_GD, "gd", SGD, 0, 0, 0,                                         \
-      EC_NEEDS_L_F, 2, 1, 1, 1,                                               \
+      EC_NEEDS_L_F, 2, 1, 1, 1, 1,                                            \
       "gradient descent, uncompressed")                                       \
     X(EC_ALGO_SGD, "sgd", SGD, 0, 1, 0,                                       \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1, 1,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 1, 1, 1, 0,                               \
       "minibatch SGD, uncompressed")                                          \
     X(EC_ALGO_EC_LSVRG_QIAN, "ec-lsvrg-qian", LSVRG, 1, 1, 1,                 \
-      EC_NEEDS_L_F | EC_NEEDS_L, 3, 1, 2, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 3, 1, 2, 0, 0,                               \
       "Qian et al.'s loopless SVRG with error feedback: ECLK without the "    \
       "momentum")                                                             \
     X(EC_ALGO_EC_LSVRG_DIANA, "ec-lsvrg-diana", DIANA, 1, 1, 0,               \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 4, 2, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 4, 2, 0, 0,                               \
       "loopless SVRG with error feedback and DIANA's shifts")                 \
     X(EC_ALGO_ADIANA, "adiana", ADIANA, 2, 0, 0,                              \
-      EC_NEEDS_L | EC_NEEDS_MU, 6, 2, 2, 0,                                   \
+      EC_NEEDS_L | EC_NEEDS_MU, 6, 2, 2, 0, 0,                                \
       "ADIANA: accelerated DIANA, unbiased compressed gradient differences")  \
     X(EC_ALGO_ECONTROL, "econtrol", ECONTROL, 1, 1, 1,                        \
-      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 2, 2, 1, 0, 0,                               \
       "EControl: error feedback controlled by eta, compressed shifts")        \
     X(EC_ALGO_ADEF, "adef", ADEF, 1, 1, 0,                                    \
-      EC_NEEDS_L_F | EC_NEEDS_L, 4, 2, 1, 0,                                  \
+      EC_NEEDS_L_F | EC_NEEDS_L, 4, 2, 1, 0, 0,                               \
       "ADEF: Nesterov acceleration, error feedback and compressed gradient "  \
       "differences")
 
@@ -125,6 +128,7 @@ typedef struct ec_algo_info {
     unsigned needs;
     unsigned model_vectors, worker_vectors, gradients;
     int partial;
+    int down;
     const char *summary;
 } ec_algo_info;
 
@@ -234,6 +238,11 @@ typedef struct ec_job {
     /* (0, 1]: the fraction of the workers sampled each round, for the
      * algorithms whose row admits it; NaN: 1, every worker */
     double participation;
+    /* The broadcast's compressor under EF21-P, for the algorithms whose
+     * row admits it; type none (the default): the broadcast uncompressed,
+     * as before. k_frac_down as k_frac, for compressor_down. */
+    ec_comp_spec compressor_down;
+    double k_frac_down;
     uint32_t batch;          /* >= 1, default 1; EC_JOB_BATCH_FULL: the
                                 smallest shard's rows, so that every worker
                                 takes its whole shard's gradient */

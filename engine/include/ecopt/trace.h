@@ -35,9 +35,14 @@ int ec_trace_header(FILE *f, const ec_problem *pb, const ec_params *prm,
 int ec_trace_exchange(FILE *f, const ec_model *m, const ec_worker *ws,
                       const ec_up *ups, uint32_t n);
 
+/* EF21-P: the broadcast's choice, c_t's coordinates ("down 0 nnz idx..."),
+ * written after the exchange when down carries c_t; nothing otherwise. */
+int ec_trace_broadcast(FILE *f, const ec_down *down);
+
 /* The replicated vectors after the model applied the exchange: x, and
  * y, z, w, u for L-Katyusha's family and ADIANA, u (= h or g) for DIANA,
- * EF21 and EControl. */
+ * EF21 and EControl; under EF21-P x is the proxy w_t and xs the
+ * server's x_t. */
 int ec_trace_state(FILE *f, const ec_model *m);
 
 #endif
