@@ -86,7 +86,11 @@ static uint64_t max_payload(uint64_t d)
  * (the row's MODEL_VECTORS). */
 static uint64_t model_bytes(const ec_mem_job *j)
 {
-    return (uint64_t)algo_row(j->algo)->model_vectors * 8 * (uint64_t)j->d;
+    /* EF21-P: every replica holds the server's x_t too. */
+    uint64_t vectors = algo_row(j->algo)->model_vectors +
+                       (j->comp_down.type != EC_COMP_NONE);
+
+    return vectors * 8 * (uint64_t)j->d;
 }
 
 /* One worker's own state (ec_worker_init_sharing): error memory, shifts,
@@ -133,6 +137,10 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
         solve += 3 * D + 8 * (uint64_t)j->rows;  /* Newton-CG: 7 vectors, h */
     /* The run: the model, the broadcast, the evaluation's two vectors. */
     run = D + model_bytes(j) + 2 * D + 2 * D;
+    /* EF21-P's broadcast (ec_down_primal_init): x_{t+1}, the message c_t
+     * and the compressor's scratch. */
+    if (ec_comp_info_of(j->comp_down.type) && j->comp_down.type != EC_COMP_NONE)
+        run += D + 12 * d + ec_comp_scratch_bytes(&j->comp_down, (uint32_t)d);
     if (j->inproc) {
         /* Every worker here, one owner's scratch, one uplink at a time. */
         run += n * worker_bytes(j) + owner_bytes(j) + up_msgs;
@@ -201,4 +209,7 @@ void ec_mem_job_from(ec_mem_job *mj, const ec_job *job, uint64_t rows,
                     : (uint32_t)((rows + job->workers - 1) / (job->workers ? job->workers : 1));
     mj->shuffle = job->split != EC_SPLIT_CONTIGUOUS;
     mj->lambda1 = job->lambda1;
+    mj->comp_down = job->compressor_down;
+    if (!isnan(job->k_frac_down))
+        mj->comp_down.k = (uint32_t)ceil(job->k_frac_down * d);
 }

@@ -28,6 +28,7 @@ typedef struct ec_mem_job {
     int shuffle;             /* the rows are copied in another order (a split
                                 other than contiguous) */
     double lambda1;          /* > 0: P* by FISTA, else Newton for small d */
+    ec_comp_spec comp_down;  /* EF21-P's broadcast compressor (none: off) */
 } ec_mem_job;
 
 typedef struct ec_mem_estimate {
