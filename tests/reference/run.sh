@@ -73,6 +73,7 @@ cases() {
     echo "gd compressor=none compressor_down=topk k_down=5"
     echo "gd compressor=none compressor_down=randk k_down=5 workers=7"
     echo "gd compressor=none compressor_down=topk k_down=2 step_multiplier=16 lambda1=1e-3"
+    echo "gd compressor=none compressor_down=topk k_down=5 participation=0.5"
     echo "ec-gd-diana compressor=topk k=5 compressor_down=topk k_down=5"
     echo "ec-gd-diana compressor=randk k=5 compressor_down=randk k_down=10 loss=squared"
     # ADIANA takes the compressors with an unbiased form and sends that form
