@@ -15,6 +15,7 @@
  *               [--part tables|accel|p|steps|tuned|fair|accel-family|slopes]
  *               [--fair-seeds N] [--fair-grid M,M,...]
  *               [--fair-datasets NAME,...] [--fair-compressors topk,randk,top1]
+ *               [--fair-lambdas 1e-3,1e-4] [--fair-methods NAME,...]
  *               [--slope-seeds N] [--slope-kappas 3|4]
  *
  * accel-family is the accelerated comparison (accel-family.md,
@@ -24,7 +25,9 @@
  * accelerated method, a slope per seed (accel-slopes.md, .svg).
  *
  * The fair part's defaults: 5 seeds, the grid x0.5 .. x32 in factors of 2,
- * mushrooms, a9a and w8a, topk and randk with k = ceil(d/20).
+ * mushrooms, a9a and w8a, topk and randk with k = ceil(d/20), lambda2_rel
+ * 1e-3 and 1e-4, every method of the part; --fair-lambdas and
+ * --fair-methods narrow a run to the cells to be widened or filled in.
  *
  * --part regenerates one part's files alone; --only, --seeds and --scale
  * are for development (one dataset's tables, fewer seeds, smaller budgets).
@@ -1434,6 +1437,11 @@ static int fair_slots[3] = {CS_TOPKD, CS_RANDKD, -1};
 static int fair_nslots = 2;
 static int fair_ds[NDATASETS];
 static int fair_nds;
+/* The kappas: table_lambdas' (both unless --fair-lambdas picks one). */
+static double fair_lams[2] = {1e-3, 1e-4};
+static int fair_nlams = 2;
+/* --fair-methods: the part's methods by name (NULL: all of them). */
+static const char *fair_methods_text;
 
 /* The methods: the paper's, and any of the newer ones this build has. */
 static const char *const fair_names[] = {
@@ -1454,9 +1462,29 @@ static int fair_part = PART_FAIR;
  * at x1 only (item 1's goal: the default rule against plain). */
 #define FAIR_PLAIN (-2)
 
+/* What the runs ran on, for the headers: the processes and their nice
+ * value (getpriority in main). */
+static int run_jobs = 2, run_nice;
+
 static const char *oracle_name(int o)
 {
     return o ? "full" : "stochastic";
+}
+
+/* Whether name is one of the comma-separated list's entries. */
+static int name_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len + (end != NULL);
+    }
+    return 0;
 }
 
 static void fair_pick_algos(void)
@@ -1470,8 +1498,32 @@ static void fair_pick_algos(void)
     for (unsigned i = 0; i < nn; i++) {
         ec_algo_id a;
 
+        if (fair_methods_text && !name_listed(fair_methods_text, names[i]))
+            continue;
         if (ec_algo_from_name(names[i], &a) == 0 && fair_nalgos < FAIR_MAX_ALGOS)
             fair_algos[fair_nalgos++] = a;
+    }
+    if (fair_methods_text) {
+        /* Every listed name must be one of this part's methods. */
+        char buf[256], *save = NULL;
+
+        snprintf(buf, sizeof buf, "%s", fair_methods_text);
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            unsigned i;
+
+            for (i = 0; i < nn; i++)
+                if (strcmp(names[i], tok) == 0)
+                    break;
+            if (i == nn) {
+                char msg[160];
+
+                snprintf(msg, sizeof msg, "%s is not a method of --part %s", tok,
+                         fam ? "accel-family" : "fair");
+                die("--fair-methods", msg);
+            }
+        }
+        if (!fair_nalgos)
+            die("--fair-methods", "none of the listed methods is in this build");
     }
 }
 
@@ -1530,8 +1582,8 @@ static void add_fair_tasks(void)
 
     fair_pick_algos();
     for (int di = 0; di < fair_nds; di++)
-        for (int l = 0; l < 2; l++) {
-            int pi = prob_get(fair_ds[di], table_lambdas[l]);
+        for (int l = 0; l < fair_nlams; l++) {
+            int pi = prob_get(fair_ds[di], fair_lams[l]);
 
             for (int o = 0; o < 2; o++)
                 for (int a = 0; a < fair_nalgos; a++) {
@@ -1916,10 +1968,10 @@ static const char *fair_prefix(void)
 static void write_fair_plots(const char *dir)
 {
     for (int di = 0; di < fair_nds; di++)
-        for (int l = 0; l < 2; l++)
+        for (int l = 0; l < fair_nlams; l++)
             for (int sl = 0; sl < fair_nslots; sl++)
                 for (int o = 0; o < 2; o++) {
-                    int ds = fair_ds[di], pi = prob_get(ds, table_lambdas[l]);
+                    int ds = fair_ds[di], pi = prob_get(ds, fair_lams[l]);
                     plot_series s[FAIR_MAX_ALGOS];
                     plot_band b[FAIR_MAX_ALGOS];
                     double xs[FAIR_MAX_ALGOS][FAIR_MAX_GRID], ys[FAIR_MAX_ALGOS][FAIR_MAX_GRID];
@@ -1960,7 +2012,7 @@ static void write_fair_plots(const char *dir)
                     slot_label(fair_slots[sl], datasets[ds].ds.d, cb, sizeof cb);
                     snprintf(title, sizeof title,
                              "%s, lambda2_rel %g, %s, oracle %s: rounds to 1e-6 (median of %d "
-                             "seeds, band min-max)", datasets[ds].label, table_lambdas[l], cb,
+                             "seeds, band min-max)", datasets[ds].label, fair_lams[l], cb,
                              oracle_name(o), fair_nseeds);
                     sp.title = title;
                     sp.xlabel = "smoothness multiplier (the step multiplier for the "
@@ -1971,7 +2023,7 @@ static void write_fair_plots(const char *dir)
                     if (!svg)
                         die("fair plot", "out of memory");
                     snprintf(file, sizeof file, "%s-%s-%g-%s-%s.svg", fair_prefix(), datasets[ds].label,
-                             table_lambdas[l], fair_slots[sl] == CS_RANDKD ? "randk"
+                             fair_lams[l], fair_slots[sl] == CS_RANDKD ? "randk"
                              : fair_slots[sl] == CS_TOPK1 ? "top1" : "topk", oracle_name(o));
                     f = out_open(dir, file);
                     if (fwrite(svg, 1, len, f) != len || fclose(f) != 0)
@@ -2050,14 +2102,14 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                 (unsigned long long)datasets[fair_ds[di]].rounds_stoch);
     fprintf(sf, "; a run whose rate would leave it 10x above 1e-6 at its budget stops "
                 "from a quarter of it on (\"stalled\").\n\n"
-                "Ran in %.0f s wall on 2 processes (nice 10) on a 2-core machine shared "
+                "Ran in %.0f s wall on %d process%s (nice %d) on a 2-core machine shared "
                 "with other work, load average %.2f at the start and %.2f at the end; "
                 "per-dataset tables in `%s-DATASET.md`.\n\n"
                 "## Summary: the fastest compressing method (median rounds to 1e-6)\n\n"
                 "| dataset | lambda2_rel | compressor | oracle | at defaults | tuned | "
                 "eclk x1 | eclk tuned | lkatyusha tuned (no compression) |\n"
                 "|---|---|---|---|---|---|---|---|---|\n",
-            wall, load0, load1, fair_prefix());
+            wall, run_jobs, run_jobs == 1 ? "" : "es", run_nice, load0, load1, fair_prefix());
     gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
                               "\n## Every method: median rounds to 1e-6 [min-max over the "
                               "seeds], at x1 / tuned (best x)\n\n"
@@ -2090,10 +2142,10 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
         header(f, title);
         fprintf(f, "%s: N = %u rows, d = %u. Columns and rules: `%s`.\n",
                 datasets[ds].label, datasets[ds].ds.n_rows, datasets[ds].ds.d, sname);
-        for (int l = 0; l < 2; l++) {
-            int pi = prob_get(ds, table_lambdas[l]);
+        for (int l = 0; l < fair_nlams; l++) {
+            int pi = prob_get(ds, fair_lams[l]);
 
-            fprintf(f, "\n## lambda2_rel %g (kappa %.4g)\n", table_lambdas[l],
+            fprintf(f, "\n## lambda2_rel %g (kappa %.4g)\n", fair_lams[l],
                     probs[pi].pb.kappa);
             for (int sl = 0; sl < fair_nslots; sl++)
                 for (int o = 0; o < 2; o++) {
@@ -2105,7 +2157,7 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                     slot_label(fair_slots[sl], datasets[ds].ds.d, cb, sizeof cb);
                     gdoff += (size_t)snprintf(grid + gdoff, sizeof grid - gdoff,
                                               "| %s | %g | %s | %s |", datasets[ds].label,
-                                              table_lambdas[l], cb, oracle_name(o));
+                                              fair_lams[l], cb, oracle_name(o));
                     for (int a = 0; a < fair_nalgos && gdoff < sizeof grid; a++) {
                         const struct fair_row *fr = NULL;
                         char x1c[64], tuc[80];
@@ -2144,6 +2196,7 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                                  fair_grid[sm.win_tun->best_m]);
                     else
                         snprintf(b, sizeof b, "none reached");
+                    /* A method left out by --fair-methods is "not run". */
                     med_text(sm.eclk ? &sm.eclk->def : NULL, sm.eclk != NULL, c, sizeof c);
                     if (sm.eclk && sm.eclk->have_best)
                         snprintf(e, sizeof e, "%.0f (x%g)",
@@ -2151,15 +2204,19 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                                  fair_grid[sm.eclk->best_m]);
                     else
                         snprintf(e, sizeof e, "not reached");
+                    if (!sm.eclk) {
+                        snprintf(c, sizeof c, "not run");
+                        snprintf(e, sizeof e, "not run");
+                    }
                     if (sm.lkat && sm.lkat->have_best)
                         snprintf(k, sizeof k, "%.0f (x%g)",
                                  med(sm.lkat->best.rounds, sm.lkat->best.n),
                                  fair_grid[sm.lkat->best_m]);
                     else
-                        snprintf(k, sizeof k, "not reached");
+                        snprintf(k, sizeof k, sm.lkat ? "not reached" : "not run");
                     slot_label(fair_slots[sl], datasets[ds].ds.d, cb, sizeof cb);
                     fprintf(sf, "| %s | %g | %s | %s | %s | %s | %s | %s | %s |\n",
-                            datasets[ds].label, table_lambdas[l], cb, oracle_name(o),
+                            datasets[ds].label, fair_lams[l], cb, oracle_name(o),
                             a, b, c, e, k);
                     for (int i = 0; i < nrows; i++)
                         if (rows[i].rule == FAIR_PLAIN)
@@ -2188,7 +2245,7 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                         }
                         goff += (size_t)snprintf(goal + goff, sizeof goal - goff,
                                                  "| %s | %g | %s | %s | %s | %s | %s | %s |\n",
-                                                 datasets[ds].label, table_lambdas[l], cb,
+                                                 datasets[ds].label, fair_lams[l], cb,
                                                  oracle_name(o), on, pl, ratio, verdict);
                     }
                 }
@@ -2259,6 +2316,25 @@ static void fair_parse_lists(const char *ds_text, const char *comp_text)
     }
     if (!fair_nds || !fair_nslots)
         die("--fair-datasets/--fair-compressors", "empty");
+}
+
+/* --fair-lambdas "1e-4": one or both of table_lambdas. */
+static void fair_parse_lambdas(const char *text)
+{
+    char buf[64], *save = NULL;
+
+    snprintf(buf, sizeof buf, "%s", text);
+    fair_nlams = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        double v = strtod(tok, &end);
+
+        if (*end || (v != table_lambdas[0] && v != table_lambdas[1]) || fair_nlams == 2)
+            die("--fair-lambdas", "want 1e-3, 1e-4 or both, comma-separated");
+        fair_lams[fair_nlams++] = v;
+    }
+    if (!fair_nlams)
+        die("--fair-lambdas", "empty");
 }
 
 /* ---- the acceleration slopes (--part slopes) -------------------------- */
@@ -2386,10 +2462,11 @@ static void write_slopes(const char *dir, double wall, double load0, double load
                "least 2), then the median [min-max] over the seeds. 1/2 is the "
                "accelerated rate's, 1 a non-accelerated method's. Cells: rounds to 1e-6, "
                "median [min-max] over the seeds.\n\n"
-               "Ran in %.0f s wall (with the other parts of the same command) on 2 "
-               "processes (nice 10), a 2-core machine shared with other work, load "
+               "Ran in %.0f s wall (with the other parts of the same command) on %d "
+               "process%s (nice %d), a 2-core machine shared with other work, load "
                "average %.2f at the start and %.2f at the end.\n\n"
-               "| method | role |", wall, load0, load1);
+               "| method | role |", wall, run_jobs, run_jobs == 1 ? "" : "es", run_nice,
+               load0, load1);
     for (int l = 0; l < slope_nkappas; l++) {
         unsigned ti = 0;
         const struct result *r = slope_find(0, l, 1, &ti);
@@ -2635,7 +2712,7 @@ int main(int argc, char **argv)
     const char *out_dir = "bench/results/paper";
     const char *only = NULL;     /* one dataset's tables alone (development) */
     const char *fair_grid_text = NULL, *fair_ds_text = "mushrooms,a9a,w8a";
-    const char *fair_comp_text = "topk,randk";
+    const char *fair_comp_text = "topk,randk", *fair_lam_text = NULL;
     double load0 = NAN, load1 = NAN;
     const char *part = NULL;     /* one part alone: tables, accel, p, steps */
     double scale = 1.0;          /* budgets times this (development; the
@@ -2668,6 +2745,10 @@ int main(int argc, char **argv)
             fair_ds_text = argv[++i];
         else if (strcmp(argv[i], "--fair-compressors") == 0 && i + 1 < argc)
             fair_comp_text = argv[++i];
+        else if (strcmp(argv[i], "--fair-lambdas") == 0 && i + 1 < argc)
+            fair_lam_text = argv[++i];
+        else if (strcmp(argv[i], "--fair-methods") == 0 && i + 1 < argc)
+            fair_methods_text = argv[++i];
         else if (strcmp(argv[i], "--slope-seeds") == 0 && i + 1 < argc)
             slope_nseeds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--slope-kappas") == 0 && i + 1 < argc)
@@ -2678,6 +2759,7 @@ int main(int argc, char **argv)
                             "[--only DATASET] [--seeds N] "
                             "[--scale F] [--fair-seeds N] [--fair-grid M,M,...] "
                             "[--fair-datasets NAME,...] [--fair-compressors topk,randk,top1] "
+                            "[--fair-lambdas 1e-3,1e-4] [--fair-methods NAME,...] "
                             "[--slope-seeds N] [--slope-kappas 3|4]\n",
                     argv[0]);
             return 2;
@@ -2685,6 +2767,11 @@ int main(int argc, char **argv)
     }
     if (jobs < 1 || jobs > 16)
         jobs = 2;
+    run_jobs = jobs;
+    errno = 0;
+    run_nice = getpriority(PRIO_PROCESS, 0);
+    if (run_nice == -1 && errno)
+        run_nice = 0;
     if (nseeds < 1 || nseeds > NSEEDS)
         nseeds = NSEEDS;
     if (fair_nseeds < 1 || fair_nseeds > FAIR_MAX_SEEDS)
@@ -2696,6 +2783,8 @@ int main(int argc, char **argv)
     if (fair_grid_text)
         fair_parse_grid(fair_grid_text);
     fair_parse_lists(fair_ds_text, fair_comp_text);
+    if (fair_lam_text)
+        fair_parse_lambdas(fair_lam_text);
     for (int i = 0; i < argc && off < sizeof command - 1; i++)
         off += (size_t)snprintf(command + off, sizeof command - off, "%s%s",
                                 i ? " " : "", argv[i]);
