@@ -282,10 +282,11 @@ json_t *describe_compressors(void)
         ec_comp_spec one = {(ec_comp_type)t, 1, 1};
 
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s?, s:b, s:b, s:b, s:s, s:s, s:s}", "name", ci->name,
+                list, json_pack("{s:s, s:s?, s:b, s:b, s:b, s:b, s:s, s:s, s:s}", "name", ci->name,
                                 "takes", params[ci->param], "unbiased", ci->unbiased,
                                 "unbiased_form", ec_comp_omega(&one, 1) >= 0.0,
-                                "contraction", ci->contraction, "layout",
+                                "contraction", ci->contraction, "broadcast", ci->broadcast,
+                                "layout",
                                 layouts[ci->layout], "shift", ec_comp_name(ci->shift),
                                 "summary", ci->summary)) < 0) {
             json_decref(list);

@@ -338,7 +338,7 @@ START_TEST(test_ef21p)
     job.compressor_down.type = EC_COMP_DITHER;
     job.compressor_down.s = 2;
     ck_assert_int_lt(ec_params_resolve(&job, &pb, &prm, &e), 0);
-    ck_assert_msg(strstr(e.msg, "compressor_down.type: must be topk or randk"),
+    ck_assert_msg(strstr(e.msg, "compressor_down.type: must be one of topk, randk"),
                   "%s", e.msg);
     job.compressor_down.type = EC_COMP_RANDK;
     job.compressor_down.k = 500;

@@ -442,7 +442,7 @@ START_TEST(test_problem_types)
             "{\"dataset\": \"heart_scale\", \"algorithm\": \"gd\","
             " \"compressor_down\": {\"type\": \"dither\", \"s\": 2}}", NULL);
     ck_assert_int_eq(r.status, 422);
-    ck_assert_msg(strstr(r.body, "compressor_down.type: must be topk or randk"),
+    ck_assert_msg(strstr(r.body, "compressor_down.type: must be one of topk, randk"),
                   "%s", r.body);
     free(r.body);
     /* lambda2 = 0: refused where P* or the method needs strong convexity. */

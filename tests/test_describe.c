@@ -516,6 +516,53 @@ START_TEST(test_vocabulary_kinds)
 }
 END_TEST
 
+/*
+ * compressed_broadcast (per algorithm) and broadcast (per compressor) say
+ * exactly which compressor_down the engine admits: for every pair the
+ * engine refuses iff one of the two is false, and names compressor_down
+ * (the algorithm broadcasts uncompressed) or compressor_down.type.
+ */
+START_TEST(test_vocabulary_broadcast)
+{
+    json_t *algos = describe_algorithms(), *comps = describe_compressors();
+    size_t i, j, admitted = 0, refused = 0;
+    json_t *a, *c;
+
+    ck_assert_ptr_nonnull(algos);
+    ck_assert_ptr_nonnull(comps);
+    json_array_foreach(algos, i, a) {
+        int down = json_is_true(json_object_get(a, "compressed_broadcast"));
+
+        ck_assert(json_is_boolean(json_object_get(a, "compressed_broadcast")));
+        json_array_foreach(comps, j, c) {
+            int takes = json_is_true(json_object_get(c, "broadcast"));
+            const char *field;
+            char why[512];
+
+            ck_assert(json_is_boolean(json_object_get(c, "broadcast")));
+            if (j == EC_COMP_NONE) {
+                ck_assert(!takes);      /* none is "no compressor_down" */
+                continue;
+            }
+            field = ec_algo_down_check((ec_algo_id)i, (ec_comp_type)j, why, sizeof why);
+            ck_assert_msg((field == NULL) == (down && takes),
+                          "%s with compressor_down %s: the vocabulary says %s, the engine %s",
+                          json_string_value(json_object_get(a, "name")),
+                          json_string_value(json_object_get(c, "name")),
+                          down && takes ? "admitted" : "refused", field ? why : "admits it");
+            if (field)
+                ck_assert_str_eq(field, down ? "compressor_down.type" : "compressor_down");
+            admitted += field == NULL;
+            refused += field != NULL;
+        }
+    }
+    ck_assert_uint_gt(admitted, 0);
+    ck_assert_uint_gt(refused, 0);
+    json_decref(algos);
+    json_decref(comps);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("describe");
@@ -524,6 +571,7 @@ int main(void)
     tcase_set_timeout(tc, 120);     /* 20000 rows, and under valgrind */
 
     tcase_add_test(tc, test_vocabulary_kinds);
+    tcase_add_test(tc, test_vocabulary_broadcast);
     tcase_add_test(tc, test_special_values);
     tcase_add_test(tc, test_random_rows);
     tcase_add_test(tc, test_reader_mutations);

@@ -106,8 +106,8 @@
         history.replaceState(null, '', '#' + path + (s ? '?' + s : ''));
     }
 
-    function compressorText(spec) {
-        const c = spec && spec.compressor;
+    function compressorText(spec, key) {
+        const c = spec && spec[key || 'compressor'];
         if (!c || typeof c !== 'object') return '';
         let s = c.type || '';
         for (const k of Object.keys(c))
@@ -1147,6 +1147,12 @@
             facts.replaceChildren(...[
                 fact('dataset', job.dataset), fact('algorithm', job.algorithm),
                 fact('compressor', compressorText(job.spec) || job.compressor),
+                job.spec && job.spec.compressor_down && job.spec.compressor_down.type !== 'none' ?
+                    fact('broadcast (EF21-P)', el('b', {id: 'fact-down',
+                                                        text: compressorText(job.spec, 'compressor_down')})) : null,
+                job.spec && typeof job.spec.participation === 'number' && job.spec.participation < 1 ?
+                    fact('participation', el('b', {id: 'fact-participation',
+                                                   text: String(job.spec.participation)})) : null,
                 fact('workers', String(job.workers)), fact('backend', job.backend),
                 fact('round', el('b', {id: 'fact-round'})),
                 fact('relative gap', el('b', {id: 'fact-gap'})),
@@ -1708,6 +1714,27 @@
         algorithm.addEventListener('change', fitCompressor);
         fitCompressor();
         const k = el('input', {name: 'k', value: '5', inputmode: 'numeric'});
+        /* The broadcast compressed by EF21-P (compressor_down) and partial
+           participation: offered only where the algorithm's row admits
+           them (compressed_broadcast, partial_participation). */
+        const downNames = namesOf(vocab.compressors.filter(c => c.broadcast));
+        const down = el('select', {name: 'compressor_down'},
+                        el('option', {value: 'none', text: 'none (uncompressed)'}),
+                        ...downNames.map(c => el('option', {value: c, text: c})));
+        const kDown = el('input', {name: 'k_down', placeholder: 'k', inputmode: 'numeric'});
+        const participation = el('input', {name: 'participation', placeholder: '1',
+                                           inputmode: 'decimal'});
+        const fitTraits = () => {
+            const a = vocab.algorithms.find(x => x.name === algorithm.value) || {};
+            down.disabled = kDown.disabled = !a.compressed_broadcast;
+            if (down.disabled) down.value = 'none';
+            participation.disabled = !a.partial_participation;
+            down.title = down.disabled ? algorithm.value + ' broadcasts its model uncompressed' : '';
+            participation.title = participation.disabled ?
+                algorithm.value + '\'s theory does not admit partial participation' : '';
+        };
+        algorithm.addEventListener('change', fitTraits);
+        fitTraits();
         const workers = el('input', {name: 'workers', value: '10', inputmode: 'numeric'});
         const lambda = el('input', {name: 'lambda2_rel', placeholder: 'default', inputmode: 'decimal'});
         const rounds = el('input', {name: 'max_rounds', value: '1000', inputmode: 'numeric'});
@@ -1721,6 +1748,9 @@
             field('Algorithm', algorithm, 'algorithm'),
             field('Compressor', compressor, 'compressor'),
             field('k (' + takesK.join(', ') + ')', k, 'compressor.k'),
+            field('Broadcast compressor (EF21-P)', down, 'compressor_down'),
+            field('Broadcast k', kDown, 'compressor_down.k'),
+            field('Participation (fraction of workers a round)', participation, 'participation'),
             field('Workers', workers, 'workers'),
             field('lambda2_rel', lambda, 'lambda2_rel'),
             field('Max rounds', rounds, 'max_rounds'),
@@ -1739,6 +1769,12 @@
                           compressor: {type: compressor.value}};
             if (k.value.trim() !== '' && takesK.indexOf(compressor.value) >= 0)
                 spec.compressor.k = num(k.value);
+            if (!down.disabled && down.value !== 'none') {
+                spec.compressor_down = {type: down.value};
+                if (kDown.value.trim() !== '') spec.compressor_down.k = num(kDown.value);
+            }
+            if (!participation.disabled && participation.value.trim() !== '')
+                spec.participation = num(participation.value);
             for (const [input, key] of [[workers, 'workers'], [lambda, 'lambda2_rel'],
                                         [rounds, 'max_rounds'], [target, 'target']])
                 if (input.value.trim() !== '') spec[key] = num(input.value);

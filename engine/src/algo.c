@@ -323,13 +323,6 @@ const char *ec_algo_down_names(char *buf, size_t len)
     return buf;
 }
 
-/* EF21-P's theory takes a contractive compressor; the table's biased
- * sparsifiers are the ones its analysis and experiments use. */
-static int down_comp_ok(ec_comp_type t)
-{
-    return t == EC_COMP_TOPK || t == EC_COMP_RANDK;
-}
-
 const char *ec_algo_down_check(ec_algo_id a, ec_comp_type t, char *buf,
                                unsigned buflen)
 {
@@ -347,11 +340,13 @@ const char *ec_algo_down_check(ec_algo_id a, ec_comp_type t, char *buf,
                  ec_algo_down_names(names, sizeof names));
         return "compressor_down";
     }
-    if (!down_comp_ok(t)) {
-        snprintf(buf, buflen, "must be topk or randk (got %s): EF21-P "
+    if (!ec_comp_info_of(t) || !ec_comp_info_of(t)->broadcast) {
+        char comps[64];
+
+        snprintf(buf, buflen, "must be one of %s (got %s): EF21-P "
                               "compresses the broadcast with a contractive "
                               "sparsifier",
-                 ec_comp_name(t));
+                 ec_comp_broadcast_names(comps, sizeof comps), ec_comp_name(t));
         return "compressor_down.type";
     }
     return NULL;

@@ -78,8 +78,9 @@ static uint32_t ceil_log2(uint64_t n)
 }
 
 static const ec_comp_info comp_rows[EC_COMP_COUNT] = {
-#define EC_COMP_ROW(id, name, param, unbiased, contraction, layout, shift, summary) \
-    [id] = {name, EC_COMP_PARAM_##param, unbiased, contraction,                \
+#define EC_COMP_ROW(id, name, param, unbiased, contraction, broadcast, layout, shift,  \
+                    summary)                                                      \
+    [id] = {name, EC_COMP_PARAM_##param, unbiased, contraction, broadcast,        \
             EC_COMP_LAYOUT_##layout, shift, summary},
     EC_COMPRESSORS(EC_COMP_ROW)
 #undef EC_COMP_ROW
@@ -120,6 +121,19 @@ const char *ec_comp_names(int contraction_only, char *buf, unsigned buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "%s%s", n ? ", " : "",
                               comp_rows[t].name);
     }
+    return buf;
+}
+
+const char *ec_comp_broadcast_names(char *buf, unsigned buflen)
+{
+    size_t n = 0;
+
+    if (buflen)
+        buf[0] = '\0';
+    for (int t = 0; t < EC_COMP_COUNT && n < buflen; t++)
+        if (comp_rows[t].broadcast)
+            n += (size_t)snprintf(buf + n, buflen - n, "%s%s", n ? ", " : "",
+                                  comp_rows[t].name);
     return buf;
 }
 

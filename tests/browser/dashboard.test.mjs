@@ -798,6 +798,48 @@ async function main() {
         same('algorithm filter', await options('#algorithm-filter'), v.algorithms.map(a => a.name));
     });
 
+    await check('the form offers EF21-P\'s broadcast and partial participation where the algorithm admits them', async () => {
+        const v = (await call('GET', '/v1/vocabulary')).doc;
+        await page.click('#nav-submit');
+        await page.locator('#job-form').waitFor();
+        const downs = await page.locator('select[name=compressor_down] option').evaluateAll(os => os.map(o => o.value));
+        const want = ['none'].concat(v.compressors.filter(c => c.broadcast).map(c => c.name));
+        if (JSON.stringify(downs) !== JSON.stringify(want))
+            fail('broadcast menu ' + downs.join(',') + ', the API ' + want.join(','));
+        for (const a of v.algorithms) {
+            await page.selectOption('select[name=algorithm]', a.name);
+            const downOff = await page.locator('select[name=compressor_down]').isDisabled();
+            const partOff = await page.locator('input[name=participation]').isDisabled();
+            if (downOff === !!a.compressed_broadcast)
+                fail(a.name + ': the broadcast menu is ' + (downOff ? 'disabled' : 'enabled'));
+            if (partOff === !!a.partial_participation)
+                fail(a.name + ': participation is ' + (partOff ? 'disabled' : 'enabled'));
+        }
+        const gd = v.algorithms.find(a => a.compressed_broadcast && a.partial_participation);
+        if (!gd) fail('no algorithm admits both');
+        await page.selectOption('select[name=dataset]', 'mushrooms');
+        await page.selectOption('select[name=algorithm]', gd.name);
+        await page.selectOption('select[name=compressor_down]', 'topk');
+        await page.fill('input[name=k_down]', '5');
+        await page.fill('input[name=participation]', '0.5');
+        await page.fill('input[name=workers]', '4');
+        await page.fill('input[name=max_rounds]', '50');
+        await page.fill('input[name=name]', '');
+        await page.fill('#labels-input', '');
+        await page.click('#submit-job');
+        await page.waitForURL(/#\/jobs\/j_[0-9a-f]{16}$/, {timeout: 10000});
+        const id = page.url().split('/').pop();
+        const doc = (await call('GET', '/v1/jobs/' + id)).doc;
+        if (!doc.spec || !doc.spec.compressor_down || doc.spec.compressor_down.type !== 'topk' ||
+            doc.spec.compressor_down.k !== 5 || doc.spec.participation !== 0.5)
+            fail('the job was submitted as ' + JSON.stringify(doc.spec));
+        if ((await page.locator('#fact-down').textContent({timeout: 10000})) !== 'topk k=5')
+            fail('the job page says broadcast ' + await page.locator('#fact-down').textContent());
+        if ((await page.locator('#fact-participation').textContent()) !== '0.5')
+            fail('the job page says participation ' + await page.locator('#fact-participation').textContent());
+        await waitJobs([id]);
+    });
+
     await check('no script error, and the token never went into a URL', async () => {
         if (problems.length) fail(problems.join('; '));
         const leaked = urls.filter(u => u.includes(TOKEN));

@@ -32,40 +32,44 @@ typedef enum ec_comp_layout {
  * checks, the wire, the memory account, the service's menus) comes from
  * here. The numbers travel on the wire: rows are append-only.
  *
- * X(ID, NAME, PARAM, UNBIASED, CONTRACTION, LAYOUT, SHIFT, SUMMARY)
+ * X(ID, NAME, PARAM, UNBIASED, CONTRACTION, BROADCAST, LAYOUT, SHIFT, SUMMARY)
  *   PARAM        EC_COMP_PARAM_ suffix: the count it takes
  *   UNBIASED     1: E Q(x) = x
  *   CONTRACTION  1: a job may choose it (E||Q(x) - x||^2 <= (1 - delta)
  *                ||x||^2); 0: the unbiased forms DIANA's shifts use alone
+ *   BROADCAST    1: compressor_down may take it (EF21-P compresses the
+ *                broadcast with a contractive sparsifier, as its analysis
+ *                and experiments do)
  *   LAYOUT       EC_COMP_LAYOUT_ suffix
  *   SHIFT        DIANA's unbiased shift compressor for it (same k or s);
  *                an unbiased contraction (natural) is its own
  */
 #define EC_COMPRESSORS(X)                                                     \
-    X(EC_COMP_NONE, "none", NONE, 1, 1, DENSE, EC_COMP_NONE,                  \
+    X(EC_COMP_NONE, "none", NONE, 1, 1, 0, DENSE, EC_COMP_NONE,               \
       "identity: all d values")                                               \
-    X(EC_COMP_TOPK, "topk", K, 0, 1, INDEXED, EC_COMP_RANDK_UNBIASED,         \
+    X(EC_COMP_TOPK, "topk", K, 0, 1, 1, INDEXED, EC_COMP_RANDK_UNBIASED,      \
       "the k largest |x_j|; ties go to the smaller index")                    \
-    X(EC_COMP_RANDK, "randk", K, 0, 1, SEEDED, EC_COMP_RANDK_UNBIASED,        \
+    X(EC_COMP_RANDK, "randk", K, 0, 1, 1, SEEDED, EC_COMP_RANDK_UNBIASED,     \
       "k uniform coordinates without replacement, unscaled")                  \
-    X(EC_COMP_RANDK_UNBIASED, "randk-unbiased", K, 1, 0, SEEDED, EC_COMP_NONE,\
-      "(d/k) randk; omega = d/k - 1")                                         \
-    X(EC_COMP_DITHER, "dither", S, 0, 1, LEVELS, EC_COMP_DITHER_UNBIASED,     \
+    X(EC_COMP_RANDK_UNBIASED, "randk-unbiased", K, 1, 0, 0, SEEDED,           \
+      EC_COMP_NONE, "(d/k) randk; omega = d/k - 1")                                         \
+    X(EC_COMP_DITHER, "dither", S, 0, 1, 0, LEVELS, EC_COMP_DITHER_UNBIASED,  \
       "random dithering, s levels, scaled by 1/(1+omega)")                    \
-    X(EC_COMP_DITHER_UNBIASED, "dither-unbiased", S, 1, 0, LEVELS,            \
-      EC_COMP_NONE, "random dithering without the scaling")                  \
-    X(EC_COMP_NATURAL, "natural", NONE, 1, 1, DENSE, EC_COMP_NATURAL,         \
-      "natural compression: each value rounded at random to a neighbouring " \
-      "power of two, unbiased; omega = 1/8, so a contraction, delta = 7/8")  \
-    X(EC_COMP_NATDITHER, "natural-dither", S, 0, 1, LEVELS,                   \
+    X(EC_COMP_DITHER_UNBIASED, "dither-unbiased", S, 1, 0, 0, LEVELS,         \
+      EC_COMP_NONE, "random dithering without the scaling")                   \
+    X(EC_COMP_NATURAL, "natural", NONE, 1, 1, 0, DENSE, EC_COMP_NATURAL,      \
+      "natural compression: each value rounded at random to a neighbouring "  \
+      "power of two, unbiased; omega = 1/8, so a contraction, delta = 7/8")   \
+    X(EC_COMP_NATDITHER, "natural-dither", S, 0, 1, 0, LEVELS,                \
       EC_COMP_NATDITHER_UNBIASED,                                             \
       "natural dithering: levels 2^(1-s)..1 of the norm, scaled by "          \
       "1/(1+omega)")                                                          \
-    X(EC_COMP_NATDITHER_UNBIASED, "natural-dither-unbiased", S, 1, 0, LEVELS, \
-      EC_COMP_NONE, "natural dithering without the scaling")
+    X(EC_COMP_NATDITHER_UNBIASED, "natural-dither-unbiased", S, 1, 0, 0,      \
+      LEVELS, EC_COMP_NONE, "natural dithering without the scaling")
 
 typedef enum ec_comp_type {
-#define EC_COMP_ENUM(id, name, param, unbiased, contraction, layout, shift, summary) id,
+#define EC_COMP_ENUM(id, name, param, unbiased, contraction, broadcast, layout, shift, \
+                     summary) id,
     EC_COMPRESSORS(EC_COMP_ENUM)
 #undef EC_COMP_ENUM
 } ec_comp_type;
@@ -82,6 +86,7 @@ typedef struct ec_comp_info {
     ec_comp_param param;
     int unbiased;
     int contraction;
+    int broadcast;
     ec_comp_layout layout;
     ec_comp_type shift;
     const char *summary;
@@ -104,6 +109,8 @@ int ec_comp_from_name(const char *name, ec_comp_type *out);
 /* "none, topk, randk, dither": the names of the compressors a job may
  * choose (contraction set) or of all, joined by ", " into buf. */
 const char *ec_comp_names(int contraction_only, char *buf, unsigned buflen);
+/* "topk, randk": the names of the compressors compressor_down may take. */
+const char *ec_comp_broadcast_names(char *buf, unsigned buflen);
 
 /* NULL when spec is valid for dimension d, else a sentence such as
  * "compressor.k must be in 1..123 (got 0)". */
