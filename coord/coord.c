@@ -159,6 +159,7 @@ static int read_spec(struct coord *c)
     c->l.popts.worker_mem_limit = (uint64_t)(o->worker_mem_limit * 1048576.0);
     c->l.popts.worker_cpu_limit = o->worker_cpu_limit;
     c->l.popts.procs = ec_procs_resolve(c->spec.job.workers, c->spec.procs);
+    c->l.popts.log = c->info;
     c->ropts.redact = o->dataset_sha256 != NULL;
     return 0;
 }

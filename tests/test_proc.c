@@ -109,15 +109,23 @@ START_TEST(test_process_equals_inproc)
         ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
         for (unsigned i = 0; i < a.n; i++)
             a.r[i].seconds = a.r[i].time = a.r[i].wire_up = a.r[i].wire_down = 0;
-        /* One process per worker, one hosting all, and blocks of 3 and 2. */
-        for (uint32_t procs = 1; procs <= 5; procs += procs == 2 ? 3 : 1) {
+        /* One process per worker, one hosting all, and blocks of 3 and 2,
+         * reading the coordinator's shared model; and blocks of 3 and 2
+         * again with a replica in each process (procs 6 below). */
+        for (uint32_t procs = 1; procs <= 6; procs += procs == 2 ? 3 : 1) {
             ec_proc_opts opts = {0};
 
-            opts.procs = procs;
+            opts.procs = procs == 6 ? 2 : procs;
+            opts.model_copies = procs == 6;
             b.n = 0;
             ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &b, &sb, &e) == 0,
                           "%s", e.msg);
             ck_assert_msg(sb.stop == sa.stop, "%s: %s", ec_algo_name(algo), sb.reason);
+            if (opts.model_copies)
+                ck_assert_uint_eq(sb.model_shared, 0);
+            else
+                ck_assert_uint_ge(sb.model_shared,
+                                  ec_model_shared_bytes(&pb, &prm));
             ck_assert_uint_eq(a.n, b.n);
             for (unsigned i = 0; i < a.n; i++) {
                 if (b.r[i].round > 0) {      /* frames crossed the sockets */
@@ -428,6 +436,169 @@ START_TEST(test_grad_evals_counted)
 }
 END_TEST
 
+/* ---- the shared model ------------------------------------------------------ */
+
+/* The permissions of pid's mapping of the shared model ("r--s"), into
+ * perms; 0 when it maps none. */
+static int model_mapping(pid_t pid, char perms[8])
+{
+    char path[64], line[512];
+    FILE *f;
+    int found = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    if (!(f = fopen(path, "re")))
+        return 0;
+    while (!found && fgets(line, sizeof line, f))
+        if (strstr(line, "/memfd:ecopt-model"))
+            found = sscanf(line, "%*s %7s", perms) == 1;
+    fclose(f);
+    return found;
+}
+
+struct watch_model {
+    unsigned rows;
+    unsigned writable;      /* mappings in the coordinator: rw-s */
+    unsigned readonly;      /* in its children: r--s */
+    unsigned others;        /* children mapping it otherwise */
+    unsigned workers;       /* children seen */
+    int kill_at;            /* > 0: SIGKILL one worker at this row */
+};
+
+/* At each row: who maps the model, and how. */
+static int watch_model(void *ctx, const ec_metric *row)
+{
+    struct watch_model *w = ctx;
+    pid_t pids[64];
+    int n = children(getpid(), pids, 64);
+    char perms[8];
+
+    (void)row;
+    w->rows++;
+    w->workers = (unsigned)n;
+    if (model_mapping(getpid(), perms) && strcmp(perms, "rw-s") == 0)
+        w->writable++;
+    for (int i = 0; i < n; i++) {
+        if (!model_mapping(pids[i], perms))
+            continue;
+        if (strcmp(perms, "r--s") == 0)
+            w->readonly++;
+        else
+            w->others++;
+    }
+    if (w->kill_at && (int)w->rows == w->kill_at && n)
+        kill(pids[n - 1], SIGKILL);
+    return 0;
+}
+
+/* The model is one segment, written by the coordinator and mapped
+ * read-only in every worker process; it is gone from this process when
+ * the job ends, and no worker is left to hold it: after a clean end,
+ * and after a worker was killed mid-run. */
+START_TEST(test_model_shared_read_only)
+{
+    char path[1024], perms[8];
+    ec_err e = {0};
+    ec_job job;
+    ec_problem pb;
+    ec_params prm;
+    ec_summary sum;
+    pid_t pids[64];
+
+    if (!a1a.n_rows)
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
+                                        NULL, &a1a, &e), 0);
+    ck_assert_int_eq(ec_signal_install(&e), 0);
+    ec_job_defaults(&job);
+    job.algorithm = EC_ALGO_ECLK;
+    job.workers = 5;
+    job.lambda2_rel = 1e-3;
+    job.compressor = (ec_comp_spec){EC_COMP_TOPK, 3, 0};
+    job.max_rounds = 40;
+    job.eval_every = 4;
+    job.target = 0;
+    ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+    ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+    for (int killed = 0; killed <= 1; killed++) {
+        struct watch_model w = {0};
+        ec_proc_opts opts = {0};
+
+        opts.procs = 3;
+        w.kill_at = killed ? 3 : 0;
+        ck_assert_int_eq(ec_run_process(&pb, &prm, &job, &opts, watch_model, &w,
+                                        &sum, &e), 0);
+        ck_assert_uint_gt(sum.model_shared, 0);
+        ck_assert_uint_ge(w.rows, killed ? 3 : 11);
+        ck_assert_uint_eq(w.workers, 3);
+        ck_assert_uint_eq(w.writable, w.rows);
+        ck_assert_uint_eq(w.readonly, 3 * w.rows);
+        ck_assert_uint_eq(w.others, 0);
+        if (killed)
+            ck_assert_msg(sum.stop == EC_STOP_FAILED && strstr(sum.reason, "died"),
+                          "%s", sum.reason);
+        else
+            ck_assert_int_eq(sum.stop, EC_STOP_MAX_ROUNDS);
+        ck_assert_msg(!model_mapping(getpid(), perms),
+                      "the coordinator still maps the model");
+        ck_assert_int_eq(children(getpid(), pids, 64), 0);
+    }
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+/* Where the shared segment cannot be made each process keeps its copy
+ * and the run says why; the rows are the same. */
+START_TEST(test_model_copies_fallback)
+{
+    static struct rows a, b;
+    char path[1024], buf[512];
+    ec_err e = {0};
+    ec_job job;
+    ec_problem pb;
+    ec_params prm;
+    ec_summary sa, sb;
+    ec_proc_opts opts = {0};
+    FILE *log = tmpfile();
+
+    ck_assert_ptr_nonnull(log);
+    if (!a1a.n_rows)
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
+                                        NULL, &a1a, &e), 0);
+    ck_assert_int_eq(ec_signal_install(&e), 0);
+    ec_job_defaults(&job);
+    job.algorithm = EC_ALGO_ECLK;
+    job.workers = 4;
+    job.lambda2_rel = 1e-3;
+    job.compressor = (ec_comp_spec){EC_COMP_TOPK, 3, 0};
+    job.max_rounds = 30;
+    job.eval_every = 5;
+    ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
+    ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+    opts.procs = 2;
+    ck_assert_int_eq(ec_run_process(&pb, &prm, &job, &opts, keep, &a, &sa, &e), 0);
+    ck_assert_uint_gt(sa.model_shared, 0);
+    opts.model_copies = 1;
+    opts.log = log;
+    ck_assert_int_eq(ec_run_process(&pb, &prm, &job, &opts, keep, &b, &sb, &e), 0);
+    ck_assert_uint_eq(sb.model_shared, 0);
+    rewind(log);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, log));
+    ck_assert_msg(strstr(buf, "a copy in each worker process (the shared model: "
+                              "asked for)"), "%s", buf);
+    ck_assert_uint_eq(a.n, b.n);
+    for (unsigned i = 0; i < a.n; i++) {
+        ck_assert_double_eq(a.r[i].P, b.r[i].P);
+        /* a replica's STEP carries the broadcast; the shared model's none */
+        if (a.r[i].round > 0)
+            ck_assert_double_lt(a.r[i].wire_down, b.r[i].wire_down);
+    }
+    fclose(log);
+    ec_problem_clear(&pb);
+}
+END_TEST
+
 START_TEST(test_sigkill_worker)
 {
     signal_case(4, SIGKILL, "failed", "worker 4 died (signal 9) at round ");
@@ -731,6 +902,8 @@ int main(void)
     tcase_add_loop_test(eq, test_process_equals_inproc, 0, EC_ALGO_COUNT);
     tcase_add_test(eq, test_grad_evals_counted);
     tcase_set_timeout(faults, 120);
+    tcase_add_test(eq, test_model_copies_fallback);
+    tcase_add_test(faults, test_model_shared_read_only);
     tcase_add_test(faults, test_sigkill_worker);
     tcase_add_test(faults, test_sigkill_host);
     tcase_add_test(faults, test_sigterm_coordinator);

@@ -764,7 +764,7 @@ int ec_run_mpi(const ec_problem *pb, const ec_params *prm, const ec_job *job,
                ec_summary *sum, ec_err *e)
 {
     struct mpi_co co = {0};
-    ec_backend be = {&co, co_exchange};
+    ec_backend be = {&co, co_exchange, NULL};
     int size, rc = 0, clean = 1;
 
     memset(sum, 0, sizeof *sum);

@@ -750,8 +750,111 @@ static double *zeros(uint32_t d)
     return v;
 }
 
+/*
+ * Where the replicated vectors go: on the heap, or carved in order from a
+ * region the caller gives (memory the worker processes share), each on a
+ * 64-byte boundary. A region too small leaves the vector NULL, which the
+ * caller's check reports as out of memory.
+ */
+struct carver {
+    void *region;
+    size_t len;
+    uint8_t *at;
+    size_t left;
+};
+
+#define CARVE_ALIGN 64
+
+static size_t carve_size(size_t bytes)
+{
+    return (bytes + CARVE_ALIGN - 1) / CARVE_ALIGN * CARVE_ALIGN;
+}
+
+static void *carve(struct carver *c, size_t bytes)
+{
+    size_t size = carve_size(bytes);
+    void *p;
+
+    if (!c->at || size > c->left)
+        return NULL;
+    p = c->at;
+    memset(p, 0, size);         /* written, for the reason zeros() gives */
+    c->at += size;
+    c->left -= size;
+    return p;
+}
+
+static double *replica(struct carver *c, uint32_t d)
+{
+    return c ? carve(c, (size_t)d * sizeof(double)) : zeros(d);
+}
+
+/* Whether the model holds each replicated vector (ec_model_init). */
+static int model_has_yz(const ec_params *prm)
+{
+    return is_katyusha(prm->algo) || is_adiana(prm->algo) || is_adef(prm->algo);
+}
+
+static int model_has_w(const ec_params *prm)
+{
+    return is_katyusha(prm->algo) || is_adiana(prm->algo) ||
+           prm->algo == EC_ALGO_EC_LSVRG_QIAN;
+}
+
+static int model_has_xw(const ec_params *prm)
+{
+    return is_katyusha(prm->algo) && ec_algo_samples_rows(prm);
+}
+
+static int model_has_part(const ec_problem *pb, const ec_params *prm)
+{
+    return prm->participants && prm->participants < pb->n;
+}
+
+size_t ec_model_shared_bytes(const ec_problem *pb, const ec_params *prm)
+{
+    size_t vec = carve_size((size_t)pb->d * sizeof(double));
+    size_t b = carve_size(sizeof(ec_model)) + 2 * vec;          /* x, u */
+
+    if (model_has_yz(prm))
+        b += 2 * vec;
+    if (model_has_w(prm))
+        b += vec;
+    if (model_has_xw(prm))
+        b += vec;
+    if (model_has_part(pb, prm))
+        b += carve_size(pb->n);
+    return b;
+}
+
+static int model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
+                      struct carver *c, ec_err *e);
+
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
                   ec_err *e)
+{
+    return model_init(m, pb, prm, NULL, e);
+}
+
+ec_model *ec_model_init_in(void *region, size_t len, const ec_problem *pb,
+                           const ec_params *prm, ec_err *e)
+{
+    size_t head = carve_size(sizeof(ec_model));
+    struct carver c = {region, len, (uint8_t *)region + head, len - head};
+    ec_model *m = region;
+
+    if (len < ec_model_shared_bytes(pb, prm)) {
+        ec_err_set(e, EC_EINVAL, "a region of %zu bytes is too small for the "
+                   "model (%zu)", len, ec_model_shared_bytes(pb, prm));
+        return NULL;
+    }
+    if (model_init(m, pb, prm, &c, e) < 0)
+        return NULL;
+    return m;
+}
+
+static int model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
+                      struct carver *c, ec_err *e)
 {
     uint32_t d = pb->d;
 
@@ -759,22 +862,24 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     m->pb = pb;
     m->prm = prm;
     m->d = d;
-    m->x = zeros(d);
-    m->u = zeros(d);
-    if (is_katyusha(prm->algo) || is_adiana(prm->algo)) {
-        m->y = zeros(d);
-        m->z = zeros(d);
-        m->w = zeros(d);
+    if (c) {
+        m->region = c->region;
+        m->region_len = c->len;
+    }
+    /* What the workers read: in the region when there is one. */
+    m->x = replica(c, d);
+    m->u = replica(c, d);
+    if (model_has_yz(prm)) {
+        m->y = replica(c, d);
+        m->z = replica(c, d);
+    }
+    if (model_has_w(prm))
+        m->w = replica(c, d);
+    if (model_has_xw(prm))
+        m->xw = replica(c, d);
+    /* The update's scratch: the model's own, never read by a worker. */
+    if (is_katyusha(prm->algo) || is_adiana(prm->algo))
         m->tmp = zeros(d);
-    }
-    if (is_katyusha(prm->algo) && ec_algo_samples_rows(prm))
-        m->xw = zeros(d);
-    if (prm->algo == EC_ALGO_EC_LSVRG_QIAN)
-        m->w = zeros(d);
-    if (is_adef(prm->algo)) {
-        m->y = zeros(d);
-        m->z = zeros(d);
-    }
     if (guarded(prm)) {
         m->w_best = zeros(d);
         m->u_best = zeros(d);
@@ -784,8 +889,8 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
         ec_model_clear(m);
         return ec_err_set(e, EC_ENOMEM, "out of memory for the model (d = %u)", d);
     }
-    if (prm->participants && prm->participants < pb->n) {
-        m->part = malloc(pb->n * sizeof *m->part);
+    if (model_has_part(pb, prm)) {
+        m->part = c ? carve(c, pb->n) : malloc(pb->n * sizeof *m->part);
         m->perm = malloc(pb->n * sizeof *m->perm);
         if (!m->part || !m->perm) {
             ec_model_clear(m);
@@ -793,11 +898,9 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
                                             "of %u workers", pb->n);
         }
     }
-    if (!m->x || !m->u ||
-        ((is_katyusha(prm->algo) || is_adiana(prm->algo)) &&
-         (!m->y || !m->z || !m->w || !m->tmp)) ||
-        (has_shared_coin(prm->algo) && !m->w) ||
-        (is_adef(prm->algo) && (!m->y || !m->z)) ||
+    if (!m->x || !m->u || (model_has_yz(prm) && (!m->y || !m->z)) ||
+        (model_has_w(prm) && !m->w) ||
+        ((is_katyusha(prm->algo) || is_adiana(prm->algo)) && !m->tmp) ||
         (guarded(prm) && (!m->w_best || !m->u_best)) ||
         (is_katyusha(prm->algo) && ec_algo_samples_rows(prm) && !m->xw)) {
         ec_model_clear(m);
@@ -828,20 +931,30 @@ int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
     return 0;
 }
 
+/* Frees p unless it lies in the model's region (the caller's). */
+static void model_free(const ec_model *m, void *p)
+{
+    const uint8_t *r = m->region;
+
+    if (r && (const uint8_t *)p >= r && (const uint8_t *)p < r + m->region_len)
+        return;
+    free(p);
+}
+
 void ec_model_clear(ec_model *m)
 {
     if (!m)
         return;
-    free(m->x);
-    free(m->y);
-    free(m->z);
-    free(m->w);
-    free(m->u);
+    model_free(m, m->x);
+    model_free(m, m->y);
+    model_free(m, m->z);
+    model_free(m, m->w);
+    model_free(m, m->u);
+    model_free(m, m->xw);
+    model_free(m, m->part);
     free(m->tmp);
-    free(m->xw);
     free(m->w_best);
     free(m->u_best);
-    free(m->part);
     free(m->perm);
     free(m->x_server);
     memset(m, 0, sizeof *m);

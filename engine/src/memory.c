@@ -159,17 +159,24 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
     out->process = 0;
     out->rank = 0;
     if (procs) {
-        /* ec_worker_serve: the frame buffer, the model and broadcast, one
-         * uplink, the UPS frame (grown by doubling), the workers. */
+        /* ec_worker_serve: one uplink, the UPS frame (grown by
+         * doubling), the workers and their owner's scratch. */
         uint64_t frame = doubled(4096, 28 + count * (8 + up_bytes(j)));
 
-        out->process = max_payload(d) + model_bytes(j) + 2 * D + up_msgs +
-                       frame + count * worker_bytes(j) + owner_bytes(j);
+        uint64_t own = up_msgs + frame + count * worker_bytes(j) + owner_bytes(j);
+        /* A process that keeps its own replica (an MPI rank; a process
+         * asked to copy): the frame buffer a dense STEP fits, the model
+         * and the decoded broadcast. One that reads the coordinator's
+         * shared model (counted once, in the coordinator's run) holds a
+         * small frame buffer instead. */
+        uint64_t replica = max_payload(d) + model_bytes(j) + 2 * D;
+
+        out->process = own + (j->mpi || j->model_copies ? replica : 24 + 4096);
         /* ec_problem_init: the shards, x_star and the Lanczos method's
          * four vectors and tridiagonal matrix, support list and marks,
          * beside the rank's own copy of the data. */
         out->rank = out->data + n * sizeof(ec_shard) + 5 * D + 5 * d +
-                    (uint64_t)16 * EC_LANCZOS_MAX_STEPS + out->process;
+                    (uint64_t)16 * EC_LANCZOS_MAX_STEPS + own + replica;
     }
     out->total = out->coordinator + procs * (j->mpi ? out->rank : out->process);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -30,10 +31,13 @@
  * "Test hooks"): ECOPT_FAULT=KIND:WORKER:ROUND makes one worker misbehave
  * at one exchange. KIND is garbage (a frame with a bad magic), truncate
  * (half a frame, then exit), hang (stop answering) or exit (exit with
- * status 3). The shipped binary never reads it.
+ * status 3); memfd (WORKER and ROUND 0) makes the coordinator's shared
+ * model fail as if memfd_create had, so the workers keep copies. The
+ * shipped binary never reads it.
  */
 struct fault {
-    enum { FAULT_NONE, FAULT_GARBAGE, FAULT_TRUNCATE, FAULT_HANG, FAULT_EXIT } kind;
+    enum { FAULT_NONE, FAULT_GARBAGE, FAULT_TRUNCATE, FAULT_HANG, FAULT_EXIT,
+           FAULT_MEMFD } kind;
     uint32_t worker;
     uint64_t round;
 };
@@ -59,6 +63,8 @@ static struct fault fault_from_env(void)
         f.kind = FAULT_HANG;
     else if (strcmp(kind, "exit") == 0)
         f.kind = FAULT_EXIT;
+    else if (strcmp(kind, "memfd") == 0)
+        f.kind = FAULT_MEMFD;
     return f;
 }
 #else
@@ -119,6 +125,12 @@ struct proc {
     double timeout;
     double cpu_limit;     /* seconds of CPU per worker, for messages */
     uint64_t round;       /* exchanges done, for messages */
+    /* The model in memory every process maps (NULL: each process keeps
+     * its own replica, and STEP carries the broadcast): written here,
+     * read-only in the workers. */
+    ec_model *model;
+    void *seg;
+    size_t seg_len;
 };
 
 /* Writes all of buf; MSG_NOSIGNAL turns a dead peer into EPIPE. */
@@ -368,12 +380,24 @@ static int worker_fail(ec_chan *ch, uint8_t *buf, size_t cap, uint64_t round,
 int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
                     uint32_t first, uint32_t count)
 {
+    return ec_worker_serve_model(ch, pb, prm, first, count, NULL);
+}
+
+/* The frames a process that reads the shared model receives: WELCOME,
+ * STEP without a broadcast, STOP. */
+#define SHARED_MAX_PAYLOAD 4096
+
+int ec_worker_serve_model(ec_chan *ch, const ec_problem *pb,
+                          const ec_params *prm, uint32_t first, uint32_t count,
+                          const ec_model *shared)
+{
     uint32_t d = pb->d, n, dd;
-    size_t max_payload = ec_wire_max_payload(d);
+    size_t max_payload = shared ? SHARED_MAX_PAYLOAD : ec_wire_max_payload(d);
     size_t cap = EC_WIRE_HEADER_SIZE + max_payload;
     uint8_t *buf = malloc(cap);
     struct fault fault = fault_from_env();
     ec_model model = {0};
+    const ec_model *m = shared ? shared : &model;
     ec_worker *workers = calloc(count, sizeof *workers);
     ec_down down = {0};
     ec_up up = {0};
@@ -391,8 +415,9 @@ int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
                            "out of memory for the frame buffers");
         goto out;
     }
-    if (ec_model_init(&model, pb, prm, &e) < 0 ||
-        ec_down_init(&down, d) < 0 || ec_up_init(&up, d) < 0)
+    if ((!shared && (ec_model_init(&model, pb, prm, &e) < 0 ||
+                     ec_down_init(&down, d) < 0)) ||
+        ec_up_init(&up, d) < 0)
         goto nomem;
     for (uint32_t i = 0; i < count; i++)
         if (ec_worker_init_sharing(&workers[i], pb, prm, first + i,
@@ -419,18 +444,27 @@ int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
             code = worker_fail(ch, buf, cap, h.round, "unexpected frame type");
             goto out;
         }
-        if (ec_wire_decode_step(buf + EC_WIRE_HEADER_SIZE, h.length, h.flags,
-                                d, &down, &has_down, &e) < 0) {
+        if (shared) {
+            /* The coordinator has applied the broadcast to the model
+             * these workers read; STEP only says go. */
+            if (h.flags & EC_WIRE_STEP_HAS_DOWN) {
+                code = worker_fail(ch, buf, cap, h.round, "a STEP with a "
+                                   "broadcast to a process that reads the "
+                                   "shared model");
+                goto out;
+            }
+        } else if (ec_wire_decode_step(buf + EC_WIRE_HEADER_SIZE, h.length,
+                                       h.flags, d, &down, &has_down, &e) < 0) {
             code = worker_fail(ch, buf, cap, h.round, e.msg);
             goto out;
-        }
-        if (has_down)
+        } else if (has_down) {
             ec_model_apply(&model, &down);
+        }
         len = ec_wire_ups_begin(out.p, out.cap, h.round);
         for (uint32_t i = 0; i < count && len > 0; i++) {
-            if (!ec_model_participates(&model, first + i))
+            if (!ec_model_participates(m, first + i))
                 continue;       /* not sampled this round: sends nothing */
-            ec_worker_step(&workers[i], &model, &up);
+            ec_worker_step(&workers[i], m, &up);
             if (ec_buf_reserve(&out, (size_t)len + 8 + ec_wire_up_payload(&up)) < 0) {
                 code = worker_fail(ch, small, sizeof small, h.round,
                                    "out of memory for the uplink frame");
@@ -707,8 +741,11 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
                          ec_traffic *acc, ec_summary *sum)
 {
     struct proc *pc = vctx;
+    /* With the shared model the workers read what the loop applied: STEP
+     * says go and carries nothing. */
     long len = ec_wire_encode_step(pc->sendbuf, pc->bufcap, pc->round,
-                                   pc->have_down ? pc->last_down : NULL,
+                                   pc->have_down && !pc->model ? pc->last_down
+                                                               : NULL,
                                    pc->pb->d);
 
     if (len < 0) {
@@ -856,8 +893,18 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
                 snprintf(text, sizeof text, "%s: %s", why, strerror(errno));
                 _exit(worker_fail(&ch, small, sizeof small, 0, text));
             }
-            code = ec_worker_serve(&ch, pc->pb, pc->prm, pc->peers[t].first,
-                                   pc->peers[t].count);
+            /* The shared model is the coordinator's to write. */
+            if (pc->seg && mprotect(pc->seg, pc->seg_len, PROT_READ) < 0) {
+                uint8_t small[EC_WIRE_HEADER_SIZE + 256];
+                char text[200];
+
+                snprintf(text, sizeof text, "cannot map the shared model "
+                         "read-only: %s", strerror(errno));
+                _exit(worker_fail(&ch, small, sizeof small, 0, text));
+            }
+            code = ec_worker_serve_model(&ch, pc->pb, pc->prm,
+                                         pc->peers[t].first,
+                                         pc->peers[t].count, pc->model);
         }
         _exit(code);
     }
@@ -936,14 +983,72 @@ static void shutdown_workers(struct proc *pc, int polite)
     }
 }
 
+/*
+ * The model in a shared segment, made before the fork so that every
+ * worker process inherits its mapping: an unnamed memfd (nothing in
+ * /dev/shm to leave behind), mapped once and its descriptor closed at
+ * once, so the pages go when the last process of the job that maps them
+ * is gone, however it ends. 0, or -1 with why (the run then keeps a
+ * replica in each process, as without it).
+ */
+static int share_model(struct proc *pc, char *why, size_t whylen)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = ec_model_shared_bytes(pc->pb, pc->prm);
+    void *seg;
+    ec_err e = {0};
+    int fd;
+
+    len = (len + page - 1) / page * page;
+    if (fault_from_env().kind == FAULT_MEMFD) {
+        errno = ENOSYS;
+        fd = -1;
+    } else {
+        fd = memfd_create("ecopt-model", MFD_CLOEXEC);
+    }
+    if (fd < 0) {
+        snprintf(why, whylen, "memfd_create: %s", strerror(errno));
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)len) < 0) {
+        snprintf(why, whylen, "ftruncate to %zu bytes: %s", len, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (seg == MAP_FAILED) {
+        snprintf(why, whylen, "mmap of %zu bytes: %s", len, strerror(errno));
+        return -1;
+    }
+    if (!(pc->model = ec_model_init_in(seg, len, pc->pb, pc->prm, &e))) {
+        snprintf(why, whylen, "%.150s", e.msg);
+        munmap(seg, len);
+        return -1;
+    }
+    pc->seg = seg;
+    pc->seg_len = len;
+    return 0;
+}
+
+/* What a process's own replica adds to it when the model is not shared:
+ * the model's vectors, the decoded broadcast and a frame buffer a dense
+ * STEP fits (docs/architecture.md, "How a job runs"). */
+static uint64_t replica_bytes(const ec_problem *pb, const ec_params *prm)
+{
+    return ec_model_shared_bytes(pb, prm) + 2 * 8 * (uint64_t)pb->d +
+           ec_wire_max_payload(pb->d);
+}
+
 int ec_run_process(const ec_problem *pb, const ec_params *prm,
                    const ec_job *job, const ec_proc_opts *opts,
                    ec_metric_fn fn, void *ctx, ec_summary *sum, ec_err *e)
 {
+    ec_proc_opts own;
     uint32_t n = pb->n, d = pb->d;
     uint32_t np = ec_procs_resolve(n, opts ? opts->procs : 0);
     struct proc pc = {0};
-    ec_backend be = {&pc, proc_exchange};
+    ec_backend be = {&pc, proc_exchange, NULL};
     int rc = 0;
 
     memset(sum, 0, sizeof *sum);
@@ -977,6 +1082,26 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         spin_seconds = cpus > 0 && (long)np + 1 <= cpus ? SPIN_SECONDS : 0;
         memset(&spin_stat, 0, sizeof spin_stat);
     }
+    {
+        char why[200];
+
+        if (opts && opts->model_copies)
+            snprintf(why, sizeof why, "asked for");
+        if ((opts && opts->model_copies) || share_model(&pc, why, sizeof why) < 0) {
+            if (opts && opts->log)
+                fprintf(opts->log, "model      a copy in each worker process "
+                        "(the shared model: %s)\n", why);
+            /* The account's limit counts the shared model once, in the
+             * coordinator; each copy is the process's own. */
+            if (opts && !opts->worker_mem_limit && opts->worker_mem_above) {
+                own = *opts;
+                own.worker_mem_above += replica_bytes(pb, prm);
+                opts = &own;
+            }
+        } else {
+            be.model = pc.model;
+        }
+    }
     for (uint32_t t = 0; t < np; t++)
         if ((rc = spawn(&pc, t, opts, e)) < 0)
             goto out;
@@ -986,6 +1111,7 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         goto out;
     }
     rc = ec_run_loop(pb, prm, job, &be, fn, ctx, sum, e);
+    sum->model_shared = pc.seg_len;
 out:
     if (pc.peers) {
         shutdown_workers(&pc, rc == 0 && sum->stop != EC_STOP_FAILED &&
@@ -998,5 +1124,9 @@ out:
     ec_up_clear(&pc.up);
     free(pc.peers);
     free(pc.sendbuf);
+    if (pc.seg) {
+        ec_model_clear(pc.model);
+        munmap(pc.seg, pc.seg_len);
+    }
     return rc;
 }

@@ -137,7 +137,7 @@ int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
 {
     uint32_t n = pb->n, d = pb->d;
     struct inproc ip = {0};
-    ec_backend be = {&ip, inproc_exchange};
+    ec_backend be = {&ip, inproc_exchange, NULL};
     int rc = 0;
 
     memset(sum, 0, sizeof *sum);
@@ -182,7 +182,7 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
 {
     uint32_t n = pb->n, d = pb->d;
     double *tmp = malloc(d * sizeof *tmp), *tmp2 = malloc(d * sizeof *tmp2);
-    ec_model model = {0};
+    ec_model own = {0}, *model = be->model ? be->model : &own;
     ec_down down = {0};
     ec_metric row = {0};
     ec_traffic acc = {0, 0, 0, 0, 0, 0};
@@ -194,22 +194,22 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for the run (d = %u)", d);
         goto out;
     }
-    if ((rc = ec_model_init(&model, pb, prm, e)) < 0 ||
+    if ((!be->model && (rc = ec_model_init(&own, pb, prm, e)) < 0) ||
         (rc = ec_down_primal_init(&down, prm, e)) < 0)
         goto out;
 
     t0 = ec_clock();
     acc.grads = ec_setup_grads(pb, prm);
-    if (!model.initialised) {
-        acc.grads += ec_round_grads(&model);
-        if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0)
+    if (!model->initialised) {
+        acc.grads += ec_round_grads(model);
+        if (be->exchange(be->ctx, model, &down, &acc, sum) < 0)
             failed = 1;
         else
-            ec_model_apply(&model, &down);
+            ec_model_apply(model, &down);
     }
     while (!failed) {
-        fill_row(&row, &model, &acc, n, ec_clock() - t0);
-        ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
+        fill_row(&row, model, &acc, n, ec_clock() - t0);
+        ec_eval(pb, ec_model_point(model), tmp, tmp2, &row);
         sum->evals++;
         if (fn && fn(ctx, &row)) {
             sum->stop = EC_STOP_CANCELLED;
@@ -228,35 +228,35 @@ int ec_run_loop(const ec_problem *pb, const ec_params *prm, const ec_job *job,
                 sum->stop = EC_STOP_CANCELLED;
                 snprintf(sum->reason, sizeof sum->reason,
                          "cancelled by signal %d at round %llu",
-                         ec_signal_caught(), (unsigned long long)model.round);
+                         ec_signal_caught(), (unsigned long long)model->round);
                 failed = 1;
                 break;
             }
-            acc.grads += ec_round_grads(&model);
-            if (be->exchange(be->ctx, &model, &down, &acc, sum) < 0) {
+            acc.grads += ec_round_grads(model);
+            if (be->exchange(be->ctx, model, &down, &acc, sum) < 0) {
                 failed = 1;
                 break;
             }
             acc.grads += down.refresh_rows;
-            ec_model_apply(&model, &down);
-        } while (model.round % job->eval_every != 0 &&
-                 model.round < job->max_rounds &&
+            ec_model_apply(model, &down);
+        } while (model->round % job->eval_every != 0 &&
+                 model->round < job->max_rounds &&
                  ec_clock() - t0 < job->max_seconds);
     }
     if (failed) {
         /* The last good evaluation stands; the counters say how far the
          * job got. */
-        fill_row(&row, &model, &acc, n, ec_clock() - t0);
+        fill_row(&row, model, &acc, n, ec_clock() - t0);
         if (!sum->evals)
-            ec_eval(pb, ec_model_point(&model), tmp, tmp2, &row);
+            ec_eval(pb, ec_model_point(model), tmp, tmp2, &row);
     }
-    sum->rounds = model.round;
+    sum->rounds = model->round;
     sum->last = row;
-    ec_model_eclk_report(&model, &sum->eclk);
+    ec_model_eclk_report(model, &sum->eclk);
 out:
     free(tmp);
     free(tmp2);
-    ec_model_clear(&model);
+    ec_model_clear(&own);
     ec_down_clear(&down);
     return rc;
 }

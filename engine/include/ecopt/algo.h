@@ -218,10 +218,27 @@ typedef struct ec_model {
      * only the coordinator's model follows; x is then the proxy w_t that
      * every party knows and the workers compute at. NULL otherwise. */
     double *x_server;
+    /* ec_model_init_in: the caller's region holding this struct and the
+     * replicated vectors (NULL: all on the heap). */
+    void *region;
+    size_t region_len;
 } ec_model;
 
 int ec_model_init(ec_model *m, const ec_problem *pb, const ec_params *prm,
                   ec_err *e);
+/*
+ * The same model, made in a region of len bytes the caller owns (memory
+ * the worker processes of one host map read-only): the struct itself at
+ * its start, then what every replica holds identically and the workers
+ * read (x, u, y, z, w, the minibatch term xw, the round's sample). The
+ * model's own scratch and what only the coordinator follows (the update's
+ * tmp, ECLK's best snapshot, EF21-P's x_t) stay on the heap. Returns the
+ * model, or NULL with e set; ec_model_clear frees its heap part only.
+ */
+ec_model *ec_model_init_in(void *region, size_t len, const ec_problem *pb,
+                           const ec_params *prm, ec_err *e);
+/* The bytes ec_model_init_in needs. */
+size_t ec_model_shared_bytes(const ec_problem *pb, const ec_params *prm);
 
 /* What ECLK's rule and guard did over a run, for the job's end record. */
 typedef struct ec_eclk_report {

@@ -22,6 +22,9 @@ typedef struct ec_mem_job {
     int inproc;              /* the workers are simulated in the coordinator */
     int mpi;                 /* the processes are MPI worker ranks, each with
                                 its own copy of the data and the problem */
+    int model_copies;        /* each worker process keeps a replica of the
+                                model (ec_proc_opts.model_copies) instead
+                                of reading the coordinator's shared one */
     ec_algo_id algo;
     ec_comp_spec comp;       /* k resolved */
     uint32_t batch;
@@ -36,7 +39,8 @@ typedef struct ec_mem_estimate {
     uint64_t coordinator;    /* the coordinator's peak, data included */
     uint64_t process;        /* the largest worker process's own allocations
                                 (it shares the data with the coordinator,
-                                copy-on-write) */
+                                copy-on-write, and reads the model the
+                                coordinator holds, shared) */
     uint64_t rank;           /* an MPI worker rank's own allocations: it
                                 reads the data and builds the problem
                                 itself (no P* solve), then hosts a worker

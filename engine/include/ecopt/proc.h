@@ -1,9 +1,11 @@
 /*
  * The process backend: one single-threaded coordinator (this process) and
  * P forked processes hosting the n workers in contiguous blocks. A process
- * holds one replica of the model and, for each of its workers, the
- * worker's own state (shard, error memory, shifts, generator), and steps
- * them one after the other; it is connected to the coordinator by a
+ * reads the model from memory the coordinator shares with it read-only
+ * (or, where that cannot be made, holds a replica of its own) and holds,
+ * for each of its workers, the worker's own state (shard, error memory,
+ * shifts, generator), and steps them one after the other; it is connected
+ * to the coordinator by a
  * socketpair that carries only the frames of ecopt/wire.h, one UPS frame
  * per round. Results equal the in-process run's, bit for bit, for every P.
  */
@@ -12,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ecopt/priv.h"
 #include "ecopt/run.h"
@@ -35,6 +38,13 @@ typedef struct ec_proc_opts {
     uint32_t procs;              /* processes hosting the workers, 1..n;
                                     0 means ec_procs_default(n); ecopt run
                                     gives ec_procs_default_for()'s */
+    int model_copies;            /* each process keeps its own replica of
+                                    the model, decoded from STEP, instead
+                                    of reading the coordinator's shared
+                                    one (which is also the fallback when
+                                    the shared segment cannot be made) */
+    FILE *log;                   /* where a line says why the model is
+                                    copied, when it is; NULL nowhere */
 } ec_proc_opts;
 
 /* The address space this process holds now (/proc/self/statm), what
@@ -136,5 +146,13 @@ typedef struct ec_chan {
  */
 int ec_worker_serve(ec_chan *ch, const ec_problem *pb, const ec_params *prm,
                     uint32_t first, uint32_t count);
+/*
+ * The same for a forked process that reads the coordinator's model from
+ * shared memory (mapped read-only) instead of keeping a replica: STEP
+ * then carries no broadcast. shared NULL is ec_worker_serve.
+ */
+int ec_worker_serve_model(ec_chan *ch, const ec_problem *pb,
+                          const ec_params *prm, uint32_t first, uint32_t count,
+                          const ec_model *shared);
 
 #endif

@@ -55,6 +55,9 @@ typedef struct ec_summary {
     uint64_t workers_maxrss; /* bytes: the sum of the worker processes'
                                 peak resident sets, as each was reaped
                                 (0 when no worker process ran) */
+    uint64_t model_shared;   /* bytes of the segment holding the model
+                                that the worker processes read (0: no
+                                worker process, or each kept a copy) */
     double workers_cpu;      /* CPU seconds (user + system) of workers
                                 that are not this process's children
                                 (MPI ranks, as each reported at its end);
@@ -81,6 +84,10 @@ typedef struct ec_backend {
     void *ctx;
     int (*exchange)(void *ctx, const ec_model *m, ec_down *down,
                     ec_traffic *acc, ec_summary *sum);
+    /* The model the loop runs on, made by the backend (ec_model_init_in:
+     * in memory its worker processes read) and cleared by it; NULL: the
+     * loop makes its own. */
+    ec_model *model;
 } ec_backend;
 
 /*
