@@ -418,10 +418,11 @@ END_TEST
  * The adaptive rule (docs/algorithms.md, "ECLK's guard"): plain constants
  * on a9a with rand-1 run away within the first epoch (p = 1/123, so the
  * first coin round comes late), and the gradient guard never sees it: the
- * gap passes 10x its start. The objective guard sees P(w) above its best
- * on a coin round, restarts from the best snapshot with L doubled, and
- * the run reaches 1e-6. The rows (with their restarts column) are the
- * same on the process backend.
+ * gap passes 10x its start. The objective guard's look at round 20, long
+ * before the first coin round, sees P(y) risen, restarts from the start
+ * and falls back to the online rule's constants from the nominal delta;
+ * the run reaches 1e-6 with its gap never past 4x its start. The rows
+ * (with their restarts column) are the same on the process backend.
  */
 START_TEST(test_adaptive_restarts)
 {
@@ -447,7 +448,11 @@ START_TEST(test_adaptive_restarts)
     ck_assert_double_eq(p.gamma, p.eta / p.L_eff);
     ck_assert_int_eq(s.stop, EC_STOP_TARGET);
     ck_assert_uint_ge(s.eclk.restarts, 1);
-    ck_assert_double_eq(s.eclk.inflation, ldexp(1.0, (int)s.eclk.restarts));
+    ck_assert_uint_eq(s.eclk.restart_rounds[0], EC_ECLK_GUARD_VALUE_EVERY + 1);
+    ck_assert_double_eq(s.eclk.inflation,
+                        ec_eclk_inflation(s.eclk.delta_eff, 0.5) *
+                            ldexp(1.0, (int)s.eclk.restarts - 1));
+    ck_assert_double_lt(obj.max_gap, 4.0);
     for (unsigned i = 0; i < obj.n; i++) {
         if (obj.r[i].round < s.eclk.restart_rounds[0])
             ck_assert_uint_eq(obj.r[i].restarts, 0);

@@ -672,13 +672,43 @@ static int watches_value(const ec_params *p)
     return guarded(p) && p->eclk_rule == EC_ECLK_ADAPTIVE;
 }
 
+/* Whether the workers send f_tau(y) alone this round: the adaptive rule's
+ * guard looks every EC_ECLK_GUARD_VALUE_EVERY rounds even between coin
+ * rounds, which come 1/p rounds apart (d/k at rand-k), longer than the
+ * plain constants can take to run away. */
+static int value_round(const ec_model *m)
+{
+    return watches_value(m->prm) && m->initialised && !m->coin && m->round > 0 &&
+           m->round % EC_ECLK_GUARD_VALUE_EVERY == 0;
+}
+
+/* Whether the realised contraction is measured now: always under the
+ * online rule, and under the adaptive rule from its first restart on,
+ * when it falls back to the online rule's constants (docs/algorithms.md,
+ * "ECLK's guard"). With Q = none there is nothing to measure. */
+static int measuring(const ec_params *p, const ec_model *m)
+{
+    return online(p) ||
+           (watches_value(p) && m->restarts > 0 && p->comp.type != EC_COMP_NONE);
+}
+
+/* The rule whose constants the model uses: the job's, except that the
+ * adaptive rule runs the online rule's after its first restart. */
+static ec_eclk_rule rule_in_use(const ec_model *m)
+{
+    const ec_params *p = m->prm;
+
+    return p->eclk_rule == EC_ECLK_ADAPTIVE && m->restarts > 0 ? EC_ECLK_ONLINE
+                                                               : p->eclk_rule;
+}
+
 /* The model's constants from a copy of prm with the given contraction and
  * guard factor (which multiplies the inflation). */
 static void model_constants(ec_model *m, double delta_eff, double guard)
 {
     ec_params q = *m->prm;
 
-    ec_params_set_eclk(&q, q.eclk_rule, delta_eff);
+    ec_params_set_eclk(&q, rule_in_use(m), delta_eff);
     if (guard != 1.0) {
         q.inflation *= guard;
         q.L_delta = q.inflation * q.L_eff /
@@ -1009,11 +1039,21 @@ static double objective(const ec_model *m, double sum, const double *x)
     return sum / m->pb->n + m->pb->lambda1 * l1;
 }
 
+/* The adaptive rule's test: P risen above the best snapshot's by more
+ * than EC_ECLK_GUARD_OBJECTIVE of P(x0) - best. */
+static int value_risen(const ec_model *m, double v)
+{
+    return v - m->value_best > EC_ECLK_GUARD_OBJECTIVE * (m->value_start - m->value_best);
+}
+
+static void guard_restart(ec_model *m);
+
 /*
  * ECLK's guard, on a coin round (w and u were just refreshed): it keeps the
- * best snapshot by ||grad f(w)|| and, when ||grad f(w)|| grows past the
- * threshold times the best, restarts from it with the inflation doubled
- * (docs/algorithms.md, "ECLK's guard"). 1 when it restarted.
+ * best snapshot by ||grad f(w)|| (by P(w) under the adaptive rule) and,
+ * when ||grad f(w)|| grows past the threshold times the best (P(w) rises),
+ * restarts from it (docs/algorithms.md, "ECLK's guard"). 1 when it
+ * restarted.
  */
 static int guard_check(ec_model *m, const ec_down *down)
 {
@@ -1034,8 +1074,7 @@ static int guard_check(ec_model *m, const ec_down *down)
             memcpy(m->u_best, m->u, d * sizeof *m->u);
             return 0;
         }
-        if (!(v - m->value_best >
-              EC_ECLK_GUARD_OBJECTIVE * (m->value_start - m->value_best)))
+        if (!value_risen(m, v))
             return 0;
     } else {
         double gn = sqrt(norm2(m->u, d));
@@ -1049,9 +1088,23 @@ static int guard_check(ec_model *m, const ec_down *down)
         if (!(gn > p->eclk_guard_threshold * m->best_gnorm))
             return 0;
     }
-    /* Growth the rule did not prevent: back to the best snapshot, with a
-     * doubled constant and a fresh estimate. The workers clear their
-     * error memories when they see the restart. */
+    guard_restart(m);
+    return 1;
+}
+
+/*
+ * Growth the rule did not prevent: back to the best snapshot, with a
+ * doubled constant and a fresh estimate. The workers clear their error
+ * memories when they see the restart. The adaptive rule's first restart
+ * does not double: it falls back to the online rule's constants from the
+ * nominal delta (the rule that never diverged where it was measured), and
+ * doubles those at any later restart.
+ */
+static void guard_restart(ec_model *m)
+{
+    const ec_params *p = m->prm;
+    uint32_t d = m->d;
+
     memcpy(m->w, m->w_best, d * sizeof *m->w);
     memcpy(m->y, m->w_best, d * sizeof *m->y);
     memcpy(m->z, m->w_best, d * sizeof *m->z);
@@ -1059,11 +1112,13 @@ static int guard_check(ec_model *m, const ec_down *down)
     if (m->restarts < EC_ECLK_RESTART_ROUNDS_MAX)
         m->restart_rounds[m->restarts] = m->round;
     m->restarts++;
-    m->guard *= 2.0;
+    if (watches_value(p) && m->restarts == 1)
+        m->delta_eff = p->delta;
+    else
+        m->guard *= 2.0;
     m->est_in = m->est_out = 0.0;
     model_constants(m, m->delta_eff, m->guard);
     m->updates++;
-    return 1;
 }
 
 /*
@@ -1075,14 +1130,17 @@ static int guard_check(ec_model *m, const ec_down *down)
 static void eclk_coin_update(ec_model *m, const ec_down *down)
 {
     const ec_params *p = m->prm;
+    /* The adaptive rule measures from its first restart, whose cleared
+     * memories start empty as a run's do. */
+    uint64_t since = watches_value(p) && m->restarts > 0 ? m->restart_rounds[0] : 0;
     double delta;
 
     if (guarded(p) && guard_check(m, down))
         return;
     /* The memories start empty: the first 1/delta rounds would flatter the
      * compressor, so they are not counted. */
-    if (!online(p) || !down->has_stats || !(down->ef_in > 0.0) ||
-        (double)m->round * p->delta < 1.0)
+    if (!measuring(p, m) || !down->has_stats || !(down->ef_in > 0.0) ||
+        (double)(m->round - since) * p->delta < 1.0)
         return;
     m->est_in += down->ef_in;
     m->est_out += down->ef_out;
@@ -1152,6 +1210,10 @@ static void model_apply(ec_model *m, const ec_down *down)
 
     if (is_katyusha(p->algo)) {
         double es = m->eta * m->sigma, inv = 1.0 / (1.0 + es);
+        /* The adaptive rule's look between coin rounds: P(y) of the y
+         * the workers took their values at, before this round moves it. */
+        double value_y = value_round(m) && down->has_value
+                             ? objective(m, down->value, m->y) : NAN;
 
         /* z' = prox((eta sigma x + z - v - gamma u) / (1 + eta sigma)) */
         for (uint32_t j = 0; j < d; j++)
@@ -1171,6 +1233,8 @@ static void model_apply(ec_model *m, const ec_down *down)
         m->round++;
         if (m->coin && (online(p) || guarded(p)))
             eclk_coin_update(m, down);
+        else if (!isnan(value_y) && value_risen(m, value_y))
+            guard_restart(m);
         draw_coin(m);
         katyusha_x(m);
         return;
@@ -1676,11 +1740,11 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             w->restarts = m->restarts;
         }
         if (m->xw) {
-            eclk_feedback_rows(w, m, online(p), &up->q);
+            eclk_feedback_rows(w, m, measuring(p, m), &up->q);
             break;
         }
         local_grad(w, m->x, m->w, g);          /* D = grad_S(x) - grad_S(w) */
-        if (online(p))
+        if (measuring(p, m))
             error_feedback_measured(w, g, m->gamma, &up->q);
         else
             error_feedback(w, g, m->gamma, &up->q);
@@ -1810,7 +1874,7 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
                       w->buf2);
         msg_dense(&up->extra, w->buf2, d);
         up->has_extra = 1;
-        if (online(p)) {
+        if (measuring(p, m)) {
             up->has_stats = 1;
             up->ef_in = w->ef_in;
             up->ef_out = w->ef_out;
@@ -1820,6 +1884,9 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
             up->has_value = 1;
             up->value = ec_shard_value(pb, w->tau, m->y);
         }
+    } else if (p->algo == EC_ALGO_ECLK && value_round(m)) {
+        up->has_value = 1;
+        up->value = ec_shard_value(pb, w->tau, m->y);
     }
     if (ec_algo_samples_rows(p))
         prefetch_next_rows(w);

@@ -424,6 +424,8 @@ class Reference:
             if self.down[0] not in ("topk", "randk"):
                 raise Mismatch("broadcast compressor %s is not a sparsifier" % self.down[0])
             self.gamma *= self.down[1] / d
+        # ECLK's constants are checked round by round at this multiple.
+        self.step_multiplier = float(prm["step_multiplier"])
         if self.gamma is not None:
             self.gamma *= float(prm["step_multiplier"])
             if int(prm["step_given"]):
@@ -448,6 +450,7 @@ class Reference:
         # P(w) on the coin rounds against its best, restarts counted here.
         self.watch = self.rule == "adaptive" and int(prm.get("eclk_guard", "0")) == 1
         self.restarts = 0
+        self.restart_round = 0
         self.delta_eff = self.delta
         self.est_in = self.est_out = 0.0
         self.acc_in = self.acc_out = 0.0
@@ -724,11 +727,14 @@ class Reference:
                                "model for rule %s" % (rec["round"], self.rule))
             raise Mismatch("round %d: %d restarts by the objective guard, the engine %d"
                            % (rec["round"], self.restarts, rec["restarts"]))
-        # adaptive: the plain constants, L_eff doubled at each restart.
-        if self.rule == "adaptive" and not close(rec["inflation"], 2.0 ** self.restarts):
-            raise Mismatch("round %d: inflation %.17g after %d restarts, the engine %.17g"
-                           % (rec["round"], 2.0 ** self.restarts, self.restarts,
-                              rec["inflation"]))
+        # adaptive: the plain constants until the first restart, then the
+        # online rule's, doubled at each later restart.
+        if self.rule == "adaptive":
+            want = 1.0 if self.restarts == 0 else \
+                eclk_inflation(self.delta_eff) * 2.0 ** (self.restarts - 1)
+            if not close(rec["inflation"], want):
+                raise Mismatch("round %d: inflation %.17g after %d restarts, the engine %.17g"
+                               % (rec["round"], want, self.restarts, rec["inflation"]))
         # ECLK's contraction in use: the reference's own estimate must be
         # the engine's; the constants follow from the engine's inflation
         # (its rule for the inflation is checked where docs/algorithms.md
@@ -742,6 +748,7 @@ class Reference:
                            % (rec["round"], eclk_inflation(rec["delta_eff"]), rec["inflation"]))
         gamma, theta1, eta, sigma = katyusha_constants(self.L_eff, self.pb.lam2, self.p,
                                                        rec["inflation"])
+        gamma *= self.step_multiplier
         for mine, theirs, name in zip((gamma, theta1, eta, sigma), rec["constants"],
                                       ("gamma", "theta1", "eta", "sigma")):
             if not close(mine, theirs):
@@ -761,6 +768,12 @@ class Reference:
                 qs.append(self.ef(rec, tau, D, gamma))
                 self.acc_out += float(self.e[tau] @ self.e[tau])
         v = sum(qs) / n
+        # The guard's look between coin rounds, every 20 rounds: P at the y
+        # the round starts from.
+        Py = None
+        if self.watch and not rec["coin"] and rec["round"] - 1 > 0 and \
+                (rec["round"] - 1) % 20 == 0:
+            Py = pb.value(self.y)
         es = eta * sigma
         z_new = pb.prox((es * x + self.zv - v - gamma * self.u) / (1.0 + es),
                         gamma * pb.lam1 / (1.0 + es))
@@ -775,19 +788,31 @@ class Reference:
         # The objective guard: a w with a smaller P is the new snapshot; a P
         # risen above the best by half of P(x0) - best restarts every
         # sequence from the snapshot with empty memories.
+        # The first restart falls back to the online rule's constants from
+        # the nominal delta, measured from that round on.
+        restarted = False
         if rec["coin"] and self.watch:
             Pw = pb.value(self.w)
             if Pw < self.P_best:
                 self.P_best = Pw
                 self.w_best, self.u_best = self.w.copy(), self.u.copy()
             elif Pw - self.P_best > 0.5 * (self.P0 - self.P_best):
-                self.restarts += 1
-                self.w, self.y, self.zv = self.w_best.copy(), self.w_best.copy(), \
-                    self.w_best.copy()
-                self.u = self.u_best.copy()
-                self.e = [np.zeros_like(self.w) for _ in range(n)]
-        if rec["coin"] and self.rule == "online":
-            if rec["round"] * self.delta >= 1.0 and self.acc_in > 0.0:
+                restarted = True
+        elif Py is not None and Py - self.P_best > 0.5 * (self.P0 - self.P_best):
+            restarted = True
+        if restarted:
+            self.restarts += 1
+            self.w, self.y, self.zv = self.w_best.copy(), self.w_best.copy(), \
+                self.w_best.copy()
+            self.u = self.u_best.copy()
+            self.e = [np.zeros_like(self.w) for _ in range(n)]
+            if self.restarts == 1:
+                self.restart_round = rec["round"]
+                self.delta_eff = self.delta
+            self.est_in = self.est_out = self.acc_in = self.acc_out = 0.0
+        measuring = self.rule == "online" or (self.watch and self.restarts > 0)
+        if rec["coin"] and measuring and not restarted:
+            if (rec["round"] - self.restart_round) * self.delta >= 1.0 and self.acc_in > 0.0:
                 self.est_in += self.acc_in
                 self.est_out += self.acc_out
                 self.delta_eff = min(max(1.0 - self.est_out / self.est_in, self.delta), 1.0)

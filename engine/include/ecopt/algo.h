@@ -42,6 +42,10 @@
  * by more than this fraction of P(x0) - best (docs/algorithms.md, "ECLK's
  * guard"). */
 #define EC_ECLK_GUARD_OBJECTIVE 0.5
+/* ... and it looks at least every this many rounds: on such a round that is
+ * not a coin round the workers send f_tau(y) alone (docs/algorithms.md,
+ * "ECLK's guard"). */
+#define EC_ECLK_GUARD_VALUE_EVERY 20
 /* The restart rounds an end record lists (the count goes on). */
 #define EC_ECLK_RESTART_ROUNDS_MAX 32
 
