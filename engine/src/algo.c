@@ -682,24 +682,27 @@ static int value_round(const ec_model *m)
            m->round % EC_ECLK_GUARD_VALUE_EVERY == 0;
 }
 
+/* Whether the adaptive rule has fallen back to the online rule's
+ * constants: from its EC_ECLK_GUARD_FALLBACK-th restart on. */
+static int fallen_back(const ec_model *m)
+{
+    return watches_value(m->prm) && m->restarts >= EC_ECLK_GUARD_FALLBACK;
+}
+
 /* Whether the realised contraction is measured now: always under the
- * online rule, and under the adaptive rule from its first restart on,
- * when it falls back to the online rule's constants (docs/algorithms.md,
- * "ECLK's guard"). With Q = none there is nothing to measure. */
+ * online rule, and under the adaptive rule once it has fallen back
+ * (docs/algorithms.md, "ECLK's guard"). With Q = none there is nothing to
+ * measure. */
 static int measuring(const ec_params *p, const ec_model *m)
 {
-    return online(p) ||
-           (watches_value(p) && m->restarts > 0 && p->comp.type != EC_COMP_NONE);
+    return online(p) || (fallen_back(m) && p->comp.type != EC_COMP_NONE);
 }
 
 /* The rule whose constants the model uses: the job's, except that the
- * adaptive rule runs the online rule's after its first restart. */
+ * adaptive rule runs the online rule's once it has fallen back. */
 static ec_eclk_rule rule_in_use(const ec_model *m)
 {
-    const ec_params *p = m->prm;
-
-    return p->eclk_rule == EC_ECLK_ADAPTIVE && m->restarts > 0 ? EC_ECLK_ONLINE
-                                                               : p->eclk_rule;
+    return fallen_back(m) ? EC_ECLK_ONLINE : m->prm->eclk_rule;
 }
 
 /* The model's constants from a copy of prm with the given contraction and
@@ -1095,7 +1098,7 @@ static int guard_check(ec_model *m, const ec_down *down)
 /*
  * Growth the rule did not prevent: back to the best snapshot, with a
  * doubled constant and a fresh estimate. The workers clear their error
- * memories when they see the restart. The adaptive rule's first restart
+ * memories when they see the restart. The adaptive rule's second restart
  * does not double: it falls back to the online rule's constants from the
  * nominal delta (the rule that never diverged where it was measured), and
  * doubles those at any later restart.
@@ -1112,10 +1115,12 @@ static void guard_restart(ec_model *m)
     if (m->restarts < EC_ECLK_RESTART_ROUNDS_MAX)
         m->restart_rounds[m->restarts] = m->round;
     m->restarts++;
-    if (watches_value(p) && m->restarts == 1)
+    if (watches_value(p) && m->restarts == EC_ECLK_GUARD_FALLBACK) {
         m->delta_eff = p->delta;
-    else
+        m->guard = 1.0;
+    } else {
         m->guard *= 2.0;
+    }
     m->est_in = m->est_out = 0.0;
     model_constants(m, m->delta_eff, m->guard);
     m->updates++;
@@ -1130,9 +1135,9 @@ static void guard_restart(ec_model *m)
 static void eclk_coin_update(ec_model *m, const ec_down *down)
 {
     const ec_params *p = m->prm;
-    /* The adaptive rule measures from its first restart, whose cleared
-     * memories start empty as a run's do. */
-    uint64_t since = watches_value(p) && m->restarts > 0 ? m->restart_rounds[0] : 0;
+    /* The adaptive rule measures from the restart where it fell back,
+     * whose cleared memories start empty as a run's do. */
+    uint64_t since = fallen_back(m) ? m->restart_rounds[EC_ECLK_GUARD_FALLBACK - 1] : 0;
     double delta;
 
     if (guarded(p) && guard_check(m, down))

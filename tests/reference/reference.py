@@ -727,11 +727,11 @@ class Reference:
                                "model for rule %s" % (rec["round"], self.rule))
             raise Mismatch("round %d: %d restarts by the objective guard, the engine %d"
                            % (rec["round"], self.restarts, rec["restarts"]))
-        # adaptive: the plain constants until the first restart, then the
-        # online rule's, doubled at each later restart.
+        # adaptive: the plain constants, doubled at the first restart; from
+        # the second the online rule's, doubled at each later restart.
         if self.rule == "adaptive":
-            want = 1.0 if self.restarts == 0 else \
-                eclk_inflation(self.delta_eff) * 2.0 ** (self.restarts - 1)
+            want = 2.0 ** self.restarts if self.restarts < 2 else \
+                eclk_inflation(self.delta_eff) * 2.0 ** (self.restarts - 2)
             if not close(rec["inflation"], want):
                 raise Mismatch("round %d: inflation %.17g after %d restarts, the engine %.17g"
                                % (rec["round"], want, self.restarts, rec["inflation"]))
@@ -788,7 +788,7 @@ class Reference:
         # The objective guard: a w with a smaller P is the new snapshot; a P
         # risen above the best by half of P(x0) - best restarts every
         # sequence from the snapshot with empty memories.
-        # The first restart falls back to the online rule's constants from
+        # The second restart falls back to the online rule's constants from
         # the nominal delta, measured from that round on.
         restarted = False
         if rec["coin"] and self.watch:
@@ -806,11 +806,11 @@ class Reference:
                 self.w_best.copy()
             self.u = self.u_best.copy()
             self.e = [np.zeros_like(self.w) for _ in range(n)]
-            if self.restarts == 1:
+            if self.restarts == 2:
                 self.restart_round = rec["round"]
                 self.delta_eff = self.delta
             self.est_in = self.est_out = self.acc_in = self.acc_out = 0.0
-        measuring = self.rule == "online" or (self.watch and self.restarts > 0)
+        measuring = self.rule == "online" or (self.watch and self.restarts >= 2)
         if rec["coin"] and measuring and not restarted:
             if (rec["round"] - self.restart_round) * self.delta >= 1.0 and self.acc_in > 0.0:
                 self.est_in += self.acc_in

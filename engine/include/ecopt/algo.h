@@ -46,6 +46,9 @@
  * not a coin round the workers send f_tau(y) alone (docs/algorithms.md,
  * "ECLK's guard"). */
 #define EC_ECLK_GUARD_VALUE_EVERY 20
+/* The adaptive rule's first restart doubles its plain constants; this one
+ * falls back to the online rule's (docs/algorithms.md, "ECLK's guard"). */
+#define EC_ECLK_GUARD_FALLBACK 2
 /* The restart rounds an end record lists (the count goes on). */
 #define EC_ECLK_RESTART_ROUNDS_MAX 32
 

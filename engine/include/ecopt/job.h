@@ -148,8 +148,8 @@ typedef struct ec_algo_info {
     X(EC_ECLK_ONLINE, "online",                                               \
       "constants inflated for the measured contraction, from nominal up")     \
     X(EC_ECLK_ADAPTIVE, "adaptive",                                           \
-      "the plain constants; the guard watches the objective and falls back "  \
-      "to the online rule's on an excursion")
+      "the plain constants; the guard watches the objective and backs off, "  \
+      "to the online rule's at the second excursion")
 
 typedef enum ec_eclk_rule {
 #define EC_ECLK_RULE_ENUM(id, ...) id,
