@@ -2,10 +2,10 @@
 # The shared model: worker processes that read the coordinator's model
 # from shared memory (after) against processes that each decode STEP into
 # a replica of their own (before: a binary built from a commit before the
-# shared model, or this one's test build with ECOPT_FAULT=memfd:0:0), in
-# one run, alternating.
+# shared model), in one run, alternating.
 #
 #   BEFORE=../base/build/ecopt ECOPT=build/ecopt sh bench/bench_shared_model.sh [OUT.md]
+# appends a dated section to OUT (bench/results/scale.md).
 #
 # 1. A generated file (ecopt gen) of 100k rows, d = 1e6, 20 nonzeros a
 #    row, ECLK topk k = 1000, 20 workers, 10 rounds (the init exchange's
@@ -22,7 +22,7 @@
 set -eu
 ECOPT=${ECOPT:-build/ecopt}
 BEFORE=${BEFORE:?BEFORE: the binary to compare against}
-OUT=${1:-bench/results/shared-model.md}
+OUT=${1:-bench/results/scale.md}
 REPS=${REPS:-3}
 tmp=$(mktemp -d)
 cg=/sys/fs/cgroup/memory/ecopt-bench-$$
