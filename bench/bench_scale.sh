@@ -23,7 +23,8 @@ REPS=${REPS:-3}
 DATA=$(cd "${ECOPT_DATA_DIR:-../shared/datasets}" && pwd)
 export ECOPT_DATA_DIR=$DATA
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; rmdir /sys/fs/cgroup/memory/ecopt-bench-$$ 2>/dev/null || true' EXIT
+. "$(dirname "$0")/cgroup_peak.sh"
+trap 'rm -rf "$tmp"; rmdir "$peak_cg" 2>/dev/null || true' EXIT
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
@@ -35,19 +36,6 @@ per_round() {   # spec backend procs
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
     sed -n 's/.*workers on \([0-9]*\) process.*/\1/p' "$tmp/setup" >"$tmp/P"
-}
-
-# peak bytes of the command's processes (cgroup v1), or "n/a"
-peak() {
-    cg=/sys/fs/cgroup/memory/ecopt-bench-$$
-    if [ ! -w /sys/fs/cgroup/memory ] || ! mkdir "$cg" 2>/dev/null; then
-        "$@" >"$tmp/peak.out" 2>&1 || [ $? -eq 5 ]; echo n/a; return
-    fi
-    # exit 5: the budget ran out, as target 0 has it (docs/cli.md)
-    sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" x "$@" >"$tmp/peak.out" 2>&1 ||
-        [ $? -eq 5 ]
-    cat "$cg/memory.max_usage_in_bytes"
-    rmdir "$cg"
 }
 
 cat >"$tmp/a9a.json" <<EOF

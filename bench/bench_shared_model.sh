@@ -25,21 +25,10 @@ BEFORE=${BEFORE:?BEFORE: the binary to compare against}
 OUT=${1:-bench/results/scale.md}
 REPS=${REPS:-3}
 tmp=$(mktemp -d)
-cg=/sys/fs/cgroup/memory/ecopt-bench-$$
-trap 'rm -rf "$tmp"; rmdir "$cg" 2>/dev/null || true' EXIT
+. "$(dirname "$0")/cgroup_peak.sh"
+trap 'rm -rf "$tmp"; rmdir "$peak_cg" 2>/dev/null || true' EXIT
 load_start=$(uptime | sed 's/.*load average: //')
 started=$(date -u +%H:%M)
-
-# peak bytes of the command's processes (cgroup v1), or "n/a"
-peak() {
-    if [ ! -w /sys/fs/cgroup/memory ] || ! mkdir "$cg" 2>/dev/null; then
-        "$@" >"$tmp/peak.out" 2>&1 || [ $? -eq 5 ]; echo n/a; return
-    fi
-    sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" x "$@" >"$tmp/peak.out" 2>&1 ||
-        [ $? -eq 5 ]
-    cat "$cg/memory.max_usage_in_bytes"
-    rmdir "$cg"
-}
 
 # us per round of a csv's last row (its seconds column / its round)
 per_round() {
