@@ -43,6 +43,22 @@ static int keep(void *ctx, const ec_metric *row)
 
 static ec_dataset a1a;
 
+/* a1a read once, the signal handlers in place, and pb and prm made for
+ * job: the set-up of every run of this file. */
+static void a1a_prepare(const ec_job *job, ec_problem *pb, ec_params *prm)
+{
+    char path[1024];
+    ec_err e = {0};
+
+    if (!a1a.n_rows)
+        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
+                                        NULL, &a1a, &e), 0);
+    ck_assert_int_eq(ec_signal_install(&e), 0);
+    ck_assert_int_eq(ec_problem_init(pb, &a1a, job, &e), 0);
+    ck_assert_int_eq(ec_problem_solve(pb, &e), 0);
+    ck_assert_msg(ec_params_resolve(job, pb, prm, &e) == 0, "%s", e.msg);
+}
+
 /* Each algorithm with each compressor it takes (every contraction row of
  * the table, k = 3 or s = 4): process == inproc, bitwise. */
 START_TEST(test_process_equals_inproc)
@@ -51,14 +67,9 @@ START_TEST(test_process_equals_inproc)
     size_t ncomps = 0;
     static struct rows a, b;
     ec_algo_id algo = (ec_algo_id)_i;
-    char path[1024];
     ec_err e = {0};
     int runs = 0;
 
-    if (!a1a.n_rows)
-        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
-                                        NULL, &a1a, &e), 0);
-    ck_assert_int_eq(ec_signal_install(&e), 0);
     for (int t = 0; t < EC_COMP_COUNT; t++) {
         const ec_comp_info *ci = ec_comp_info_of((ec_comp_type)t);
 
@@ -102,9 +113,7 @@ START_TEST(test_process_equals_inproc)
         /* The shards of every split but dirichlet's (whose smallest may
          * hold fewer rows than the batch) on the same footing. */
         job.split = (ec_split)((algo + c) % EC_SPLIT_DIRICHLET);
-        ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
-        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
-        ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+        a1a_prepare(&job, &pb, &prm);
         a.n = 0;
         ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
         for (unsigned i = 0; i < a.n; i++)
@@ -386,13 +395,8 @@ START_TEST(test_grad_evals_counted)
         {EC_ALGO_ECONTROL, 321, 2},              /* h_tau at x0; the minibatch */
         {EC_ALGO_ADEF, 0, 2},                    /* at y */
     };
-    char path[1024];
     ec_err e = {0};
 
-    if (!a1a.n_rows)
-        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
-                                        NULL, &a1a, &e), 0);
-    ck_assert_int_eq(ec_signal_install(&e), 0);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         static struct rows a;
         ec_job job;
@@ -416,9 +420,7 @@ START_TEST(test_grad_evals_counted)
         if (cases[c].algo == EC_ALGO_ECLK || cases[c].algo == EC_ALGO_LKATYUSHA ||
             cases[c].algo == EC_ALGO_EC_LSVRG)
             job.p = 1;
-        ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
-        ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
-        ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+        a1a_prepare(&job, &pb, &prm);
         opts.procs = 2;
         a.n = 0;
         ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &a, &sum, &e) == 0,
@@ -497,7 +499,7 @@ static int watch_model(void *ctx, const ec_metric *row)
  * and after a worker was killed mid-run. */
 START_TEST(test_model_shared_read_only)
 {
-    char path[1024], perms[8];
+    char perms[8];
     ec_err e = {0};
     ec_job job;
     ec_problem pb;
@@ -505,10 +507,6 @@ START_TEST(test_model_shared_read_only)
     ec_summary sum;
     pid_t pids[64];
 
-    if (!a1a.n_rows)
-        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
-                                        NULL, &a1a, &e), 0);
-    ck_assert_int_eq(ec_signal_install(&e), 0);
     ec_job_defaults(&job);
     job.algorithm = EC_ALGO_ECLK;
     job.workers = 5;
@@ -517,9 +515,7 @@ START_TEST(test_model_shared_read_only)
     job.max_rounds = 40;
     job.eval_every = 4;
     job.target = 0;
-    ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
-    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
-    ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+    a1a_prepare(&job, &pb, &prm);
     for (int killed = 0; killed <= 1; killed++) {
         struct watch_model w = {0};
         ec_proc_opts opts = {0};
@@ -552,7 +548,7 @@ END_TEST
 START_TEST(test_model_copies_fallback)
 {
     static struct rows a, b;
-    char path[1024], buf[512];
+    char buf[512];
     ec_err e = {0};
     ec_job job;
     ec_problem pb;
@@ -562,10 +558,6 @@ START_TEST(test_model_copies_fallback)
     FILE *log = tmpfile();
 
     ck_assert_ptr_nonnull(log);
-    if (!a1a.n_rows)
-        ck_assert_int_eq(ec_libsvm_read(tu_data_path("a1a", path, sizeof path),
-                                        NULL, &a1a, &e), 0);
-    ck_assert_int_eq(ec_signal_install(&e), 0);
     ec_job_defaults(&job);
     job.algorithm = EC_ALGO_ECLK;
     job.workers = 4;
@@ -573,9 +565,7 @@ START_TEST(test_model_copies_fallback)
     job.compressor = (ec_comp_spec){EC_COMP_TOPK, 3, 0};
     job.max_rounds = 30;
     job.eval_every = 5;
-    ck_assert_int_eq(ec_problem_init(&pb, &a1a, &job, &e), 0);
-    ck_assert_int_eq(ec_problem_solve(&pb, &e), 0);
-    ck_assert_msg(ec_params_resolve(&job, &pb, &prm, &e) == 0, "%s", e.msg);
+    a1a_prepare(&job, &pb, &prm);
     opts.procs = 2;
     ck_assert_int_eq(ec_run_process(&pb, &prm, &job, &opts, keep, &a, &sa, &e), 0);
     ck_assert_uint_gt(sa.model_shared, 0);
