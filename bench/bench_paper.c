@@ -1545,6 +1545,17 @@ static int fair_slot_ok(ec_algo_id a, int slot)
                               buf, sizeof buf) == NULL;
 }
 
+/* ADIANA's own round budget, per lambda2_rel. Its theorem sets its step
+ * and momentum from L, kappa and omega; at those constants it needs about
+ * 30600 rounds on mushrooms at lambda2_rel 1e-3 and 106800 at 1e-4
+ * (accel-slopes.md), far past the full-gradient budget the others get, so
+ * its default would say "not reached" for want of rounds alone. About
+ * twice those counts, on every dataset. */
+static uint64_t adiana_budget(double lambda2_rel)
+{
+    return lambda2_rel >= 1e-3 ? 60000 : 200000;
+}
+
 static void fair_add(int pi, ec_algo_id algo, int slot, int oracle, int rule,
                      int mi, int seed)
 {
@@ -1562,7 +1573,9 @@ static void fair_add(int pi, ec_algo_id algo, int slot, int oracle, int rule,
     t->smooth_mult = fair_grid[mi];
     t->aux = mi;
     t->seed = (uint64_t)seed;
-    t->max_rounds = full ? di->rounds_full : di->rounds_stoch;
+    t->max_rounds = algo == EC_ALGO_ADIANA ? adiana_budget(probs[pi].lambda2_rel)
+                    : full                 ? di->rounds_full
+                                           : di->rounds_stoch;
     t->eval_every = full ? di->eval_full : di->eval_stoch;
     t->target = 1e-6;
     t->stall_rule = 1;
@@ -2100,6 +2113,15 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
     for (int di = 0; di < fair_nds; di++)
         fprintf(sf, "%s%s %llu", di ? ", " : "", datasets[fair_ds[di]].label,
                 (unsigned long long)datasets[fair_ds[di]].rounds_stoch);
+    for (int a = 0; a < fair_nalgos; a++)
+        if (fair_algos[a] == EC_ALGO_ADIANA) {
+            fprintf(sf, "; adiana its own, on every dataset: ");
+            for (int l = 0; l < fair_nlams; l++)
+                fprintf(sf, "%s%llu at lambda2_rel %g", l ? ", " : "",
+                        (unsigned long long)adiana_budget(fair_lams[l]), fair_lams[l]);
+            fprintf(sf, " (its theorem's constants need about 30600 and 106800 rounds on "
+                        "mushrooms at 1e-3 and 1e-4, accel-slopes.md)");
+        }
     fprintf(sf, "; a run whose rate would leave it 10x above 1e-6 at its budget stops "
                 "from a quarter of it on (\"stalled\").\n\n"
                 "Ran in %.0f s wall on %d process%s (nice %d) on a 2-core machine shared "
