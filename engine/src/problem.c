@@ -75,14 +75,8 @@ void ec_prox_l1(double *x, uint32_t d, double t)
 {
     if (t <= 0.0)
         return;
-    for (uint32_t j = 0; j < d; j++) {
-        if (x[j] > t)
-            x[j] -= t;
-        else if (x[j] < -t)
-            x[j] += t;
-        else
-            x[j] = 0.0;
-    }
+    for (uint32_t j = 0; j < d; j++)
+        x[j] = ec_soft_threshold(x[j], t);
 }
 
 /* Neumaier's compensated sum, so that P - P* keeps its digits near 1e-12. */

@@ -176,7 +176,21 @@ void ec_shard_grad_rows_sparse_add(const ec_problem *pb, uint32_t tau,
 /* A hint, no effect on results: row i's entries will be read soon. */
 void ec_problem_prefetch_row(const ec_problem *pb, uint32_t i);
 
-/* prox of t lambda1 ||.||_1 (soft-thresholding), in place, d entries. */
+/* prox of t lambda1 ||.||_1 (soft-thresholding), in place, d entries;
+ * nothing when t <= 0. */
 void ec_prox_l1(double *x, uint32_t d, double t);
+
+/*
+ * One entry of it, t > 0: v - t above t, v + t below -t, else 0 (a NaN
+ * too). Selects, not branches: soft-thresholding's three cases follow the
+ * data, and branches on them mispredicted often enough to make the prox
+ * the costliest pass of a large model's round.
+ */
+static inline double ec_soft_threshold(double v, double t)
+{
+    double r = v > t ? v - t : 0.0;
+
+    return v < -t ? v + t : r;
+}
 
 #endif
