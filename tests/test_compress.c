@@ -569,6 +569,46 @@ static void fill_order(double *x, uint32_t d, int kind, ec_rng *r)
     (void)r;
 }
 
+/*
+ * The message fed in pieces equals the one ec_compress made of the whole
+ * (want): pieces of one entry, of three (across every group of four the
+ * scan takes), of the 2048 a worker's pass uses, and of random lengths.
+ */
+static void feed_matches(ec_compressor *c, const double *x, const ec_msg *want,
+                         ec_rng *r)
+{
+    const uint32_t d = want->d, sizes[] = {1, 3, 2048, 0};
+    ec_msg m;
+
+    make_msg(&m, d);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        uint32_t wrong = 0;
+
+        ec_compress_feed_begin(c);
+        for (uint32_t j = 0; j < d;) {
+            uint32_t len = sizes[si] ? sizes[si]
+                                     : 1 + (uint32_t)ec_rng_below(r, 5000);
+            uint32_t end = d - j < len ? d : j + len;
+
+            ec_compress_feed(c, x, j, end);
+            j = end;
+        }
+        ec_compress_feed_end(c, x, &m);
+        ck_assert_uint_eq(m.nnz, want->nnz);
+        ck_assert_int_eq(m.type, want->type);
+        ck_assert_uint_eq(m.value_bits, want->value_bits);
+        ck_assert_uint_eq(m.index_bits, want->index_bits);
+        ck_assert_uint_eq(m.paper_bits, want->paper_bits);
+        for (uint32_t i = 0; i < m.nnz; i++)
+            wrong += m.idx[i] != want->idx[i] ||
+                     !same_bits(m.val[i], want->val[i]);
+        ck_assert_msg(wrong == 0, "top-k fed in pieces of %u (d=%u k=%u) "
+                      "differs from the whole in %u entries", sizes[si], d,
+                      want->nnz, wrong);
+    }
+    ec_msg_clear(&m);
+}
+
 START_TEST(test_topk_methods_match_sort)
 {
     const uint32_t d = method_cases[_i][0], k = method_cases[_i][1];
@@ -610,6 +650,14 @@ START_TEST(test_topk_methods_match_sort)
             for (uint32_t i = 0; i < k; i++)
                 wrong += !same_bits(m.val[i], x[m.idx[i]]);
             ck_assert_uint_eq(wrong, 0);
+            /* Fed in pieces: top-k by the filter, which AUTO picks
+             * above the heap's k (64) and below d. */
+            ck_assert_int_eq(ec_compress_feeds(c),
+                             k < d && (methods[mi] == EC_TOPK_SELECT_FILTER ||
+                                       (methods[mi] == EC_TOPK_SELECT_AUTO &&
+                                        k > 64)));
+            if (ec_compress_feeds(c))
+                feed_matches(c, x, &m, &r);
         }
     }
     ck_assert_int_eq(ec_compressor_set_topk_select(c, (ec_topk_select)(EC_TOPK_SELECT_FILTER + 1)),

@@ -40,11 +40,15 @@
  * times faster for k = 500 to 8000. The buffer holds k plus room for as
  * many again (at least 4096), and never more than d.
  */
+/* The filter's scan looks at this many entries at a time, and the buffer
+ * keeps room for as many beyond its span. */
+#define TOPK_SCAN 8
+
 static size_t topk_filter_span(uint32_t d, uint32_t k)
 {
     size_t span = (size_t)k + (k > 4096 ? k : 4096);
 
-    return (span < d ? span : d) + 4;
+    return (span < d ? span : d) + TOPK_SCAN;
 }
 
 struct topk_entry {
@@ -65,6 +69,9 @@ struct ec_compressor {
     uint32_t *fidx;         /* top-k filter: a span of candidate indices */
     ec_topk_select select;  /* top-k: which selection (tests and benches) */
     uint64_t *chosen;       /* rand-k: d bits, all zero between calls */
+    /* The filter fed in pieces: candidates held, the bar, the next index. */
+    uint32_t feed_n, feed_next;
+    uint64_t feed_bar;
 };
 
 /* The bits needed to tell n values apart: 0 for n = 1. */
@@ -612,62 +619,130 @@ static uint64_t topk_compact(uint64_t *keys, uint32_t *idx, uint64_t *tmp,
 }
 
 /*
- * Top-k by filtering (TOPK_LIST_MAX < k < d): one pass over x appends
- * every entry that may still be chosen, key above bar, to a buffer of
- * topk_filter_span(d, k) candidates, without a branch on the key; when the
- * buffer fills, topk_compact keeps its k best and bar rises to the k-th.
- * An entry whose key only equals bar comes after the k kept (entries come
- * in index order), so it ranks below them and stays out. The candidates
- * stay in index order throughout, so the k left at the end are the
- * message as they stand. Each compaction costs O(span) and follows at
- * least span - k entries, so the whole is O(d) whatever the data.
+ * Top-k by filtering (TOPK_HEAP_MAX < k < d, or any k < d when asked
+ * for): one pass over x appends every entry that may still be chosen, key
+ * above bar, to a buffer of topk_filter_span(d, k) candidates, without a
+ * branch on the key; when the buffer fills, topk_compact keeps its k best
+ * and bar rises to the k-th. An entry whose key only equals bar comes
+ * after the k kept (entries come in index order), so it ranks below them
+ * and stays out. The candidates stay in index order throughout, so the k
+ * left at the end are the message as they stand. Each compaction costs
+ * O(span) and follows at least span - k entries, so the whole is O(d)
+ * whatever the data. The pass takes x in pieces (ec_compress_feed), so a
+ * caller that makes x can select as it goes; the k best of all d entries
+ * under the tie rule are one set, so the pieces change nothing.
  */
-static void compress_topk_filter(const ec_compressor *c, const double *x,
-                                 ec_msg *out)
+/*
+ * Whether none of x[0..TOPK_SCAN) may enter: every |x_j| <= bar, a NaN
+ * failing the comparison. The scan is straight-line code with one branch
+ * a group, not one an entry: GCC's and Clang's vector types give packed
+ * compares (two doubles at a time on the baseline x86-64), and elsewhere
+ * the comparisons are combined with & rather than &&.
+ */
+#if defined(__GNUC__)
+typedef double topk_vec __attribute__((vector_size(16)));
+typedef int64_t topk_mask __attribute__((vector_size(16)));
+
+static int topk_all_below(const double *x, double bar)
 {
-    const uint32_t d = c->d, k = c->spec.k;
-    const size_t span = topk_filter_span(d, k);
+    const topk_mask magnitude = {INT64_MAX, INT64_MAX};
+    const topk_vec b = {bar, bar};
+    topk_mask below = {-1, -1};
+
+    for (int i = 0; i < TOPK_SCAN; i += 2) {
+        topk_vec v;
+
+        memcpy(&v, x + i, sizeof v);
+        v = (topk_vec)((topk_mask)v & magnitude);
+        below &= v <= b;
+    }
+    return (below[0] & below[1]) != 0;
+}
+#else
+static int topk_all_below(const double *x, double bar)
+{
+    int below = 1;
+
+    for (int i = 0; i < TOPK_SCAN; i++)
+        below &= fabs(x[i]) <= bar;
+    return below;
+}
+#endif
+
+static void topk_filter_begin(ec_compressor *c)
+{
+    c->feed_n = 0;
+    c->feed_next = 0;
+    c->feed_bar = UINT64_MAX;
+}
+
+/* Entries [j, end) of x, the next ones in index order. */
+static void topk_filter_feed(ec_compressor *c, const double *x, uint32_t j,
+                             uint32_t end)
+{
+    const uint32_t k = c->spec.k;
+    const size_t span = topk_filter_span(c->d, k);
     uint64_t *keys = c->fkeys, *tmp = c->fkeys + span;
-    uint32_t *idx = c->fidx, n, j;
-    uint64_t bar = UINT64_MAX;
+    uint32_t *idx = c->fidx, n = c->feed_n;
+    uint64_t bar = c->feed_bar;
     double bar_mag;
 
-    assert(k >= 1 && k < d && keys && idx);
+    assert(j == c->feed_next && end <= c->d && keys && idx);
     /* The first k are all candidates; bar is the smallest of them. */
-    for (j = 0; j < k; j++) {
-        keys[j] = magnitude_key(x[j]);
-        idx[j] = j;
-        bar = keys[j] < bar ? keys[j] : bar;
+    for (; j < k && j < end; j++) {
+        keys[n] = magnitude_key(x[j]);
+        idx[n] = j;
+        bar = keys[n] < bar ? keys[n] : bar;
+        n++;
     }
-    n = k;
     memcpy(&bar_mag, &bar, sizeof bar_mag);
-    while (j < d) {
-        if (j + 4 <= d && fabs(x[j]) <= bar_mag &&
-            fabs(x[j + 1]) <= bar_mag && fabs(x[j + 2]) <= bar_mag &&
-            fabs(x[j + 3]) <= bar_mag) {
-            j += 4;
+    while (j < end) {
+        if (j + TOPK_SCAN <= end && topk_all_below(x + j, bar_mag)) {
+            j += TOPK_SCAN;
             continue;
         }
-        for (uint32_t end = j + 4 < d ? j + 4 : d; j < end; j++) {
+        for (uint32_t stop = j + TOPK_SCAN < end ? j + TOPK_SCAN : end;
+             j < stop; j++) {
             uint64_t key = magnitude_key(x[j]);
 
             keys[n] = key;
             idx[n] = j;
             n += key > bar;
         }
-        if (n + 4 > span) {
+        if (n + TOPK_SCAN > span) {
             bar = topk_compact(keys, idx, tmp, n, k);
             n = k;
             memcpy(&bar_mag, &bar, sizeof bar_mag);
         }
     }
-    if (n > k)
-        topk_compact(keys, idx, tmp, n, k);
+    c->feed_n = n;
+    c->feed_bar = bar;
+    c->feed_next = end;
+}
+
+static void topk_filter_end(ec_compressor *c, const double *x, ec_msg *out)
+{
+    const uint32_t k = c->spec.k;
+    uint64_t *keys = c->fkeys, *tmp = c->fkeys + topk_filter_span(c->d, k);
+    uint32_t *idx = c->fidx;
+
+    assert(c->feed_next == c->d && c->feed_n >= k);
+    if (c->feed_n > k)
+        topk_compact(keys, idx, tmp, c->feed_n, k);
     for (uint32_t i = 0; i < k; i++) {
         out->idx[i] = idx[i];
         out->val[i] = x[idx[i]];
     }
     out->nnz = k;
+}
+
+static void compress_topk_filter(ec_compressor *c, const double *x,
+                                 ec_msg *out)
+{
+    assert(c->spec.k >= 1 && c->spec.k < c->d);
+    topk_filter_begin(c);
+    topk_filter_feed(c, x, 0, c->d);
+    topk_filter_end(c, x, out);
 }
 
 /*
@@ -1203,9 +1278,10 @@ static void compress_natdither(ec_compressor *c, const double *x, ec_rng *rng,
     out->nnz = n;
 }
 
-void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
+/* The fields every message starts from. */
+static void msg_start(const ec_compressor *c, ec_msg *out)
 {
-    assert(c && x && out && out->idx && out->val);
+    assert(c && out && out->idx && out->val);
     assert(out->d == c->d);
 
     out->type = c->spec.type;
@@ -1214,6 +1290,12 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
     out->norm = 0.0;
     out->scale = 0.0;
     out->s = 0;
+}
+
+void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
+{
+    assert(x);
+    msg_start(c, out);
 
     switch (c->spec.type) {
     case EC_COMP_NONE:
@@ -1238,5 +1320,34 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng, ec_msg *out)
         compress_natdither(c, x, rng, out);
         break;
     }
+    ec_msg_count_bits(out);
+}
+
+int ec_compress_feeds(const ec_compressor *c)
+{
+    const uint32_t k = c->spec.k;
+
+    if (c->spec.type != EC_COMP_TOPK || k >= c->d || !c->fkeys)
+        return 0;
+    return c->select == EC_TOPK_SELECT_FILTER ||
+           (c->select == EC_TOPK_SELECT_AUTO && k > TOPK_HEAP_MAX);
+}
+
+void ec_compress_feed_begin(ec_compressor *c)
+{
+    assert(ec_compress_feeds(c));
+    topk_filter_begin(c);
+}
+
+void ec_compress_feed(ec_compressor *c, const double *x, uint32_t begin,
+                      uint32_t end)
+{
+    topk_filter_feed(c, x, begin, end);
+}
+
+void ec_compress_feed_end(ec_compressor *c, const double *x, ec_msg *out)
+{
+    msg_start(c, out);
+    topk_filter_end(c, x, out);
     ec_msg_count_bits(out);
 }

@@ -224,6 +224,23 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng,
                  ec_msg *out);
 
 /*
+ * Compression fed in pieces, for a caller that makes x in a pass of its
+ * own (ECLK's error memory) and would otherwise read all d entries back:
+ * begin, then feed x[begin..end) for consecutive ranges that cover 0..d in
+ * order (each piece as it is made, while it is still in the cache), then
+ * end, which writes the message ec_compress would have written for the
+ * whole x, bit for bit. x is the whole vector each time, and the entries
+ * fed must not change before end. Only where ec_compress_feeds says so
+ * (top-k by the filter: k above the heap's range and below d), and no
+ * other call on c in between.
+ */
+int ec_compress_feeds(const ec_compressor *c);
+void ec_compress_feed_begin(ec_compressor *c);
+void ec_compress_feed(ec_compressor *c, const double *x, uint32_t begin,
+                      uint32_t end);
+void ec_compress_feed_end(ec_compressor *c, const double *x, ec_msg *out);
+
+/*
  * The ascending index set of a randk message with this seed, exactly as
  * ec_compress derives it: idx[0..k) (k <= d). bitmap is scratch of
  * (d + 63) / 64 words that must be zero on entry and is zero again on
