@@ -1660,13 +1660,72 @@ static void error_feedback_measured(ec_worker *w, const double *g,
 }
 
 /*
+ * The entries of a pass over the error memory that top-k takes in one
+ * piece while they are still in the first-level cache (16 KiB).
+ */
+#define FEED_BLOCK 2048u
+
+/* e[b..end) += xw[b..end), and when sum is not NULL each e_j^2 after it
+ * added to *sum in index order. */
+static void add_block(double *restrict e, const double *restrict xw,
+                      uint32_t b, uint32_t end, double *sum)
+{
+    if (!sum) {
+        for (uint32_t j = b; j < end; j++)
+            e[j] += xw[j];
+        return;
+    }
+    {
+        double s = *sum;
+
+        for (uint32_t j = b; j < end; j++) {
+            double a = e[j] + xw[j];
+
+            e[j] = a;
+            s += a * a;
+        }
+        *sum = s;
+    }
+}
+
+/*
+ * e += xw, summing ||e||^2 after it when sum is not NULL, and q = Q(e):
+ * where the compressor takes its input in pieces (top-k by the filter),
+ * each block of e goes to it as soon as it is made, so e is read once, not
+ * twice; else Q reads e afterwards. The same sum and the same q either way.
+ */
+static void add_and_compress(ec_worker *w, const double *xw, double *sum,
+                             ec_msg *q)
+{
+    uint32_t d = w->pb->d;
+    double *e = w->e;
+    int feed = ec_compress_feeds(w->comp);
+
+    if (sum)
+        *sum = 0.0;
+    if (feed)
+        ec_compress_feed_begin(w->comp);
+    for (uint32_t b = 0; b < d; b += FEED_BLOCK) {
+        uint32_t end = d - b < FEED_BLOCK ? d : b + FEED_BLOCK;
+
+        add_block(e, xw, b, end, sum);
+        if (feed)
+            ec_compress_feed(w->comp, e, b, end);
+    }
+    if (feed)
+        ec_compress_feed_end(w->comp, e, q);
+    else
+        ec_compress(w->comp, e, &w->rng, q);
+}
+
+/*
  * ECLK's error feedback with a minibatch, fused: e += gamma D, D's rows
  * part where the rows have entries and its dense part gamma lambda2 (x -
  * w) from the model (m->xw, the same for every worker), in one pass over e
- * that also sums ||e + gamma D||^2; then q = Q(e), e -= q, ||e'||^2 from
- * the sum by the entries q changed when q is sparse. Three passes over d
- * (read and write e, read xw, then Q's read of e) where the unfused path
- * makes eight; the sums differ from it only in rounding.
+ * that also sums ||e + gamma D||^2 and feeds top-k as it goes; then e -=
+ * q, ||e'||^2 from the sum by the entries q changed when q is sparse. Two
+ * passes over d (read and write e, read xw) where the unfused path makes
+ * eight; the sums differ from it only in rounding.
  */
 static void eclk_feedback_rows(ec_worker *w, const ec_model *m, int measure, ec_msg *q)
 {
@@ -1677,17 +1736,12 @@ static void eclk_feedback_rows(ec_worker *w, const ec_model *m, int measure, ec_
     draw_rows(w);
     ec_shard_grad_rows_sparse_add(pb, w->tau, w->rows, w->prm->batch, m->x, m->w, m->gamma,
                                   w->e);
+    add_and_compress(w, m->xw, measure ? &in : NULL, q);
     if (!measure) {
-        for (uint32_t j = 0; j < d; j++)
-            w->e[j] += m->xw[j];
-        error_feedback_send(w, q);
+        for (uint32_t i = 0; i < q->nnz; i++)
+            w->e[q->idx[i]] -= q->val[i];
         return;
     }
-    for (uint32_t j = 0; j < d; j++) {
-        w->e[j] += m->xw[j];
-        in += w->e[j] * w->e[j];
-    }
-    ec_compress(w->comp, w->e, &w->rng, q);
     if (q->nnz < d / 4) {
         /* q's indices are distinct: the sum changes by each one's terms */
         out = in;
