@@ -1462,18 +1462,19 @@ void ec_down_clear(ec_down *down)
     memset(down, 0, sizeof *down);
 }
 
-/* A dense message: all d coordinates of x, 64 bits each. The fields type
- * none does not use are cleared, as ec_compress would, so the message is
- * exactly what a wire decoder rebuilds from it. */
+/* A dense message: all d coordinates of x, 64 bits each; x may be
+ * out->val itself, the values made in place. The fields type none does
+ * not use are cleared, as ec_compress would, so the message is exactly
+ * what a wire decoder rebuilds from it. */
 static void msg_dense(ec_msg *out, const double *x, uint32_t d)
 {
     out->type = EC_COMP_NONE;
     out->d = d;
     out->nnz = d;
-    for (uint32_t j = 0; j < d; j++) {
+    for (uint32_t j = 0; j < d; j++)
         out->idx[j] = j;
-        out->val[j] = x[j];
-    }
+    if (x != out->val)
+        memcpy(out->val, x, (size_t)d * sizeof *x);
     out->seed = 0;
     out->norm = out->scale = 0.0;
     out->s = 0;
@@ -1514,8 +1515,11 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
         if ((is_diana(a) || is_adiana(a)) &&
             !(w->shift_comp = ec_compressor_new(&prm->shift_comp, d, e)))
             goto fail;
-        w->buf = zeros(d);
-        w->buf2 = zeros(d);
+        /* Scratch, written before it is read: left to the kernel until
+         * a step uses it, so a process whose steps never do (ECLK with a
+         * minibatch) holds none of it. */
+        w->buf = calloc(d, sizeof *w->buf);
+        w->buf2 = calloc(d, sizeof *w->buf2);
         if (!w->buf || !w->buf2)
             goto nomem;
     }
@@ -1825,11 +1829,13 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
     up->q.nnz = 0;
     up->q.value_bits = up->q.index_bits = up->q.paper_bits = 0;
     if (!m->initialised) {
-        /* The init exchange: the full local gradient at x0, uncompressed. */
-        ec_shard_grad(pb, w->tau, m->x, g);
+        /* The init exchange: the full local gradient at x0, uncompressed,
+         * made in the message itself (no scratch vector: a process whose
+         * steps need none then holds none). */
+        ec_shard_grad(pb, w->tau, m->x, up->extra.val);
         if (p->algo == EC_ALGO_EF21 || p->algo == EC_ALGO_ECONTROL)
-            memcpy(w->h, g, d * sizeof *g);
-        msg_dense(&up->extra, g, d);
+            memcpy(w->h, up->extra.val, d * sizeof *w->h);
+        msg_dense(&up->extra, up->extra.val, d);
         up->has_extra = 1;
         if (watches_value(p)) {
             up->has_value = 1;
@@ -1979,8 +1985,8 @@ void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
      * L-Katyusha, x for EC-LSVRG). */
     if (sends_snapshot(p->algo) && m->coin) {
         ec_shard_grad(pb, w->tau, is_katyusha(p->algo) ? m->y : m->x,
-                      w->buf2);
-        msg_dense(&up->extra, w->buf2, d);
+                      up->extra.val);
+        msg_dense(&up->extra, up->extra.val, d);
         up->has_extra = 1;
         if (measuring(p, m)) {
             up->has_stats = 1;
