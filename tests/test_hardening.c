@@ -429,7 +429,7 @@ START_TEST(test_anonymous_bodies_not_kept)
             "before, %ld with all but a byte in, %ld after; %d answered 401\n", NANON,
             tu_now() - t0, rss0, rss1, rss2, n401);
     ck_assert_int_eq(n401, NANON);
-    /* 300 MiB if they were kept; MHD's 64 KiB pools are 19 MiB of it. */
+    /* 300 MiB if they were kept; MHD's 32 KiB pools are 10 MiB of it. */
     ck_assert_msg(rss1 - rss0 < 64 * 1024, "the server grew by %ld KiB", rss1 - rss0);
     free(fds);
     free(body);

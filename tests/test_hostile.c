@@ -144,21 +144,41 @@ START_TEST(test_oversized_headers)
                   "a 100 KB URL: status %d: %.200s", r->status, r->text);
     fprintf(stderr, "test_hostile: a 100 KB URL: %d\n", r->status);
     /* Under MHD's pool, over the service's own limits: its problem+json,
-       naming the limit. A 17000-byte URL, then 16384 bytes exactly. */
+       naming the limit. A 12000-byte URL, then 10240 bytes exactly, then
+       10240 bytes of URL and 12288 of headers in one request: the two
+       limits at once fit in the pool. */
     p = text + sprintf(text, "GET /v1/jobs/");
-    memset(p, 'x', 17000 - 9);
-    strcpy(p + 17000 - 9, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    memset(p, 'x', 12000 - 9);
+    strcpy(p + 12000 - 9, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     raw_request(&s, text, strlen(text), r);
-    ck_assert_msg(r->status == 414, "a 17000-byte URL: status %d: %.200s", r->status, r->text);
-    assert_problem(414, r->ctype, r->body, "a 17000-byte URL");
-    ck_assert_msg(strstr(r->body, "17000 bytes") && strstr(r->body, "\"max_url\"") &&
-                      strstr(r->body, "16384"),
+    ck_assert_msg(r->status == 414, "a 12000-byte URL: status %d: %.200s", r->status, r->text);
+    assert_problem(414, r->ctype, r->body, "a 12000-byte URL");
+    ck_assert_msg(strstr(r->body, "12000 bytes") && strstr(r->body, "\"max_url\"") &&
+                      strstr(r->body, "10240"),
                   "the 414 names the size and the limit: %s", r->body);
     p = text + sprintf(text, "GET /v1/jobs/");
-    memset(p, 'x', 16384 - 9);
-    strcpy(p + 16384 - 9, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    memset(p, 'x', 10240 - 9);
+    strcpy(p + 10240 - 9, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     raw_request(&s, text, strlen(text), r);
-    ck_assert_msg(r->status == 404, "a 16384-byte URL: status %d: %.200s", r->status, r->text);
+    ck_assert_msg(r->status == 404, "a 10240-byte URL: status %d: %.200s", r->status, r->text);
+    p = text + sprintf(text, "GET /v1/jobs/");
+    memset(p, 'x', 10240 - 9);
+    p += 10240 - 9;
+    /* Headers count as name, value and 4 bytes (": ", CRLF): "Host: t"
+       9, "Connection: close" 19, and X-Pad0..3 the rest of 12288. */
+    p += sprintf(p, " HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
+    for (int i = 0, left = 12288 - 9 - 19; i < 4; i++) {
+        int v = i < 3 ? left / 4 : left - 3 * (left / 4);
+
+        p += sprintf(p, "X-Pad%d: ", i);
+        memset(p, 'p', (size_t)v - 10);
+        p += v - 10;
+        p += sprintf(p, "\r\n");
+    }
+    strcpy(p, "\r\n");
+    raw_request(&s, text, strlen(text), r);
+    ck_assert_msg(r->status == 404, "URL and headers at their limits: status %d: %.200s",
+                  r->status, r->text);
     /* A 20 KB bearer token, and 20 KB of headers in four. */
     p = text + sprintf(text, "GET /v1/jobs HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
                       "Authorization: Bearer ");
@@ -167,7 +187,7 @@ START_TEST(test_oversized_headers)
     raw_request(&s, text, strlen(text), r);
     ck_assert_msg(r->status == 431, "a 20 KB token: %d", r->status);
     assert_problem(431, r->ctype, r->body, "20 KB token");
-    ck_assert_msg(strstr(r->body, "\"max_headers\"") && strstr(r->body, "16384"),
+    ck_assert_msg(strstr(r->body, "\"max_headers\"") && strstr(r->body, "12288"),
                   "the 431 names the limit: %s", r->body);
     p = text + sprintf(text, "GET /v1/jobs HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
     for (int i = 0; i < 4; i++) {

@@ -60,10 +60,15 @@
  * per-connection pool (MHD_POOL), so that what outgrows them gets an
  * answer of ours that names the limit; only what outgrows the pool too
  * gets MHD's own bare 414 or 431. URL_MAX leaves room for a path and a
- * query of HTTP_QUERY_MAX_LEN, whose own 400 says more. */
-#define URL_MAX 16384
-#define HEADERS_MAX 16384
-#define MHD_POOL ((size_t)64 << 10)
+ * query of HTTP_QUERY_MAX_LEN, whose own 400 says more. The pool is 32
+ * KiB, the largest libmicrohttpd takes from malloc: above it each new
+ * connection maps a fresh pool and unmaps it on close, which cost 1.3 ms
+ * of the server's CPU a one-off request against 0.5 ms at 32 KiB
+ * (bench/results/service.md), and a keep-alive connection's pool is
+ * zeroed after every request, half as much at 32 KiB. */
+#define URL_MAX 10240
+#define HEADERS_MAX 12288
+#define MHD_POOL ((size_t)32 << 10)
 #define CONTENT_TYPE_MAX 128
 #define PARAM_NAME_MAX 32
 #define PATTERN_MAX 256
