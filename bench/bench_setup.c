@@ -14,7 +14,12 @@
  * by a lambda1 too small to change any prox (as test_problem does): CPU
  * seconds, iterations, and the relative difference of the two P*.
  *
- *   build/bench/bench_setup FILE [REPS] [lmax|pstar] >> bench/results/setup.md
+ * With `setup`: one job's set-up by the engine alone, L_f then P*, as one
+ * line of numbers (CPU s of each, Lanczos steps, Newton steps, Hessian
+ * products, lambda_max, P*) for bench_setup_ab.sh, which alternates two
+ * builds of the engine on it.
+ *
+ *   build/bench/bench_setup FILE [REPS] [lmax|pstar|setup] >> bench/results/setup.md
  *
  * FILE is a LibSVM file (a name is looked up in $ECOPT_DATA_DIR).
  */
@@ -137,6 +142,35 @@ fail:
     return 1;
 }
 
+/* L_f and P* of the bench's job by the engine, once: one line of numbers. */
+static int bench_one_setup(ec_dataset *ds)
+{
+    ec_problem pb;
+    ec_job job;
+    ec_err e = {0};
+    double t0, t1, t2;
+
+    ec_job_defaults(&job);
+    job.workers = 1;
+    job.lambda2_rel = 1e-4;
+    t0 = cpu();
+    if (ec_problem_init(&pb, ds, &job, &e) < 0)
+        goto fail;
+    t1 = cpu();
+    if (ec_problem_solve(&pb, &e) < 0)
+        goto fail;
+    t2 = cpu();
+    printf("%.3f %u %.3f %d %d %.17g %.17g\n", t1 - t0, pb.lmax_steps, t2 - t1,
+           pb.solve_iters, pb.solve_products, pb.lmax_data * ds->n_rows / 0.25,
+           pb.P_star);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(ds);
+    return 0;
+fail:
+    fprintf(stderr, "%s\n", e.msg);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = getenv("ECOPT_DATA_DIR");
@@ -148,8 +182,9 @@ int main(int argc, char **argv)
     uint32_t lsteps = 0;
 
     if (argc < 2 || reps < 1 || reps > 16 ||
-        (argc > 3 && strcmp(argv[3], "lmax") && strcmp(argv[3], "pstar"))) {
-        fprintf(stderr, "usage: bench_setup FILE [REPS 1..16] [lmax|pstar]\n");
+        (argc > 3 && strcmp(argv[3], "lmax") && strcmp(argv[3], "pstar") &&
+         strcmp(argv[3], "setup"))) {
+        fprintf(stderr, "usage: bench_setup FILE [REPS 1..16] [lmax|pstar|setup]\n");
         return 2;
     }
     if (strchr(argv[1], '/'))
@@ -162,6 +197,8 @@ int main(int argc, char **argv)
     }
     if (argc > 3 && strcmp(argv[3], "pstar") == 0)
         return bench_pstar(argv[1], &ds, reps);
+    if (argc > 3 && strcmp(argv[3], "setup") == 0)
+        return bench_one_setup(&ds);
     for (int r = 0; r < reps; r++) {
         ec_problem pb;
         ec_job job;

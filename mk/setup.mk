@@ -26,3 +26,16 @@ bench-setup: $(BUILD)/bench/bench_setup $(BUILD)/ecopt
 	fi
 	cat $(BUILD)/setup.md
 	@echo "(copy the rows you keep to bench/results/setup.md)"
+
+# The set-up (L_f, then P*) by two versions of the engine on the generated
+# files, alternating: SETUP_AB_REV (A, the landed main by default) against
+# the working tree (B); bench/bench_setup_ab.sh.
+.PHONY: bench-setup-ab
+SETUP_AB_REV ?= origin/main
+bench-setup-ab: $(BUILD)/ecopt
+	@mkdir -p $(SETUP_DATA)
+	[ -s $(SETUP_DATA)/d1e6.svm ] || $(BUILD)/ecopt gen --rows 100000 --features 1000000 --nnz 20 -o $(SETUP_DATA)/d1e6.svm
+	[ -s $(SETUP_DATA)/n1e6.svm ] || $(BUILD)/ecopt gen --rows 1000000 --features 100000 --nnz 20 -o $(SETUP_DATA)/n1e6.svm
+	sh bench/bench_setup_ab.sh -a $(SETUP_AB_REV) -r $(SETUP_REPS) \
+	    $(SETUP_DATA)/d1e6.svm $(SETUP_DATA)/n1e6.svm
+	@echo "(copy the section to bench/results/setup.md)"
