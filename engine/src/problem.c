@@ -60,7 +60,8 @@ static double row_dot(const ec_dataset *ds, uint32_t i, const double *x)
  * How many nonzeros ahead row_dot_ahead asks for the entries of x and w:
  * the passes of the set-up (Lanczos, Newton-CG) read x and write w at
  * random columns, and their misses, not the matrix, set their speed
- * (bench/results/setup.md: 1.3x to 2x a pass on the generated files).
+ * (bench/results/setup.md: the Lanczos run 1.2x to 2x faster on the
+ * generated files).
  */
 #define ROW_AHEAD 64
 #if defined(__GNUC__)
