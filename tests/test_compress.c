@@ -411,6 +411,7 @@ START_TEST(test_msg_dense_and_axpy)
     const double want_y[6] = {1, 0, 1, 1, 2.5, 1};
 
     make_msg(&m, 6);
+    m.type = EC_COMP_TOPK;      /* indexed: a dense one lists 0..nnz-1 */
     m.nnz = 2;
     m.idx[0] = 1, m.val[0] = 2.0;
     m.idx[1] = 4, m.val[1] = -3.0;
@@ -419,6 +420,31 @@ START_TEST(test_msg_dense_and_axpy)
     ec_msg_to_dense(&m, dense);
     ck_assert_mem_eq(dense, want_dense, sizeof dense);
     ec_msg_axpy(&m, -0.5, y);
+    ck_assert_mem_eq(y, want_y, sizeof y);
+    ec_msg_clear(&m);
+}
+END_TEST
+
+START_TEST(test_msg_dense_reads_no_indices)
+{
+    /* A dense message (type none) is entries 0..nnz-1: its idx, which the
+     * engine's dense uplinks leave unwritten, is not read. Reversed here,
+     * an index read would put each value at the mirror position. */
+    ec_msg m;
+    double dense[4], y[4] = {1, 1, 1, 1};
+    const double want_dense[4] = {1, -2, 0.5, 8};
+    const double want_y[4] = {2, -1, 1.5, 9};
+
+    make_msg(&m, 4);
+    m.type = EC_COMP_NONE;
+    m.nnz = 4;
+    for (uint32_t j = 0; j < 4; j++) {
+        m.idx[j] = 3 - j;
+        m.val[j] = want_dense[j];
+    }
+    ec_msg_to_dense(&m, dense);
+    ck_assert_mem_eq(dense, want_dense, sizeof dense);
+    ec_msg_axpy(&m, 1.0, y);
     ck_assert_mem_eq(y, want_y, sizeof y);
     ec_msg_clear(&m);
 }
@@ -1320,6 +1346,7 @@ static Suite *compress_suite(void)
     tcase_add_loop_test(tc, test_delta_omega, 0, COUNT(delta_cases));
     tcase_add_test(tc, test_msg_init_clear);
     tcase_add_test(tc, test_msg_dense_and_axpy);
+    tcase_add_test(tc, test_msg_dense_reads_no_indices);
     tcase_add_test(tc, test_msg_axpy_matches_dense);
     tcase_add_test(tc, test_none_identity);
     tcase_add_loop_test(tc, test_topk_matches_sort, 0, COUNT(topk_dims));

@@ -1464,15 +1464,15 @@ void ec_down_clear(ec_down *down)
 
 /* A dense message: all d coordinates of x, 64 bits each; x may be
  * out->val itself, the values made in place. The fields type none does
- * not use are cleared, as ec_compress would, so the message is exactly
- * what a wire decoder rebuilds from it. */
+ * not use are cleared, as ec_compress would, so the message is what a
+ * wire decoder rebuilds from it. Its idx is left unwritten: what reads a
+ * dense uplink (the wire's encoder, ec_msg_axpy) takes its entries as
+ * 0..d-1, and a worker process then never touches the d indices. */
 static void msg_dense(ec_msg *out, const double *x, uint32_t d)
 {
     out->type = EC_COMP_NONE;
     out->d = d;
     out->nnz = d;
-    for (uint32_t j = 0; j < d; j++)
-        out->idx[j] = j;
     if (x != out->val)
         memcpy(out->val, x, (size_t)d * sizeof *x);
     out->seed = 0;

@@ -273,6 +273,11 @@ void ec_msg_clear(ec_msg *m)
 
 void ec_msg_axpy(const ec_msg *m, double alpha, double *dense)
 {
+    if (m->type == EC_COMP_NONE) {      /* entries 0..nnz-1: idx unread */
+        for (uint32_t i = 0; i < m->nnz; i++)
+            dense[i] += alpha * m->val[i];
+        return;
+    }
     for (uint32_t i = 0; i < m->nnz; i++)
         dense[m->idx[i]] += alpha * m->val[i];
 }
@@ -281,7 +286,7 @@ void ec_msg_to_dense(const ec_msg *m, double *out)
 {
     memset(out, 0, (size_t)m->d * sizeof *out);
     for (uint32_t i = 0; i < m->nnz; i++)
-        out[m->idx[i]] = m->val[i];
+        out[m->type == EC_COMP_NONE ? i : m->idx[i]] = m->val[i];
 }
 
 /*

@@ -175,7 +175,10 @@ typedef struct ec_msg {
 
 int ec_msg_init(ec_msg *m, uint32_t d);   /* 0 or EC_ENOMEM */
 void ec_msg_clear(ec_msg *m);             /* NULL or zeroed is a no-op */
-/* dense[j] += alpha * m[j] for the listed coordinates. */
+/* dense[j] += alpha * m[j] for the listed coordinates. A dense message
+ * (type none) lists 0..nnz-1 in order: these two read its val alone, so
+ * a maker of dense messages that only these consume (the engine's dense
+ * uplinks) may leave idx unwritten. */
 void ec_msg_axpy(const ec_msg *m, double alpha, double *dense);
 /* out[j] = m[j], zeros elsewhere (out has d entries). */
 void ec_msg_to_dense(const ec_msg *m, double *out);
