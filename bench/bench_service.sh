@@ -124,16 +124,18 @@ wrk_pair "$url/v1/jobs/$j1/metrics?after=0&limit=100" "http://127.0.0.1:$nport/m
 curl -s -X POST "$url/v1/jobs/$j1/cancel" >/dev/null
 curl -s -X POST "$url/v1/jobs/$j2/cancel" >/dev/null
 kill "$ngx_pid" 2>/dev/null || true
-wait_state() {   # job state_regex -> once the job is in such a state
-    while ! curl -s "$url/v1/jobs/$1" | grep -Eq "\"state\":\"($2)\""; do sleep 0.2; done
+wait_state() {   # job state_regex [seconds between looks] -> once the job is in such a state
+    while ! curl -s "$url/v1/jobs/$1" | grep -Eq "\"state\":\"($2)\""; do sleep "${3:-0.2}"; done
 }
 wait_state "$j1" 'cancelled|succeeded|failed'
 wait_state "$j2" 'cancelled|succeeded|failed'
 
 # Ingestion: a job in process (its workers simulated in the coordinator,
 # so the server's CPU is the only CPU of ours besides it) reporting every
-# round, nothing else running, no client but this script's poll every
-# 0.2 s. The server's CPU over the job, per row, against bench_ingest's
+# round, nothing else running, no client but this script's look at the
+# job every second (each a new connection: about 0.4 ms of the server's
+# CPU, bench_oneoff.sh; at every 0.2 s they were a quarter of the CPU
+# counted here). The server's CPU over the job, per row, against bench_ingest's
 # CPU per row inserting the job's own rows as stored, in batches as large
 # as the server's: it stores each job's rows every FLUSH_SECONDS (0.25 s,
 # service/core/scheduler.c) or at MAX_BATCH (2048) rows, whichever comes
@@ -147,7 +149,7 @@ ingest_served() {   # -> "us_per_row rows seconds batch load job_id"
     l=$(load)
     c0=$(srv_cpu)
     ij=$(submit "$ispec")
-    wait_state "$ij" succeeded
+    wait_state "$ij" succeeded 1
     c1=$(srv_cpu)
     curl -s "$url/v1/jobs/$ij" > "$tmp/ijob.json"
     secs=$(grep -o '"seconds":[0-9.e+-]*' "$tmp/ijob.json" | tail -1 | cut -d: -f2)
