@@ -4,8 +4,10 @@
 # a replica of their own (before: a binary built from a commit before the
 # shared model), in one run, alternating.
 #
-#   BEFORE=../base/build/ecopt ECOPT=build/ecopt sh bench/bench_shared_model.sh [OUT.md]
-# appends a dated section to OUT (bench/results/scale.md).
+#   BEFORE=../base/build/ecopt ECOPT=build/ecopt [KEEP=DIR] sh bench/bench_shared_model.sh [OUT.md]
+# appends a dated section to OUT (bench/results/scale.md); BEFORE_IS and
+# AFTER_IS say in its text what the two binaries are (by default the
+# replicas against the shared model).
 #
 # 1. A generated file (ecopt gen) of 100k rows, d = 1e6, 20 nonzeros a
 #    row, ECLK topk k = 1000, 20 workers, 10 rounds (the init exchange's
@@ -17,13 +19,18 @@
 #    alternating, REPS pairs; the ratio after/before of each pair, its
 #    median and min-max.
 # P* of each generated problem is solved once, in process, and given to
-# every run as a hint (bench/pstar_hint.sh); the load (uptime) is read at
-# the start and the end.
+# every run as a hint (bench/pstar_hint.sh); with KEEP=DIR the problems and
+# their hints are kept in DIR and taken from there by the next run (the
+# d = 1e6 solve takes minutes). The load (uptime) is read at the start and
+# the end.
 set -eu
 ECOPT=${ECOPT:-build/ecopt}
 BEFORE=${BEFORE:?BEFORE: the binary to compare against}
 OUT=${1:-bench/results/scale.md}
 REPS=${REPS:-3}
+# What the two binaries are, for the section's first lines.
+BEFORE_IS=${BEFORE_IS:-each worker process decodes STEP into a replica of the model}
+AFTER_IS=${AFTER_IS:-the processes read the coordinator's model, shared read-only}
 tmp=$(mktemp -d)
 . "$(dirname "$0")/cgroup_peak.sh"
 trap 'rm -rf "$tmp"; rmdir "$peak_cg" 2>/dev/null || true' EXIT
@@ -36,17 +43,20 @@ per_round() {
              {r = $1; t = $s} END {printf "%.0f", t / r * 1e6}' "$1"
 }
 
+data=${KEEP:-$tmp}
 problem() {   # name d k rounds
-    "$ECOPT" gen --rows 100000 --features "$2" --nnz 20 --seed 1 -o "$tmp/$1" >/dev/null
-    cat >"$tmp/$1.json" <<EOF
-{"dataset": "$tmp/$1", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": $3},
+    if [ ! -f "$data/$1.hint" ]; then
+        "$ECOPT" gen --rows 100000 --features "$2" --nnz 20 --seed 1 -o "$data/$1" >/dev/null
+        cat >"$data/$1.json" <<EOF
+{"dataset": "$data/$1", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": $3},
  "lambda1": 1e-6, "max_rounds": $4, "eval_every": $4, "target": 0}
 EOF
-    sh "$(dirname "$0")/pstar_hint.sh" "$ECOPT" "$tmp/$1.json" "$tmp/$1" "$tmp/$1.hint"
+        sh "$(dirname "$0")/pstar_hint.sh" "$ECOPT" "$data/$1.json" "$data/$1" "$data/$1.hint"
+    fi
 }
 
 run() {   # bin name procs: prints peak MiB|us per round
-    b=$(peak "$1" run "$tmp/$2.json" --backend process --procs "$3" --pstar-hint "$tmp/$2.hint" \
+    b=$(peak "$1" run "$data/$2.json" --backend process --procs "$3" --pstar-hint "$data/$2.hint" \
         --format csv -o "$tmp/rows.csv")
     if [ "$b" = n/a ]; then mib=n/a; else mib=$(awk -v b="$b" 'BEGIN {printf "%.0f", b / 1048576}'); fi
     echo "$mib|$(per_round "$tmp/rows.csv")"
@@ -87,9 +97,8 @@ summary() {
 {
     echo "## The shared model ($(date -u +%Y-%m-%d) $started-$(date -u +%H:%M) UTC, $(nproc) CPUs)"
     echo
-    echo "\`sh bench/bench_shared_model.sh\`: before, each worker process decodes STEP into a"
-    echo "replica of the model; after, the processes read the coordinator's model, shared"
-    echo "read-only. Load (1, 5, 15 min) at the start $load_start, at the end $load_end."
+    echo "\`sh bench/bench_shared_model.sh\`: before, $BEFORE_IS;"
+    echo "after, $AFTER_IS. Load (1, 5, 15 min) at the start $load_start, at the end $load_end."
     echo
     echo "Generated, 100k rows, d = 1e6, 20 nnz a row, ECLK topk k = 1000, 20 workers, 10 rounds;"
     echo "peak memory of the job (cgroup v1, shared pages once), one run each:"
