@@ -719,10 +719,11 @@ static int value_round(const ec_model *m)
 }
 
 /* Whether the adaptive rule has fallen back to the online rule's
- * constants: from its EC_ECLK_GUARD_FALLBACK-th restart on. */
+ * constants: at a restart from the EC_ECLK_GUARD_FALLBACK-th on whose rise
+ * was severe (guard_restart). */
 static int fallen_back(const ec_model *m)
 {
-    return watches_value(m->prm) && m->restarts >= EC_ECLK_GUARD_FALLBACK;
+    return watches_value(m->prm) && m->fallback_round > 0;
 }
 
 /* Whether the realised contraction is measured now: always under the
@@ -1085,7 +1086,7 @@ static int value_risen(const ec_model *m, double v)
     return v - m->value_best > EC_ECLK_GUARD_OBJECTIVE * (m->value_start - m->value_best);
 }
 
-static void guard_restart(ec_model *m);
+static void guard_restart(ec_model *m, double v);
 
 /*
  * ECLK's guard, on a coin round (w and u were just refreshed): it keeps the
@@ -1115,6 +1116,8 @@ static int guard_check(ec_model *m, const ec_down *down)
         }
         if (!value_risen(m, v))
             return 0;
+        guard_restart(m, v);
+        return 1;
     } else {
         double gn = sqrt(norm2(m->u, d));
 
@@ -1127,19 +1130,23 @@ static int guard_check(ec_model *m, const ec_down *down)
         if (!(gn > p->eclk_guard_threshold * m->best_gnorm))
             return 0;
     }
-    guard_restart(m);
+    guard_restart(m, NAN);
     return 1;
 }
 
 /*
  * Growth the rule did not prevent: back to the best snapshot, with a
  * doubled constant and a fresh estimate. The workers clear their error
- * memories when they see the restart. The adaptive rule's second restart
- * does not double: it falls back to the online rule's constants from the
- * nominal delta (the rule that never diverged where it was measured), and
- * doubles those at any later restart.
+ * memories when they see the restart. Under the adaptive rule v is the P
+ * that fired it and the plain constants back off by EC_ECLK_GUARD_BACKOFF
+ * alone: a transient rise of a run that would converge must cost little.
+ * From the EC_ECLK_GUARD_FALLBACK-th restart on, one whose P rose above the
+ * best by more than EC_ECLK_GUARD_SEVERE of P(x0) - best (a runaway, not a
+ * burst) falls back to the online rule's constants from the nominal delta
+ * (the rule that never diverged where it was measured), which any later
+ * restart doubles.
  */
-static void guard_restart(ec_model *m)
+static void guard_restart(ec_model *m, double v)
 {
     const ec_params *p = m->prm;
     uint32_t d = m->d;
@@ -1151,11 +1158,13 @@ static void guard_restart(ec_model *m)
     if (m->restarts < EC_ECLK_RESTART_ROUNDS_MAX)
         m->restart_rounds[m->restarts] = m->round;
     m->restarts++;
-    if (watches_value(p) && m->restarts == EC_ECLK_GUARD_FALLBACK) {
+    if (watches_value(p) && !fallen_back(m) && m->restarts >= EC_ECLK_GUARD_FALLBACK &&
+        v - m->value_best > EC_ECLK_GUARD_SEVERE * (m->value_start - m->value_best)) {
+        m->fallback_round = m->round;
         m->delta_eff = p->delta;
         m->guard = 1.0;
     } else {
-        m->guard *= 2.0;
+        m->guard *= fallen_back(m) || !watches_value(p) ? 2.0 : EC_ECLK_GUARD_BACKOFF;
     }
     m->est_in = m->est_out = 0.0;
     model_constants(m, m->delta_eff, m->guard);
@@ -1173,7 +1182,7 @@ static void eclk_coin_update(ec_model *m, const ec_down *down)
     const ec_params *p = m->prm;
     /* The adaptive rule measures from the restart where it fell back,
      * whose cleared memories start empty as a run's do. */
-    uint64_t since = fallen_back(m) ? m->restart_rounds[EC_ECLK_GUARD_FALLBACK - 1] : 0;
+    uint64_t since = fallen_back(m) ? m->fallback_round : 0;
     double delta;
 
     if (guarded(p) && guard_check(m, down))
@@ -1264,7 +1273,7 @@ static void model_apply(ec_model *m, const ec_down *down)
             katyusha_step(m, down->v, es, inv);
             m->round++;
             if (!isnan(value_y) && value_risen(m, value_y)) {
-                guard_restart(m);
+                guard_restart(m, value_y);
                 draw_coin(m);
                 katyusha_x(m);
                 return;

@@ -364,6 +364,16 @@ def adiana_theory(L, n, omega):
     return p, eta
 
 
+# The adaptive rule's guard (docs/algorithms.md, "ECLK's guard"): a rise of
+# P above its best by ADAPTIVE_FIRE of P(x0) - best restarts; each restart
+# multiplies the plain constants' inflation by ADAPTIVE_BACKOFF, except that
+# one from the second on whose rise passed ADAPTIVE_SEVERE falls back to
+# the online rule's.
+ADAPTIVE_FIRE = 0.5
+ADAPTIVE_BACKOFF = 1.2
+ADAPTIVE_SEVERE = 2.0
+
+
 def eclk_inflation(delta, c=0.5):
     """max(1, (1/3) / (c a_max(delta))), a_max(delta) = 2 sin(pi delta /
     (2 (2 - delta))): docs/algorithms.md, "ECLK's constants"."""
@@ -451,6 +461,8 @@ class Reference:
         self.watch = self.rule == "adaptive" and int(prm.get("eclk_guard", "0")) == 1
         self.restarts = 0
         self.restart_round = 0
+        self.fallen_back = False
+        self.guard = 1.0
         self.delta_eff = self.delta
         self.est_in = self.est_out = 0.0
         self.acc_in = self.acc_out = 0.0
@@ -727,11 +739,13 @@ class Reference:
                                "model for rule %s" % (rec["round"], self.rule))
             raise Mismatch("round %d: %d restarts by the objective guard, the engine %d"
                            % (rec["round"], self.restarts, rec["restarts"]))
-        # adaptive: the plain constants, doubled at the first restart; from
-        # the second the online rule's, doubled at each later restart.
+        # adaptive: the plain constants, times ADAPTIVE_BACKOFF at each
+        # restart until one from the second on, fired by a rise of P past
+        # ADAPTIVE_SEVERE of P(x0) - best, falls back to the online rule's,
+        # doubled at each later restart.
         if self.rule == "adaptive":
-            want = 2.0 ** self.restarts if self.restarts < 2 else \
-                eclk_inflation(self.delta_eff) * 2.0 ** (self.restarts - 2)
+            want = eclk_inflation(self.delta_eff) * self.guard if self.fallen_back \
+                else self.guard
             if not close(rec["inflation"], want):
                 raise Mismatch("round %d: inflation %.17g after %d restarts, the engine %.17g"
                                % (rec["round"], want, self.restarts, rec["inflation"]))
@@ -788,29 +802,37 @@ class Reference:
         # The objective guard: a w with a smaller P is the new snapshot; a P
         # risen above the best by half of P(x0) - best restarts every
         # sequence from the snapshot with empty memories.
-        # The second restart falls back to the online rule's constants from
-        # the nominal delta, measured from that round on.
-        restarted = False
+        # A restart from the second on whose P rose past ADAPTIVE_SEVERE of
+        # P(x0) - best falls back to the online rule's constants from the
+        # nominal delta, measured from that round on; any other multiplies
+        # the inflation by ADAPTIVE_BACKOFF (2 once fallen back).
+        fired = None
         if rec["coin"] and self.watch:
             Pw = pb.value(self.w)
             if Pw < self.P_best:
                 self.P_best = Pw
                 self.w_best, self.u_best = self.w.copy(), self.u.copy()
-            elif Pw - self.P_best > 0.5 * (self.P0 - self.P_best):
-                restarted = True
-        elif Py is not None and Py - self.P_best > 0.5 * (self.P0 - self.P_best):
-            restarted = True
+            elif Pw - self.P_best > ADAPTIVE_FIRE * (self.P0 - self.P_best):
+                fired = Pw
+        elif Py is not None and Py - self.P_best > ADAPTIVE_FIRE * (self.P0 - self.P_best):
+            fired = Py
+        restarted = fired is not None
         if restarted:
             self.restarts += 1
             self.w, self.y, self.zv = self.w_best.copy(), self.w_best.copy(), \
                 self.w_best.copy()
             self.u = self.u_best.copy()
             self.e = [np.zeros_like(self.w) for _ in range(n)]
-            if self.restarts == 2:
+            if not self.fallen_back and self.restarts >= 2 and \
+                    fired - self.P_best > ADAPTIVE_SEVERE * (self.P0 - self.P_best):
+                self.fallen_back = True
                 self.restart_round = rec["round"]
                 self.delta_eff = self.delta
+                self.guard = 1.0
+            else:
+                self.guard *= 2.0 if self.fallen_back else ADAPTIVE_BACKOFF
             self.est_in = self.est_out = self.acc_in = self.acc_out = 0.0
-        measuring = self.rule == "online" or (self.watch and self.restarts >= 2)
+        measuring = self.rule == "online" or self.fallen_back
         if rec["coin"] and measuring and not restarted:
             if (rec["round"] - self.restart_round) * self.delta >= 1.0 and self.acc_in > 0.0:
                 self.est_in += self.acc_in

@@ -40,14 +40,17 @@ cases() {
     echo "eclk compressor=topk k=5 batch=8"
     # the adaptive rule: the plain constants, and the objective guard,
     # which looks on the coin rounds and every 20 rounds between them:
-    # rand-2 and rand-1 (seed 2) restart on the looks at rounds 20 and 40,
-    # doubling the first time and falling back to the online rule's
-    # constants the second; top-1 at 16x the step does too and measures
-    # its contraction from the coin round 297 (1/delta after its fall
-    # back, not after the start); dither s=1 at 16x the step restarts on
-    # coin rounds as well, and doubles the online rule's constants after
-    # its fall back
+    # rand-2 and rand-1 (seed 2) restart twice, backing off by 1.2 the
+    # first time and falling back to the online rule's constants on the
+    # second's large rise; rand-2 seed 2 restarts four times on milder
+    # rises and backs off by 1.2 each time (inflation 1.2^4); top-1 at 16x
+    # the step falls back at its second restart and measures its
+    # contraction from the coin round 297 (1/delta after its fall back,
+    # not after the start); dither s=1 at 16x the step restarts on coin
+    # rounds as well, and doubles the online rule's constants after its
+    # fall back
     echo "eclk compressor=randk k=2 eclk_rule=adaptive"
+    echo "eclk compressor=randk k=2 eclk_rule=adaptive seed=2"
     echo "eclk compressor=randk k=1 eclk_rule=adaptive seed=2"
     echo "eclk compressor=topk k=5 eclk_rule=adaptive"
     echo "eclk compressor=topk k=1 eclk_rule=adaptive step_multiplier=16"

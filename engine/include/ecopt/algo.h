@@ -46,9 +46,14 @@
  * not a coin round the workers send f_tau(y) alone (docs/algorithms.md,
  * "ECLK's guard"). */
 #define EC_ECLK_GUARD_VALUE_EVERY 20
-/* The adaptive rule's first restart doubles its plain constants; this one
- * falls back to the online rule's (docs/algorithms.md, "ECLK's guard"). */
+/* The adaptive rule's restarts multiply its plain constants' inflation by
+ * EC_ECLK_GUARD_BACKOFF, except that one from the EC_ECLK_GUARD_FALLBACK-th
+ * on whose P rose above the best by more than EC_ECLK_GUARD_SEVERE of P(x0)
+ * - best falls back to the online rule's constants, which later restarts
+ * double (docs/algorithms.md, "ECLK's guard"). */
+#define EC_ECLK_GUARD_BACKOFF 1.2
 #define EC_ECLK_GUARD_FALLBACK 2
+#define EC_ECLK_GUARD_SEVERE 2.0
 /* The restart rounds an end record lists (the count goes on). */
 #define EC_ECLK_RESTART_ROUNDS_MAX 32
 
@@ -203,7 +208,10 @@ typedef struct ec_model {
     double est_in, est_out;   /* sums of ||e + gamma D||^2 and ||e'||^2 */
     uint64_t updates;         /* times the constants were recomputed */
     uint64_t restarts;        /* guard restarts from the best snapshot */
-    double guard;             /* 2^restarts: a further factor of inflation */
+    double guard;             /* the restarts' further factor of inflation */
+    /* The adaptive rule: the round at which it fell back to the online
+     * rule's constants (0: it has not). */
+    uint64_t fallback_round;
     double delta_min, delta_max;   /* range of delta_eff over the run */
     uint64_t restart_rounds[EC_ECLK_RESTART_ROUNDS_MAX];   /* the first ones */
     double best_gnorm;        /* smallest ||grad f(w)|| seen */
@@ -251,7 +259,7 @@ size_t ec_model_shared_bytes(const ec_problem *pb, const ec_params *prm);
 typedef struct ec_eclk_report {
     double delta_eff;         /* the contraction in use at the end */
     double inflation;         /* L_delta / L_eff at the end, the guard's
-                                 doublings included */
+                                 back-offs included */
     double delta_min, delta_max;
     uint64_t updates, restarts;
     /* the rounds of the first min(restarts, EC_ECLK_RESTART_ROUNDS_MAX) */
