@@ -168,6 +168,36 @@ START_TEST(test_prox_l1_soft_threshold)
 }
 END_TEST
 
+/* The masks of ec_soft_threshold give the bits of the three cases as
+ * branches write them: v - t, v + t, or +0 (NaN, -0 and the boundaries
+ * included), for thresholds down to the subnormal. */
+START_TEST(test_soft_threshold_bits)
+{
+    const double ts[] = {1.0, 1e-6, 0x1p-1074, 3.5e300};
+    const double vs[] = {3.0, -3.0, 0.5, -0.5, 1.0, -1.0, 1e-6, -1e-6,
+                         0.0, -0.0, NAN, -NAN, INFINITY, -INFINITY,
+                         0x1p-1074, -0x1p-1073, 1.0000000000000002,
+                         -1.0000000000000002, 1e308, -1e308};
+
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) {
+            double t = ts[i], v = vs[j], want, got = ec_soft_threshold(v, t);
+            uint64_t wb, gb;
+
+            if (v > t)
+                want = v - t;
+            else if (v < -t)
+                want = v + t;
+            else
+                want = 0.0;
+            memcpy(&wb, &want, sizeof wb);
+            memcpy(&gb, &got, sizeof gb);
+            ck_assert_msg(wb == gb, "soft threshold of %a at %a: %a, want %a",
+                          v, t, got, want);
+        }
+}
+END_TEST
+
 /* Uneven shards: weights make f the plain mean whatever the split. */
 START_TEST(test_uneven_shards_keep_f)
 {
@@ -743,6 +773,7 @@ int main(void)
     tcase_add_test(tc, test_value_matches_dense);
     tcase_add_test(tc, test_gradients_finite_differences);
     tcase_add_test(tc, test_prox_l1_soft_threshold);
+    tcase_add_test(tc, test_soft_threshold_bits);
     tcase_add_test(tc, test_uneven_shards_keep_f);
     tcase_add_test(tc, test_constants);
     tcase_add_test(tc, test_init_given);
