@@ -1749,6 +1749,78 @@ START_TEST(test_delete_takes_rows)
 }
 END_TEST
 
+/* A token's rows (its quota's measure) are kept by the writer: new rounds
+ * count, a round stored again does not, another owner's do not, and a
+ * deleted job takes its rows with it. */
+START_TEST(test_owner_row_count)
+{
+    struct store_job_new a = job_new("alice", "one"), b = job_new("alice", "two"),
+                         c = job_new("bob", "three");
+    struct store_err err = {0};
+    char ida[STORE_ID_LEN + 1], idb[STORE_ID_LEN + 1], idc[STORE_ID_LEN + 1];
+    char *docs[3];
+    ec_metric rows[3];
+    int64_t n;
+
+    create_id(&a, ida);
+    create_id(&b, idb);
+    create_id(&c, idc);
+    append_rounds(ida, 0, 2, 100, 30);          /* rounds 0, 2, ..., 198 */
+    append_rounds(ida, 100, 1, 50, 7);          /* 100..149: 25 of them new */
+    append_rounds(idb, 0, 1, 10, 10);
+    append_rounds(idc, 0, 1, 5, 5);
+    /* Documents: round 9 again and rounds 10000 and 10001 new. */
+    for (int i = 0; i < 3; i++) {
+        rows[i] = metric_row(i ? 9999u + (unsigned)i : 9u);
+        docs[i] = "{\"round\": 1}";
+    }
+    expect_rc(store_metrics_append_docs(st, idb, rows, docs, 3, &err), 0, &err, "docs");
+    expect_rc(store_metrics_count_owner(st, "alice", &n, &err), 0, &err, "count");
+    ck_assert_int_eq(n, 100 + 25 + 10 + 2);
+    ck_assert_int_eq(n, raw_int(db_path, "SELECT count(*) FROM metrics WHERE job_seq IN"
+                                         " (SELECT seq FROM jobs WHERE owner = 'alice')"));
+    expect_rc(store_metrics_count_owner(st, "bob", &n, &err), 0, &err, "count");
+    ck_assert_int_eq(n, 5);
+    put_in_state(ida, STORE_JOB_SUCCEEDED);
+    expect_rc(store_job_delete(st, ida, "alice", &err), 0, &err, "delete");
+    expect_rc(store_metrics_count_owner(st, "alice", &n, &err), 0, &err, "count");
+    ck_assert_int_eq(n, 12);
+    expect_rc(store_metrics_count_owner(st, "carol", &n, &err), 0, &err, "count");
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+/* Jobs stored before the count was kept get it from their rows. */
+START_TEST(test_owner_row_count_backfill)
+{
+    char path[160];
+    struct store *old;
+    int v = 0;
+
+    snprintf(path, sizeof path, "%s/v12.db", dir);
+    for (int i = 0; i < store_migration_count && store_migrations[i].version <= 12; i++) {
+        raw_exec(path, store_migrations[i].sql);
+        v = store_migrations[i].version;
+    }
+    ck_assert_int_eq(v, 12);
+    raw_exec(path,
+             "PRAGMA user_version = 12;"
+             "INSERT INTO jobs (seq, id, owner, spec, algorithm, compressor, dataset, backend,"
+             " workers, created_at, state) VALUES"
+             " (1, 'j_00000000000000b1', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1, 'succeeded'),"
+             " (2, 'j_00000000000000b2', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1, 'succeeded'),"
+             " (3, 'j_00000000000000b3', 'b', '{}', 'gd', 'none', 'm', 'process', 2, 1, 'queued');"
+             "WITH RECURSIVE r(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM r WHERE k < 9)"
+             " INSERT INTO metrics (job_seq, round) SELECT 1, k FROM r;"
+             "INSERT INTO metrics (job_seq, round) VALUES (2, 0), (2, 5);");
+    old = open_ok(path);
+    ck_assert_int_eq(raw_int(path, "SELECT metric_rows FROM jobs WHERE seq = 1"), 10);
+    ck_assert_int_eq(raw_int(path, "SELECT metric_rows FROM jobs WHERE seq = 2"), 2);
+    ck_assert_int_eq(raw_int(path, "SELECT metric_rows FROM jobs WHERE seq = 3"), 0);
+    store_close(old);
+}
+END_TEST
+
 /* ---- The P* cache, experiments, datasets ----------------------------- */
 
 START_TEST(test_pstar_cache)
@@ -2095,6 +2167,7 @@ static Suite *store_suite(void)
     tcase_add_test(jobs, test_stop_reasons_cover_the_engine);
     tcase_add_test(jobs, test_job_outcome);
     tcase_add_test(jobs, test_job_outcome_backfill);
+    tcase_add_test(jobs, test_owner_row_count_backfill);
     tcase_add_test(caches, test_dataset_shared_migration);
     tcase_add_loop_test(jobs, test_create_refused, 0, COUNT_OF(bad_jobs));
     tcase_add_loop_test(jobs, test_list_filters, 0, COUNT_OF(filter_cases));
@@ -2117,6 +2190,7 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_metrics_before_time);
     tcase_add_test(jobs, test_job_usage);
     tcase_add_test(metrics, test_delete_takes_rows);
+    tcase_add_test(metrics, test_owner_row_count);
 
     tcase_add_test(caches, test_pstar_cache);
     tcase_add_test(caches, test_experiments);

@@ -44,25 +44,42 @@ static int metric_from_row(sqlite3_stmt *s, ec_metric *m, int want_doc)
     return 0;
 }
 
+/* Stores one row: 1 when its round was new to the job, 0 when it replaced
+   the row stored before for that round, < 0 with err filled. */
 static int metric_insert(struct store *st, int64_t seq, const ec_metric *m,
                          const char *doc, const char *what,
                          struct store_err *err)
 {
-    struct use u = use(st, doc ? SQL_METRIC_INSERT_DOC : SQL_METRIC_INSERT);
-    int param = 2;
+    for (int again = 0; again <= 1; again++) {
+        struct use u = use(st, doc ? (again ? SQL_METRIC_UPSERT_DOC : SQL_METRIC_INSERT_DOC)
+                                   : (again ? SQL_METRIC_UPSERT : SQL_METRIC_INSERT));
+        int param = 2, rc;
 
-    bind_int(&u, 1, seq);
-    if (doc) {
-        /* Its numbers are in the document: not stored twice. */
-        bind_int(&u, 2, (int64_t)m->round);
-        bind_text(&u, 3, doc);
-        return exec_use(st, &u, what, err);
-    }
+        bind_int(&u, 1, seq);
+        if (doc) {
+            /* Its numbers are in the document: not stored twice. */
+            bind_int(&u, 2, (int64_t)m->round);
+            bind_text(&u, 3, doc);
+        } else {
 #define BIND_(name, kind, csv) METRIC_BIND_##kind(&u, param, m->name), param++;
-    DESCRIBE_METRIC_FIELDS(BIND_)
+            DESCRIBE_METRIC_FIELDS(BIND_)
 #undef BIND_
-    bind_text(&u, param, NULL);
-    return exec_use(st, &u, what, err);
+            bind_text(&u, param, NULL);
+        }
+        rc = step(&u);
+        if (rc == SQLITE_DONE) {
+            done(&u);
+            return !again;
+        }
+        if (!again && rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+            done(&u);           /* the round is taken: replace its row */
+            continue;
+        }
+        rc = store__sql_fail(st->db, err, rc, what);
+        done(&u);
+        return rc;
+    }
+    return 0;
 }
 
 int store_metrics_append(struct store *st, const char *id,
@@ -79,7 +96,7 @@ int store_metrics_append_docs(struct store *st, const char *id,
     char what[64];
     const ec_metric *latest = NULL;
     ec_metric numbers;
-    int64_t seq;
+    int64_t seq, added = 0;
     int rc;
 
     if (!id || (n && !rows))
@@ -107,7 +124,15 @@ int store_metrics_append_docs(struct store *st, const char *id,
         return rc;
     rc = store__job_seq(st, id, &seq, err);
     for (size_t i = 0; rc >= 0 && i < n; i++)
-        rc = metric_insert(st, seq, &rows[i], docs ? docs[i] : NULL, what, err);
+        if ((rc = metric_insert(st, seq, &rows[i], docs ? docs[i] : NULL, what, err)) > 0)
+            added++;
+    if (rc >= 0 && added) {
+        struct use u = use(st, SQL_METRIC_ROWS_ADD);
+
+        bind_int(&u, 1, seq);
+        bind_int(&u, 2, added);
+        rc = exec_use(st, &u, what, err);
+    }
     if (rc >= 0) {
         struct use u = use(st, SQL_METRIC_PROGRESS);
 

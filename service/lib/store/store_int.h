@@ -70,7 +70,9 @@ enum job_column {
  * A row stored again (the same job and round) replaces the one before, as
  * an upsert: INSERT OR REPLACE would delete the old row first, which with
  * foreign keys on costs a third more per row than a plain insert even
- * when there is no old row.
+ * when there is no old row. The upsert runs only after a plain insert
+ * found the round taken, so that the writer knows which rows are new
+ * (jobs.metric_rows).
  */
 #define METRIC_UPSERT_                                                      \
     " ON CONFLICT (job_seq, round) DO UPDATE SET (" METRIC_COLUMNS_ "doc)"  \
@@ -194,10 +196,17 @@ enum job_column {
       " WHERE state = 'running'")                                          \
     X(SQL_METRIC_INSERT,                                                   \
       "INSERT INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"              \
-      " VALUES (?1, " METRIC_PARAMS_ "?)" METRIC_UPSERT_)                  \
+      " VALUES (?1, " METRIC_PARAMS_ "?)")                                 \
     X(SQL_METRIC_INSERT_DOC,                                               \
+      "INSERT INTO metrics (job_seq, round, doc) VALUES (?1, ?2, ?3)")     \
+    X(SQL_METRIC_UPSERT,                                                   \
+      "INSERT INTO metrics (job_seq, " METRIC_COLUMNS_ "doc)"              \
+      " VALUES (?1, " METRIC_PARAMS_ "?)" METRIC_UPSERT_)                  \
+    X(SQL_METRIC_UPSERT_DOC,                                               \
       "INSERT INTO metrics (job_seq, round, doc)"                          \
       " VALUES (?1, ?2, ?3)" METRIC_UPSERT_)                               \
+    X(SQL_METRIC_ROWS_ADD,                                                 \
+      "UPDATE jobs SET metric_rows = metric_rows + ?2 WHERE seq = ?1")     \
     X(SQL_METRIC_PROGRESS,                                                 \
       "UPDATE jobs SET round = ?2, rel_gap = ?3, bits_up = ?4,"            \
       " updated_at = ?5 WHERE seq = ?1 AND (round IS NULL OR round <= ?2)")\
@@ -207,8 +216,7 @@ enum job_column {
     X(SQL_METRIC_COUNT, "SELECT count(*) FROM metrics"                     \
                         " WHERE job_seq = ?1 AND round > ?2")              \
     X(SQL_METRIC_COUNT_OWNER,                                              \
-      "SELECT count(*) FROM metrics WHERE job_seq IN"                      \
-      " (SELECT seq FROM jobs WHERE owner = ?1)")                          \
+      "SELECT coalesce(sum(metric_rows), 0) FROM jobs WHERE owner = ?1")   \
     X(SQL_METRIC_LAST, "SELECT " METRIC_COLUMNS_ "doc FROM metrics"        \
                        " WHERE job_seq = ?1 ORDER BY round DESC LIMIT 1")  \
     X(SQL_METRIC_PEAK, "SELECT max(rel_gap) FROM metric_numbers"           \
