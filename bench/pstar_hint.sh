@@ -3,7 +3,8 @@
 # the service keeps one, so that the runs of a benchmark on a generated
 # problem do not each repeat its P* solve: one in-process run of one round
 # reports the problem (api/report-format.md), and the hint names the file
-# it is for by device, inode, size and times.
+# it is for by device, inode, size and times; it carries lambda_max too,
+# so the runs skip the Lanczos run as well.
 #   sh bench/pstar_hint.sh ECOPT JOB.json DATA HINT.json
 set -eu
 ecopt=$1 spec=$2 data=$3 hint=$4
@@ -18,10 +19,16 @@ python3 - "$start" "$data" "$hint" <<'EOP'
 import json, os, sys
 pb = json.loads(open(sys.argv[1]).readline())["problem"]
 st = os.stat(sys.argv[2])
-json.dump({"file": {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
-                    "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns},
-           "loss": pb["loss"],
-           "entries": [{"lambda1": pb["lambda1"], "lambda2": pb["lambda2"],
-                        "p_star": pb["P_star"], "bound": pb["P_star_bound"],
-                        "method": pb["solver"]["method"]}]}, open(sys.argv[3], "w"))
+hint = {"file": {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size,
+                 "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns},
+        "loss": pb["loss"],
+        "entries": [{"lambda1": pb["lambda1"], "lambda2": pb["lambda2"],
+                     "p_star": pb["P_star"], "bound": pb["P_star_bound"],
+                     "method": pb["solver"]["method"]}]}
+# lambda_max holds for the file's row order: the contiguous split's
+if pb["split"]["type"] == "contiguous" and pb["lambda_max"]["value"] is not None:
+    lm = pb["lambda_max"]
+    hint["lambda_max"] = {"value": lm["value"], "method": lm["method"],
+                          "steps": lm["steps"]}
+json.dump(hint, open(sys.argv[3], "w"))
 EOP

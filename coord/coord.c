@@ -225,8 +225,15 @@ static int resolve(struct coord *c)
 {
     char err[4096];
     ec_err e = {0};
+    double lambda_max;
+    uint32_t steps;
+    int init;
 
-    if (ec_problem_init(&c->pb, &c->ds, &c->spec.job, &e) < 0 ||
+    init = coord_hint_lmax(c->hint, &lambda_max, &steps)
+               ? ec_problem_init_lmax(&c->pb, &c->ds, &c->spec.job, lambda_max,
+                                      steps, &e)
+               : ec_problem_init(&c->pb, &c->ds, &c->spec.job, &e);
+    if (init < 0 ||
         ec_params_resolve(&c->spec.job, &c->pb, &c->prm, &e) < 0) {
         fprintf(stderr, "ecopt run: %s\n", e.msg);
         if (e.code == EC_ECANCELLED)

@@ -40,6 +40,10 @@ int coord_data_unchanged(int fd, const struct stat *before, struct stat *after);
  */
 json_t *coord_hint_load(const char *hint, const struct stat *before,
                         const struct stat *after, const char *sha, FILE *info);
+/* lambda_max(A^T A) from a kept hint: 1 with the value and its Lanczos
+   steps when it has them, else 0 (ec_problem_init_lmax() decides whether
+   the job's row order lets it be used). */
+int coord_hint_lmax(json_t *root, double *lambda_max, uint32_t *steps);
 /* Takes P* from a kept hint when its loss and lambdas are the problem's,
    and frees it (NULL: nothing). */
 void coord_hint_use(json_t *root, const char *hint, ec_problem *pb, FILE *info);

@@ -178,6 +178,23 @@ json_t *coord_hint_load(const char *hint, const struct stat *before,
     return root;
 }
 
+/* lambda_max(A^T A) from a hint coord_hint_load() kept, when it has one
+   Lanczos found: 1 and the value and its steps, else 0. */
+int coord_hint_lmax(json_t *root, double *lambda_max, uint32_t *steps)
+{
+    json_t *lm = json_object_get(root, "lambda_max");
+    json_t *v = json_object_get(lm, "value"), *n = json_object_get(lm, "steps");
+    const char *method = json_string_value(json_object_get(lm, "method"));
+
+    if (!json_is_number(v) || !json_is_integer(n) || json_integer_value(n) < 1 ||
+        json_integer_value(n) > EC_LANCZOS_MAX_STEPS || !method ||
+        strcmp(method, "lanczos") != 0)
+        return 0;
+    *lambda_max = json_number_value(v);
+    *steps = (uint32_t)json_integer_value(n);
+    return 1;
+}
+
 /* Takes P* from a hint coord_hint_load() kept, and frees it. */
 void coord_hint_use(json_t *root, const char *hint, ec_problem *pb, FILE *info)
 {

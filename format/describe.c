@@ -139,8 +139,15 @@ json_t *describe_problem(const ec_problem *pb)
         "P_star_bound", describe_real(pb->solve_bound), "solver", "method",
         pb->solve_method, "iterations", pb->solve_iters, "bound",
         describe_real(pb->solve_bound), "cached", pb->solve_cached);
-    if (o)
+    if (o) {
+        /* lambda_max(A^T A), which L_f and lambda2_rel are built on */
+        json_object_set_new(o, "lambda_max",
+                            json_pack("{s:o, s:s, s:I, s:b}", "value",
+                                      describe_real(pb->lambda_max), "method",
+                                      "lanczos", "steps", (json_int_t)pb->lmax_steps,
+                                      "cached", pb->lmax_cached));
         json_object_set_new(o, "split", describe_split(pb));
+    }
     return o;
 }
 

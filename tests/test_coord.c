@@ -3,9 +3,11 @@
  * service's argument builder writes reads back through the command line's
  * checks to the same value, every check refuses hostile text naming the
  * flag and its range, the launchers are the spec's backends, and the
- * report channel's reader reads what its writer writes.
+ * report channel's reader reads what its writer writes; a P* hint's
+ * lambda_max is used by `ecopt run` for the file it names, and only there.
  */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "coord.h"
@@ -247,6 +249,153 @@ START_TEST(report_reader_is_strict_about_little)
 }
 END_TEST
 
+/* `ecopt run` of spec_path with hint (NULL: none): its problem record. */
+static json_t *run_problem(const char *spec_path, const char *hint)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char cmd[2048];
+    json_error_t je;
+    json_t *doc, *pb;
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd,
+             "'%s' run %s --format json --quiet --backend inproc%s%s 2>/dev/null",
+             bin && *bin ? bin : "build/ecopt", spec_path, hint ? " --pstar-hint " : "",
+             hint ? hint : "");
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    doc = json_loadf(f, 0, &je);
+    pclose(f);
+    ck_assert_msg(doc != NULL, "%s: %s", cmd, je.text);
+    pb = json_incref(json_object_get(doc, "problem"));
+    json_decref(doc);
+    ck_assert_ptr_nonnull(pb);
+    return pb;
+}
+
+/* A problem record's lambda_max and whether it came from the hint. */
+static double record_lmax(const json_t *pb, int *cached, json_int_t *steps)
+{
+    json_t *lm = json_object_get(pb, "lambda_max");
+
+    ck_assert_str_eq(json_string_value(json_object_get(lm, "method")), "lanczos");
+    ck_assert(json_is_boolean(json_object_get(lm, "cached")));
+    ck_assert(json_is_integer(json_object_get(lm, "steps")));
+    ck_assert(json_is_real(json_object_get(lm, "value")));
+    *cached = json_is_true(json_object_get(lm, "cached"));
+    *steps = json_integer_value(json_object_get(lm, "steps"));
+    return json_real_value(json_object_get(lm, "value"));
+}
+
+/* Writes a hint naming the file at named, with lambda_max when lmax is a
+   number, and P* entries when pstar is. */
+static void write_hint(const char *hint, const char *named, double lmax,
+                       json_int_t steps, const json_t *pstar_of)
+{
+    struct stat st;
+    json_t *root;
+
+    ck_assert_int_eq(stat(named, &st), 0);
+    root = json_pack("{s:o, s:s, s:[]}", "file", describe_file_identity(&st), "loss",
+                     "logistic", "entries");
+    ck_assert_ptr_nonnull(root);
+    if (!isnan(lmax))
+        json_object_set_new(root, "lambda_max",
+                            json_pack("{s:f, s:s, s:I}", "value", lmax, "method",
+                                      "lanczos", "steps", steps));
+    if (pstar_of)
+        json_array_append_new(
+            json_object_get(root, "entries"),
+            json_pack("{s:O, s:O, s:O, s:s}", "lambda1",
+                      json_object_get(pstar_of, "lambda1"), "lambda2",
+                      json_object_get(pstar_of, "lambda2"), "p_star",
+                      json_object_get(pstar_of, "P_star"), "method", "newton"));
+    ck_assert_int_eq(json_dump_file(root, hint, 0), 0);
+    json_decref(root);
+}
+
+/*
+ * A second run on the same file reads lambda_max from the hint, says so,
+ * and builds the same constants bit for bit; a hint's value is taken as
+ * it is (twice the value shows in L_f), but only for the file the hint
+ * names: a hint for another file (the same bytes, another inode) is
+ * ignored. A hint without lambda_max (an older one) still gives P*.
+ */
+START_TEST(hint_lambda_max)
+{
+    char dir[] = "/tmp/ecopt-hint-XXXXXX", a[128], b[128], spec[160], hint[160];
+    char text[400], path[512], cmd[1400];
+    json_t *first, *pb;
+    double lmax, v;
+    json_int_t steps, n;
+    int cached;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(a, sizeof a, "%s/a.svm", dir);
+    snprintf(b, sizeof b, "%s/b.svm", dir);
+    snprintf(spec, sizeof spec, "%s/job.json", dir);
+    snprintf(hint, sizeof hint, "%s/hint.json", dir);
+    tu_data_path("heart_scale", path, sizeof path);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s' '%s'", path, a, path, b);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(text, sizeof text,
+             "{\"dataset\": \"%s\", \"workers\": 2, \"lambda2_rel\": 1e-3,"
+             " \"max_rounds\": 5}", a);
+    ck_assert_ptr_nonnull(f = fopen(spec, "w"));
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+
+    first = run_problem(spec, NULL);
+    lmax = record_lmax(first, &cached, &steps);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(lmax > 0 && steps >= 1);
+
+    write_hint(hint, a, lmax, steps, NULL);
+    pb = run_problem(spec, hint);
+    v = record_lmax(pb, &cached, &n);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(memcmp(&v, &lmax, sizeof v) == 0);
+    ck_assert_int_eq(n, steps);
+    ck_assert(json_equal(json_object_get(pb, "L_f"), json_object_get(first, "L_f")));
+    ck_assert(json_equal(json_object_get(pb, "lambda2"),
+                         json_object_get(first, "lambda2")));
+    ck_assert(json_equal(json_object_get(pb, "P_star"), json_object_get(first, "P_star")));
+    json_decref(pb);
+
+    write_hint(hint, a, 2 * lmax, 3, NULL);
+    pb = run_problem(spec, hint);
+    v = record_lmax(pb, &cached, &n);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(v == 2 * lmax && n == 3);
+    ck_assert(json_real_value(json_object_get(pb, "L_f")) >
+              1.5 * json_real_value(json_object_get(first, "L_f")));
+    json_decref(pb);
+
+    write_hint(hint, b, 2 * lmax, 3, NULL);
+    pb = run_problem(spec, hint);
+    v = record_lmax(pb, &cached, &n);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(memcmp(&v, &lmax, sizeof v) == 0);
+    ck_assert(json_equal(json_object_get(pb, "L_f"), json_object_get(first, "L_f")));
+    json_decref(pb);
+
+    write_hint(hint, a, NAN, 0, first);
+    pb = run_problem(spec, hint);
+    v = record_lmax(pb, &cached, &n);
+    ck_assert_int_eq(cached, 0);
+    ck_assert(memcmp(&v, &lmax, sizeof v) == 0);
+    ck_assert(json_is_true(json_object_get(json_object_get(pb, "solver"), "cached")));
+    json_decref(pb);
+
+    json_decref(first);
+    unlink(a);
+    unlink(b);
+    unlink(spec);
+    unlink(hint);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("coord");
@@ -260,6 +409,10 @@ int main(void)
     tc = tcase_create("report");
     tcase_add_test(tc, report_reader_reads_the_writer);
     tcase_add_test(tc, report_reader_is_strict_about_little);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hint");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, hint_lambda_max);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

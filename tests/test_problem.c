@@ -378,6 +378,65 @@ START_TEST(test_init_given)
 }
 END_TEST
 
+/* A cached lambda_max (the service's, from an earlier job on the same
+ * data) builds the problem ec_problem_init builds, bit for bit, and says
+ * so; a changed one shows in lmax_data, lambda2 and L_f. A split that
+ * reorders the rows runs Lanczos itself: the cached value was found in
+ * the file's order. A value that cannot be lambda_max is not taken. */
+START_TEST(test_init_lmax)
+{
+    ec_dataset ds;
+    ec_problem pb, pc;
+    ec_err e = {0};
+
+    make_data(&ds, 40, 6, 0.15, 13);
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
+    job.lambda2 = NAN;
+    job.lambda2_rel = 1e-2;
+    job.algorithm = EC_ALGO_EF21;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    ck_assert_int_eq(pb.lmax_cached, 0);
+    ck_assert(pb.lmax_steps >= 1);
+    ck_assert(memcmp(&(double){0.25 * pb.lambda_max / ds.n_rows}, &pb.lmax_data,
+                     sizeof(double)) == 0);
+    ck_assert_int_eq(ec_problem_init_lmax(&pc, &ds, &job, pb.lambda_max,
+                                          pb.lmax_steps, &e), 0);
+    ck_assert_int_eq(pc.lmax_cached, 1);
+    ck_assert_uint_eq(pc.lmax_steps, pb.lmax_steps);
+    ck_assert(memcmp(&pc.lambda_max, &pb.lambda_max, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.lmax_data, &pb.lmax_data, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.lambda2, &pb.lambda2, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.L_f, &pb.L_f, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.L_tilde, &pb.L_tilde, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.P0, &pb.P0, sizeof(double)) == 0);
+    ec_problem_clear(&pc);
+
+    ck_assert_int_eq(ec_problem_init_lmax(&pc, &ds, &job, 2 * pb.lambda_max, 7, &e), 0);
+    ck_assert_int_eq(pc.lmax_cached, 1);
+    ck_assert_uint_eq(pc.lmax_steps, 7);
+    ck_assert_double_eq(pc.lmax_data, 2 * pb.lmax_data);
+    ck_assert_double_eq(pc.lambda2, 2 * pb.lambda2);
+    ck_assert_double_eq_tol(pc.L_f, 2 * pb.L_f, 1e-12 * pb.L_f);
+    ec_problem_clear(&pc);
+
+    ck_assert_int_eq(ec_problem_init_lmax(&pc, &ds, &job, NAN, 7, &e), 0);
+    ck_assert_int_eq(pc.lmax_cached, 0);
+    ck_assert(memcmp(&pc.lambda_max, &pb.lambda_max, sizeof(double)) == 0);
+    ec_problem_clear(&pc);
+    ec_problem_clear(&pb);
+
+    job.split = EC_SPLIT_SHUFFLED;
+    ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
+    ck_assert_int_eq(ec_problem_init_lmax(&pc, &ds, &job, 2 * pb.lambda_max, 7, &e), 0);
+    ck_assert_int_eq(pc.lmax_cached, 0);
+    ck_assert(memcmp(&pc.lambda_max, &pb.lambda_max, sizeof(double)) == 0);
+    ck_assert(memcmp(&pc.L_f, &pb.L_f, sizeof(double)) == 0);
+    ec_problem_clear(&pc);
+    ec_problem_clear(&pb);
+    ec_dataset_clear(&ds);
+}
+END_TEST
+
 /* P* by Newton (lambda1 = 0) and by restarted FISTA (lambda1 > 0): the
  * minimiser satisfies its optimality condition, and the two methods agree
  * on a smooth problem when forced onto the same one. */
@@ -777,6 +836,7 @@ int main(void)
     tcase_add_test(tc, test_uneven_shards_keep_f);
     tcase_add_test(tc, test_constants);
     tcase_add_test(tc, test_init_given);
+    tcase_add_test(tc, test_init_lmax);
     tcase_add_test(tc, test_p_star_optimality);
     tcase_add_test(tc, test_init_errors);
     tcase_add_test(tc, test_mushrooms_p_star);

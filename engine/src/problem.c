@@ -517,8 +517,27 @@ int ec_problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
     return ec_problem_init_given(pb, ds, job, NULL, e);
 }
 
+/* The three ways in: nothing given, another rank's constants (given), or
+   a cached lambda_max (cached, NULL otherwise). */
+static int problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                        const ec_problem_given *given, const double *cached,
+                        uint32_t cached_steps, ec_err *e);
+
 int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                           const ec_problem_given *given, ec_err *e)
+{
+    return problem_init(pb, ds, job, given, NULL, 0, e);
+}
+
+int ec_problem_init_lmax(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                         double lambda_max, uint32_t steps, ec_err *e)
+{
+    return problem_init(pb, ds, job, NULL, &lambda_max, steps, e);
+}
+
+static int problem_init(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                        const ec_problem_given *given, const double *cached,
+                        uint32_t cached_steps, ec_err *e)
 {
     uint32_t N = ds->n_rows, n = job->workers, d = ds->d;
     double c = loss_curv(job->loss), sumsq = 0.0;
@@ -566,11 +585,20 @@ int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *jo
     if (given) {
         pb->lmax_data = given->lmax_data;
         pb->lmax_steps = given->lmax_steps;
+        pb->lambda_max = NAN;
+    } else if (cached && pb->ds == ds && isfinite(*cached) && *cached >= 0.0) {
+        /* The rows are in ds's order, the one the cached value was found
+         * in: the same value the run below would give, to the bit. */
+        pb->lambda_max = *cached;
+        pb->lmax_steps = cached_steps;
+        pb->lmax_cached = 1;
+        pb->lmax_data = c * pb->lambda_max / N;
     } else {
         ncols = rows_support(pb->ds, 0, N, d, mark, cols);
-        pb->lmax_data = c * lanczos_lmax(pb->ds, 0, N, cols, ncols, v0, v, av, vp,
-                                         ab, ab + EC_LANCZOS_MAX_STEPS,
-                                         &pb->lmax_steps) / N;
+        pb->lambda_max = lanczos_lmax(pb->ds, 0, N, cols, ncols, v0, v, av, vp,
+                                      ab, ab + EC_LANCZOS_MAX_STEPS,
+                                      &pb->lmax_steps);
+        pb->lmax_data = c * pb->lambda_max / N;
     }
     if (isnan(pb->lmax_data))
         goto cancelled;

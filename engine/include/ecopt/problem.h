@@ -43,6 +43,9 @@ typedef struct ec_problem {
     ec_shard *shards;
     double lmax_data;        /* c lambda_max(A^T A) / N: L of the data term */
     uint32_t lmax_steps;     /* the Lanczos steps (products) lmax_data took */
+    double lambda_max;       /* lambda_max(A^T A) of the rows in the problem's
+                                order; NaN when lmax_data was given */
+    int lmax_cached;         /* lambda_max came from ec_problem_init_lmax() */
     double L;                /* max over shards of L_max (per-sample constant) */
     double L_f;              /* lmax_data + lambda2 */
     double L_tilde;          /* sqrt(mean_tau L_bar^2): EF21 only, else NaN */
@@ -87,6 +90,17 @@ typedef struct ec_problem_given {
  * the problem is the same bit for bit as where they were computed. */
 int ec_problem_init_given(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
                           const ec_problem_given *given, ec_err *e);
+
+/*
+ * ec_problem_init, but with lambda_max(A^T A) of ds in its own row order
+ * and the Lanczos steps that found it, as an earlier ec_problem_init found
+ * them for the same data (a cache). They are used, and lmax_cached set,
+ * where the split keeps that order (contiguous) and lambda_max is finite
+ * and >= 0; there the problem is the one ec_problem_init builds, bit for
+ * bit, without the Lanczos run. Elsewhere lambda_max is computed as there.
+ */
+int ec_problem_init_lmax(ec_problem *pb, const ec_dataset *ds, const ec_job *job,
+                         double lambda_max, uint32_t steps, ec_err *e);
 
 /*
  * The order of the rows and the shards' sizes for job's split (split.c):
