@@ -900,6 +900,19 @@ static double job_pstar(const json_t *job, int *cached)
     return json_number_value(json_object_get(pb, "P_star"));
 }
 
+/* The job's lambda_max and whether it came from the cache. */
+static double job_lmax(const json_t *job, int *cached)
+{
+    json_t *lm = json_object_get(json_object_get(job, "problem"), "lambda_max");
+
+    ck_assert(json_is_boolean(json_object_get(lm, "cached")));
+    *cached = json_is_true(json_object_get(lm, "cached"));
+    ck_assert_str_eq(json_string_value(json_object_get(lm, "method")), "lanczos");
+    ck_assert(json_integer_value(json_object_get(lm, "steps")) >= 1);
+    ck_assert(json_is_number(json_object_get(lm, "value")));
+    return json_number_value(json_object_get(lm, "value"));
+}
+
 /* The job's zeta*^2 (NaN when null), and its split's shard rows. */
 static double job_zeta(const json_t *job, const char *type, size_t shards)
 {
@@ -971,6 +984,9 @@ END_TEST
  * the same loss and lambdas takes it from the cache, bit for bit. Other
  * lambdas, or other bytes under the same name, are solved afresh; the
  * first bytes put back (another file, the same SHA-256) hit the cache.
+ * lambda_max likewise, by the version alone (other lambdas take it too),
+ * and only for the rows in the file's order: a shuffled split runs its own
+ * Lanczos.
  */
 START_TEST(test_pstar_cache)
 {
@@ -987,8 +1003,11 @@ START_TEST(test_pstar_cache)
     static const char other[] =
         "{\"dataset\": \"cached\", \"workers\": 2, \"lambda1\": 1e-3,"
         " \"lambda2_rel\": 1e-2, \"max_rounds\": 20}";
-    double p1, p;
-    int cached;
+    static const char shuffled[] =
+        "{\"dataset\": \"cached\", \"workers\": 2, \"split\": \"shuffled\","
+        " \"max_rounds\": 20}";
+    double p1, p, l1, l;
+    int cached, lcached;
 
     ck_assert_ptr_nonnull(nl);
     server_start(&s);
@@ -998,18 +1017,31 @@ START_TEST(test_pstar_cache)
     doc = run_job(&s, spec);
     p1 = job_pstar(doc, &cached);
     ck_assert_int_eq(cached, 0);
+    l1 = job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 0);
     json_decref(doc);
 
     doc = run_job(&s, spec);
     p = job_pstar(doc, &cached);
     ck_assert_int_eq(cached, 1);
     ck_assert(p == p1);
+    l = job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 1);
+    ck_assert(memcmp(&l, &l1, sizeof l) == 0);
     json_decref(doc);
 
     doc = run_job(&s, other);
     p = job_pstar(doc, &cached);
     ck_assert_int_eq(cached, 0);
     ck_assert(p != p1);
+    l = job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 1);
+    ck_assert(memcmp(&l, &l1, sizeof l) == 0);
+    json_decref(doc);
+
+    doc = run_job(&s, shuffled);
+    job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 0);
     json_decref(doc);
 
     /* other bytes (the first sample dropped) under the same name */
@@ -1020,6 +1052,9 @@ START_TEST(test_pstar_cache)
     p = job_pstar(doc, &cached);
     ck_assert_int_eq(cached, 0);
     ck_assert(p != p1);
+    l = job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 0);
+    ck_assert(l != l1);
     json_decref(doc);
 
     /* the first bytes again: a new file with the SHA-256 the cache knows */
@@ -1030,6 +1065,9 @@ START_TEST(test_pstar_cache)
     p = job_pstar(doc, &cached);
     ck_assert_int_eq(cached, 1);
     ck_assert(p == p1);
+    l = job_lmax(doc, &lcached);
+    ck_assert_int_eq(lcached, 1);
+    ck_assert(memcmp(&l, &l1, sizeof l) == 0);
     json_decref(doc);
     free(heart);
     server_stop(&s);

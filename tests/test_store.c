@@ -245,6 +245,7 @@ START_TEST(test_migrations_apply_once)
 {
     static const char *const tables[] = {
         "jobs", "job_labels", "metrics", "experiments", "datasets", "pstar",
+        "lambda_max",
     };
     struct store_job_new in = job_new("alice", "kept");
     struct store_job job;
@@ -1891,6 +1892,49 @@ START_TEST(test_pstar_cache)
 }
 END_TEST
 
+/* lambda_max is kept by version alone, exactly, and never replaced;
+   hostile input is refused naming what the key and value must be. */
+START_TEST(test_lmax_cache)
+{
+    static const char sha[] =
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    static const char sha2[] =
+        "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct store_lmax val = {.value = 0.1 + 0.2, .method = "lanczos", .steps = 17};
+    struct store_lmax got, other = {.value = 9.0, .method = "lanczos", .steps = 3};
+    struct store_err err = {0};
+
+    expect_rc(store_lmax_get(st, sha, &got, &err), STORE_ENOTFOUND, &err, "miss");
+    expect_rc(store_lmax_put(st, sha, &val, &err), 0, &err, "put");
+    expect_rc(store_lmax_get(st, sha, &got, &err), 0, &err, "get");
+    ck_assert(memcmp(&got.value, &val.value, sizeof got.value) == 0);
+    ck_assert_uint_eq(got.steps, 17);
+    ck_assert_str_eq(got.method, "lanczos");
+    ck_assert(got.computed_at > 0);
+    expect_rc(store_lmax_get(st, sha2, &got, &err), STORE_ENOTFOUND, &err,
+              "other version");
+    expect_rc(store_lmax_put(st, sha, &other, &err), 0, &err, "again");
+    expect_rc(store_lmax_get(st, sha, &got, &err), 0, &err, "kept");
+    ck_assert(got.value == val.value && got.steps == 17);
+
+    expect_rc(store_lmax_get(st, "ABC", &got, &err), STORE_EINVAL, &err, "bad sha");
+    ck_assert_msg(strstr(err.msg, "SHA-256"), "%s", err.msg);
+    other.value = NAN;
+    expect_rc(store_lmax_put(st, sha2, &other, &err), STORE_EINVAL, &err, "nan");
+    other.value = -1.0;
+    expect_rc(store_lmax_put(st, sha2, &other, &err), STORE_EINVAL, &err, "negative");
+    other.value = 1.0;
+    other.steps = 0;
+    expect_rc(store_lmax_put(st, sha2, &other, &err), STORE_EINVAL, &err, "no steps");
+    ck_assert_msg(strstr(err.msg, "steps >= 1"), "%s", err.msg);
+    other.steps = 3;
+    other.method[0] = '\0';
+    expect_rc(store_lmax_put(st, sha2, &other, &err), STORE_EINVAL, &err, "no method");
+    expect_rc(store_lmax_get(st, sha2, &got, &err), STORE_ENOTFOUND, &err,
+              "nothing written");
+}
+END_TEST
+
 START_TEST(test_experiments)
 {
     static const char *const algorithms[] = {"eclk", "ec-gd", "diana"};
@@ -2193,6 +2237,7 @@ static Suite *store_suite(void)
     tcase_add_test(metrics, test_owner_row_count);
 
     tcase_add_test(caches, test_pstar_cache);
+    tcase_add_test(caches, test_lmax_cache);
     tcase_add_test(caches, test_experiments);
     tcase_add_test(caches, test_datasets);
 

@@ -72,26 +72,32 @@ static int job_version(struct app *a, struct running *r, const struct store_job 
 
 /*
  * The P* cache's entries for the job's dataset and loss (r->sha256 and
- * r->loss, set by job_version), written to path where the coordinator
- * reads them (ecopt run --pstar-hint) with the identity of the file they
- * were found for. 1 when written, 0 when the cache has nothing to offer,
- * -1 when the file could not be written; the coordinator then solves, so
- * a failure here costs time, never the job.
+ * r->loss, set by job_version), and the version's lambda_max when it is
+ * known, written to path where the coordinator reads them (ecopt run
+ * --pstar-hint) with the version they were found for. 1 when written, 0
+ * when the caches have nothing to offer, -1 when the file could not be
+ * written; the coordinator then solves, so a failure here costs time,
+ * never the job.
  */
 static int write_pstar_hint(struct app *a, struct running *r, const char *path)
 {
     struct store_pstar *v = NULL;
+    struct store_lmax lm;
     struct store_err e = {0};
     struct store *st;
     size_t n = 0;
+    int have_lmax;
     json_t *entries, *root;
     int rc = -1;
 
     st = app_reader(a);
     if (store_pstar_list(st, r->sha256, r->loss, 256, &v, &n, &e) < 0)
         fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
+    have_lmax = store_lmax_get(st, r->sha256, &lm, &e) == 0;
+    if (!have_lmax && e.code != STORE_ENOTFOUND)
+        fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
     app_reader_done(a, st);
-    if (n == 0) {
+    if (n == 0 && !have_lmax) {
         free(v);
         return 0;               /* nothing cached yet: the start will add it */
     }
@@ -105,6 +111,10 @@ static int write_pstar_hint(struct app *a, struct running *r, const char *path)
     free(v);
     root = json_pack("{s:s, s:s, s:o}", "sha256", r->sha256, "loss", r->loss,
                      "entries", entries);
+    if (root && have_lmax)
+        json_object_set_new(root, "lambda_max",
+                            json_pack("{s:f, s:s, s:I}", "value", lm.value, "method",
+                                      lm.method, "steps", (json_int_t)lm.steps));
     /* Close-on-exec, as every descriptor of the service: a coordinator
      * started meanwhile must not inherit it. */
     {

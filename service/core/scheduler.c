@@ -170,6 +170,35 @@ static void batch_doc(struct running *r, const char *doc)
 }
 
 /*
+ * A lambda_max the coordinator's Lanczos run found over the rows in the
+ * file's order (the contiguous split) goes into the cache for the next
+ * job on the version it read; other orders give other last bits.
+ */
+static void cache_lmax(struct running *r, json_t *dataset, json_t *problem)
+{
+    json_t *lm = json_object_get(problem, "lambda_max");
+    json_t *split = json_object_get(problem, "split");
+    const char *read = json_string_value(json_object_get(dataset, "sha256"));
+    const char *method = json_string_value(json_object_get(lm, "method"));
+    const char *type = json_string_value(json_object_get(split, "type"));
+    struct store_lmax val = {0};
+    struct store_err e = {0};
+
+    if (!r->sha256[0] || !read || strcmp(read, r->sha256) != 0 || !method ||
+        !type || strcmp(type, "contiguous") != 0 ||
+        json_is_true(json_object_get(lm, "cached")) ||
+        !json_is_number(json_object_get(lm, "value")) ||
+        json_integer_value(json_object_get(lm, "steps")) < 1)
+        return;                 /* (no steps: data with no nonzeros) */
+    val.value = json_number_value(json_object_get(lm, "value"));
+    val.steps = (uint32_t)json_integer_value(json_object_get(lm, "steps"));
+    snprintf(val.method, sizeof val.method, "%s", method);
+    if (store_lmax_put(r->app->writer, r->sha256, &val, &e) < 0)
+        fprintf(stderr, "ecopt serve: job %s: lambda_max not cached: %s\n", r->id,
+                e.msg);
+}
+
+/*
  * A P* the coordinator solved for goes into the cache for the next job,
  * when the coordinator read the version the job recorded (it hashed the
  * bytes it parsed, and says so in its start record's dataset).
@@ -300,6 +329,7 @@ static void on_record(void *ctx, json_t *rec)
                                   params, &e) < 0)
             fprintf(stderr, "ecopt serve: job %s: %s\n", r->id, e.msg);
         cache_pstar(r, rr.dataset, rr.problem);
+        cache_lmax(r, rr.dataset, rr.problem);
         wunlock(r->app);
         free(problem);
         free(params);

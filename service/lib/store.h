@@ -657,6 +657,25 @@ int store_pstar_list(struct store *st, const char *dataset_sha256,
 int store_pstar_put(struct store *st, const struct store_pstar_key *key,
                     const struct store_pstar *val, struct store_err *err);
 
+/*
+ * lambda_max(A^T A) of a dataset version in its file's row order, keyed
+ * by the SHA-256 alone: it does not depend on the loss or the lambdas.
+ */
+struct store_lmax {
+    double value;                   /* finite, >= 0 */
+    char method[STORE_METHOD_SIZE]; /* how it was found: "lanczos" */
+    uint32_t steps;                 /* its steps (matrix products), >= 1 */
+    int64_t computed_at;            /* set by put */
+};
+
+/* STORE_ENOTFOUND when the version has none yet. */
+int store_lmax_get(struct store *st, const char *dataset_sha256,
+                   struct store_lmax *out, struct store_err *err);
+/* Inserts, never replaces: a value already there is kept (the same data
+   in the same order gives the same value, so either is right). */
+int store_lmax_put(struct store *st, const char *dataset_sha256,
+                   const struct store_lmax *val, struct store_err *err);
+
 /* ---- Experiments ----------------------------------------------------- */
 
 struct store_experiment_new {

@@ -1,4 +1,4 @@
-/* The store's dataset rows and the P* cache. */
+/* The store's dataset rows and the P* and lambda_max caches. */
 #include "store_int.h"
 
 /* ---- The P* cache ---------------------------------------------------- */
@@ -139,6 +139,57 @@ int store_pstar_put(struct store *st, const struct store_pstar_key *key,
                           "lambda2 %s holds P* = %.17g (%s); this one found %.17g (%s): "
                           "the entry is kept", key->dataset_sha256, key->loss, l1, l2,
                           old.p_star, old.method, val->p_star, val->method);
+}
+
+/* ---- The lambda_max cache -------------------------------------------- */
+
+int store_lmax_get(struct store *st, const char *dataset_sha256,
+                   struct store_lmax *out, struct store_err *err)
+{
+    struct use u;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (!store__is_sha256(dataset_sha256))
+        return store__set_err(err, STORE_EINVAL, 0,
+                              "lambda_max cache: the key is a dataset SHA-256 "
+                              "(64 lowercase hex digits)");
+    u = use(st, SQL_LMAX_GET);
+    bind_text(&u, 1, dataset_sha256);
+    rc = step(&u);
+    if (rc == SQLITE_ROW) {
+        out->value = col_real(u.s, 0);
+        col_copy(u.s, 1, out->method, sizeof out->method);
+        out->steps = (uint32_t)sqlite3_column_int64(u.s, 2);
+        out->computed_at = sqlite3_column_int64(u.s, 3);
+        rc = 0;
+    } else if (rc == SQLITE_DONE) {
+        rc = store__set_err(err, STORE_ENOTFOUND, 0, "lambda_max cache: no entry");
+    } else {
+        rc = store__sql_fail(st->db, err, rc, "read the lambda_max cache");
+    }
+    done(&u);
+    return rc;
+}
+
+int store_lmax_put(struct store *st, const char *dataset_sha256,
+                   const struct store_lmax *val, struct store_err *err)
+{
+    struct use u;
+
+    if (!store__is_sha256(dataset_sha256) || !val || !isfinite(val->value) ||
+        val->value < 0 || val->steps < 1 ||
+        !memchr(val->method, '\0', sizeof val->method) || !val->method[0])
+        return store__set_err(err, STORE_EINVAL, 0,
+                              "lambda_max cache: a dataset SHA-256, a finite "
+                              "value >= 0, a method and steps >= 1");
+    u = use(st, SQL_LMAX_PUT);
+    bind_text(&u, 1, dataset_sha256);
+    bind_real(&u, 2, val->value);
+    bind_text(&u, 3, val->method);
+    bind_int(&u, 4, (int64_t)val->steps);
+    bind_int(&u, 5, store__now_ms());
+    return exec_use(st, &u, "write the lambda_max cache", err);
 }
 
 /* ---- Datasets -------------------------------------------------------- */

@@ -233,6 +233,12 @@ enum job_column {
       "INSERT INTO pstar (dataset_sha256, loss, lambda1,"                  \
       " lambda2, p_star, method, bound, computed_at)"                      \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING")   \
+    X(SQL_LMAX_GET,                                                        \
+      "SELECT value, method, steps, computed_at FROM lambda_max"           \
+      " WHERE dataset_sha256 = ?1")                                        \
+    X(SQL_LMAX_PUT,                                                        \
+      "INSERT INTO lambda_max (dataset_sha256, value, method, steps,"      \
+      " computed_at) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING")  \
     X(SQL_EXP_INSERT,                                                      \
       "INSERT INTO experiments (id, owner, name, spec, created_at)"        \
       " VALUES (?1, ?2, ?3, ?4, ?5)")                                      \
