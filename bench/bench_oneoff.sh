@@ -19,9 +19,8 @@ tmp=$(mktemp -d)
 trap 'kill $spid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 spid=
 ticks=$(getconf CLK_TCK)
+. bench/ab_pairs.sh
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-med() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
 
 one() {   # binary -> "us_oneoff us_keepalive"
     rm -rf "$tmp/db"; mkdir "$tmp/db"
@@ -48,17 +47,7 @@ one() {   # binary -> "us_oneoff us_keepalive"
         'BEGIN {printf "%.0f %.0f\n", a / t * 1e6 / n, b / t * 1e6 / (20 * n)}'
 }
 
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-: > "$tmp/pairs"
-p=0
-while [ $p -lt "$PAIRS" ]; do
-    if [ $((p % 2)) -eq 0 ]; then b=$(one "$BEFORE"); a=$(one "$ECOPT")
-    else a=$(one "$ECOPT"); b=$(one "$BEFORE"); fi
-    echo "$b $a" >> "$tmp/pairs"
-    echo "pair $((p + 1)): before $b, after $a" >&2
-    p=$((p + 1))
-done
-load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+ab_pairs one "$tmp/pairs"
 echo "| pair | before: one-off us | before: keep-alive us | after: one-off us | after: keep-alive us | one-off ratio | keep-alive ratio |"
 echo "|---|---|---|---|---|---|---|"
 awk '{printf "| %d | %s | %s | %s | %s | %.2f | %.2f |\n", NR, $1, $2, $3, $4, $3 / $1, $4 / $2}' "$tmp/pairs"

@@ -21,9 +21,8 @@ tmp=$(mktemp -d)
 spid=
 trap 'kill $spid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 ticks=$(getconf CLK_TCK)
+. bench/ab_pairs.sh
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-med() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
 job='{"dataset": "heart_scale", "workers": 2, "algorithm": "gd", "max_rounds": 1}'
 
 serve() {   # binary db
@@ -63,17 +62,7 @@ one() {   # binary -> us of server CPU per submission
     awk -v c=$((c1 - c0)) -v n="$N" -v t="$ticks" 'BEGIN {printf "%.0f\n", c / t * 1e6 / n}'
 }
 
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-: > "$tmp/pairs"
-p=0
-while [ $p -lt "$PAIRS" ]; do
-    if [ $((p % 2)) -eq 0 ]; then b=$(one "$BEFORE"); a=$(one "$ECOPT")
-    else a=$(one "$ECOPT"); b=$(one "$BEFORE"); fi
-    echo "$b $a" >> "$tmp/pairs"
-    echo "pair $((p + 1)): before $b us, after $a us" >&2
-    p=$((p + 1))
-done
-load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+ab_pairs one "$tmp/pairs"
 echo "| pair | before: us a submission | after: us a submission | ratio |"
 echo "|---|---|---|---|"
 awk '{printf "| %d | %s | %s | %.3f |\n", NR, $1, $2, $2 / $1}' "$tmp/pairs"

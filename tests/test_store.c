@@ -1554,22 +1554,31 @@ START_TEST(test_dataset_shared_migration)
 }
 END_TEST
 
+/* A database at path as the migrations up to version left it. */
+static void db_at_version(const char *path, int version)
+{
+    char pragma[64];
+    int v = 0;
+
+    for (int i = 0; i < store_migration_count && store_migrations[i].version <= version; i++) {
+        raw_exec(path, store_migrations[i].sql);
+        v = store_migrations[i].version;
+    }
+    ck_assert_int_eq(v, version);
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", version);
+    raw_exec(path, pragma);
+}
+
 /* Jobs that ended before the outcome was recorded get one from their stop
  * reason and last gap, as a new end would. */
 START_TEST(test_job_outcome_backfill)
 {
     char path[160];
     struct store *old;
-    int v = 0;
 
     snprintf(path, sizeof path, "%s/v7.db", dir);
-    for (int i = 0; i < store_migration_count && store_migrations[i].version <= 7; i++) {
-        raw_exec(path, store_migrations[i].sql);
-        v = store_migrations[i].version;
-    }
-    ck_assert_int_eq(v, 7);
+    db_at_version(path, 7);
     raw_exec(path,
-             "PRAGMA user_version = 7;"
              "INSERT INTO jobs (id, owner, spec, algorithm, compressor, dataset, backend,"
              " workers, created_at, state, stop_reason, rel_gap) VALUES"
              " ('j_00000000000000a1', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1,"
@@ -1796,16 +1805,10 @@ START_TEST(test_owner_row_count_backfill)
 {
     char path[160];
     struct store *old;
-    int v = 0;
 
     snprintf(path, sizeof path, "%s/v12.db", dir);
-    for (int i = 0; i < store_migration_count && store_migrations[i].version <= 12; i++) {
-        raw_exec(path, store_migrations[i].sql);
-        v = store_migrations[i].version;
-    }
-    ck_assert_int_eq(v, 12);
+    db_at_version(path, 12);
     raw_exec(path,
-             "PRAGMA user_version = 12;"
              "INSERT INTO jobs (seq, id, owner, spec, algorithm, compressor, dataset, backend,"
              " workers, created_at, state) VALUES"
              " (1, 'j_00000000000000b1', 'a', '{}', 'gd', 'none', 'm', 'process', 2, 1, 'succeeded'),"
