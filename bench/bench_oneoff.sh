@@ -47,7 +47,7 @@ one() {   # binary -> "us_oneoff us_keepalive"
         'BEGIN {printf "%.0f %.0f\n", a / t * 1e6 / n, b / t * 1e6 / (20 * n)}'
 }
 
-ab_pairs one "$tmp/pairs"
+ab_pairs one "$tmp/pairs" "$BEFORE" "$ECOPT"
 echo "| pair | before: one-off us | before: keep-alive us | after: one-off us | after: keep-alive us | one-off ratio | keep-alive ratio |"
 echo "|---|---|---|---|---|---|---|"
 awk '{printf "| %d | %s | %s | %s | %s | %.2f | %.2f |\n", NR, $1, $2, $3, $4, $3 / $1, $4 / $2}' "$tmp/pairs"

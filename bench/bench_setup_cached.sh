@@ -25,13 +25,11 @@ grep -q lambda_max "$tmp/hint.json" || { echo "bench_setup_cached: the hint has 
 
 one() {   # "cold" or "hint" -> CPU seconds of the whole job
     if [ "$1" = hint ]; then set -- --pstar-hint "$tmp/hint.json"; else set --; fi
-    /usr/bin/time -f "%U %S" -o "$tmp/t" "$BIN" run "$tmp/job.json" --backend inproc --quiet \
+    /usr/bin/time -f "%U %S" -o "$tmp/t" "$ECOPT" run "$tmp/job.json" --backend inproc --quiet \
         "$@" >/dev/null </dev/null || [ $? -eq 5 ]
     tail -n 1 "$tmp/t" | awk '{printf "%.2f\n", $1 + $2}'   # time says "Command exited ..." first
 }
-BEFORE=cold
-BIN=$ECOPT ECOPT=hint   # ab_pairs passes BEFORE, then ECOPT, to one
-ab_pairs one "$tmp/pairs"
+ab_pairs one "$tmp/pairs" cold hint
 echo "| pair | cold: CPU s | hint: CPU s | hint / cold |"
 echo "|---|---|---|---|"
 awk '{printf "| %d | %s | %s | %.3f |\n", NR, $1, $2, $2 / $1}' "$tmp/pairs"

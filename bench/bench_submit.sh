@@ -62,7 +62,7 @@ one() {   # binary -> us of server CPU per submission
     awk -v c=$((c1 - c0)) -v n="$N" -v t="$ticks" 'BEGIN {printf "%.0f\n", c / t * 1e6 / n}'
 }
 
-ab_pairs one "$tmp/pairs"
+ab_pairs one "$tmp/pairs" "$BEFORE" "$ECOPT"
 echo "| pair | before: us a submission | after: us a submission | ratio |"
 echo "|---|---|---|---|"
 awk '{printf "| %d | %s | %s | %.3f |\n", NR, $1, $2, $2 / $1}' "$tmp/pairs"
