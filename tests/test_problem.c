@@ -52,6 +52,18 @@ static ec_job base_job(uint32_t workers, ec_loss loss, double lambda1,
     return job;
 }
 
+/* Logistic on 4 workers with lambda2 relative to lambda_max (1e-2), for
+ * the tests of the constants handed to ec_problem_init. */
+static ec_job rel_job(void)
+{
+    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
+
+    job.lambda2 = NAN;
+    job.lambda2_rel = 1e-2;
+    job.algorithm = EC_ALGO_EF21;
+    return job;
+}
+
 /* A dense, obviously correct P for comparison with the sparse kernels. */
 static double dense_value(const ec_dataset *ds, ec_loss loss, double l1,
                           double l2, const double *x)
@@ -337,10 +349,7 @@ START_TEST(test_init_given)
     double L_bar[4];
 
     make_data(&ds, 40, 6, 0.15, 13);
-    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
-    job.lambda2 = NAN;
-    job.lambda2_rel = 1e-2;
-    job.algorithm = EC_ALGO_EF21;
+    ec_job job = rel_job();
     ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
     for (uint32_t t = 0; t < pb.n; t++)
         L_bar[t] = pb.shards[t].L_bar;
@@ -390,10 +399,7 @@ START_TEST(test_init_lmax)
     ec_err e = {0};
 
     make_data(&ds, 40, 6, 0.15, 13);
-    ec_job job = base_job(4, EC_LOSS_LOGISTIC, 0, 0.0);
-    job.lambda2 = NAN;
-    job.lambda2_rel = 1e-2;
-    job.algorithm = EC_ALGO_EF21;
+    ec_job job = rel_job();
     ck_assert_int_eq(ec_problem_init(&pb, &ds, &job, &e), 0);
     ck_assert_int_eq(pb.lmax_cached, 0);
     ck_assert(pb.lmax_steps >= 1);
