@@ -1,9 +1,10 @@
 /*
- * The process runtime: forked workers over sockets give bitwise the same
- * rows as the in-process simulation; and every way a job can break (a
- * worker killed, hung, exiting, sending garbage or half a frame; SIGTERM
- * to the coordinator) ends it quickly, with a reason, and with every
- * process gone and reaped. The fault cases run the real ecopt binary.
+ * The process runtime: forked workers over sockets and shared-memory
+ * mailboxes give bitwise the same rows as the in-process simulation; and
+ * every way a job can break (a worker killed, hung, exiting, sending
+ * garbage or half a frame; SIGTERM to the coordinator) ends it quickly,
+ * with a reason, and with every process gone and reaped. The fault cases
+ * run the real ecopt binary.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 
 #include "ecopt/algo.h"
 #include "ecopt/data.h"
+#include "ecopt/mailbox.h"
 #include "ecopt/memory.h"
 #include "ecopt/proc.h"
 #include "ecopt/run.h"
@@ -155,6 +157,96 @@ START_TEST(test_process_equals_inproc)
         runs++;
     }
     ck_assert_int_gt(runs, 0);
+}
+END_TEST
+
+/* A frame longer than a mailbox goes on the socket, which the mailbox
+ * announces: 40 workers in one process make an init UPS of 40 dense
+ * gradients, over EC_MAILBOX_CAP, and the rows are the in-process rows
+ * bit for bit on 1 and 3 processes. */
+START_TEST(test_frames_over_the_mailbox)
+{
+    static struct rows a, b;
+    ec_err e = {0};
+    ec_job job;
+    ec_problem pb;
+    ec_params prm;
+    ec_summary sa, sb;
+
+    ec_job_defaults(&job);
+    job.algorithm = EC_ALGO_ECLK;
+    job.workers = 40;
+    job.lambda2_rel = 1e-3;
+    job.compressor = (ec_comp_spec){EC_COMP_TOPK, 1, 0};
+    job.max_rounds = 40;
+    job.eval_every = 10;
+    a1a_prepare(&job, &pb, &prm);
+    a.n = 0;
+    ck_assert_int_eq(ec_run_inproc(&pb, &prm, &job, keep, &a, &sa, &e), 0);
+    for (uint32_t procs = 1; procs <= 3; procs += 2) {
+        ec_proc_opts opts = {0};
+
+        opts.procs = procs;
+        b.n = 0;
+        ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &b, &sb, &e) == 0,
+                      "%s", e.msg);
+        ck_assert_msg(sb.stop == sa.stop, "%s", sb.reason);
+        ck_assert_uint_eq(a.n, b.n);
+        if (procs == 1)         /* the init exchange's one frame */
+            ck_assert_double_gt(b.r[0].wire_up * job.workers, EC_MAILBOX_CAP);
+        for (unsigned i = 0; i < a.n; i++)
+            ck_assert_msg(a.r[i].P == b.r[i].P && a.r[i].bits_up == b.r[i].bits_up,
+                          "on %u processes row %u differs: P %.17g vs %.17g",
+                          procs, i, a.r[i].P, b.r[i].P);
+    }
+    ec_problem_clear(&pb);
+}
+END_TEST
+
+/* The mailbox itself: a frame is taken as it was put, once published;
+ * one over the cap is announced for the socket; a sleep with nothing
+ * published ends at its time, and a frame another process publishes
+ * wakes a sleeper. */
+START_TEST(test_mailbox)
+{
+    void *map = ec_mailbox_map(2);
+    ec_mailbox *mb;
+    static uint8_t big[EC_MAILBOX_CAP + 1], out[EC_MAILBOX_CAP];
+    const uint8_t frame[] = "a frame of 19 bytes";
+    pid_t pid;
+    int status;
+
+    ck_assert_ptr_nonnull(map);
+    mb = ec_mailbox_at(map, 1);
+    ck_assert(!ec_mailbox_ready(mb, EC_MAILBOX_UP, 0));
+    ck_assert(!ec_mailbox_sleep(mb, EC_MAILBOX_UP, 0, 0.01));
+    ck_assert_int_eq(ec_mailbox_put(mb, EC_MAILBOX_UP, frame, 19), 1);
+    ck_assert(ec_mailbox_ready(mb, EC_MAILBOX_UP, 0));
+    ck_assert(!ec_mailbox_ready(mb, EC_MAILBOX_DOWN, 0));   /* one way only */
+    ck_assert(!ec_mailbox_ready(ec_mailbox_at(map, 0), EC_MAILBOX_UP, 0));
+    ck_assert_int_eq(ec_mailbox_take(mb, EC_MAILBOX_UP, out, sizeof out), 19);
+    ck_assert_mem_eq(out, frame, 19);
+    ck_assert_int_eq(ec_mailbox_take(mb, EC_MAILBOX_UP, out, 18), -2);
+    ck_assert_int_eq(ec_mailbox_put(mb, EC_MAILBOX_UP, big, sizeof big), 0);
+    ck_assert(ec_mailbox_ready(mb, EC_MAILBOX_UP, 1));
+    ck_assert_int_eq(ec_mailbox_take(mb, EC_MAILBOX_UP, out, sizeof out), -1);
+    /* Another process, once this one sleeps (or about to: either way the
+     * frame must not be slept through). */
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct timespec ts = {0, 20000000};
+
+        ec_mailbox_keep_only(map, 2, 1);
+        nanosleep(&ts, NULL);
+        ec_mailbox_put(mb, EC_MAILBOX_DOWN, frame, 5);
+        _exit(0);
+    }
+    ck_assert(ec_mailbox_sleep(mb, EC_MAILBOX_DOWN, 0, 30.0));
+    ck_assert_int_eq(ec_mailbox_take(mb, EC_MAILBOX_DOWN, out, sizeof out), 5);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ec_mailbox_unmap(map, 2);
 }
 END_TEST
 
@@ -959,6 +1051,8 @@ int main(void)
     tcase_add_test(eq, test_grad_evals_counted);
     tcase_set_timeout(faults, 120);
     tcase_add_test(eq, test_model_copies_fallback);
+    tcase_add_test(eq, test_frames_over_the_mailbox);
+    tcase_add_test(eq, test_mailbox);
     tcase_add_test(faults, test_model_shared_read_only);
     tcase_add_test(faults, test_model_fallback_binary);
     tcase_add_test(faults, test_sigkill_worker);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ecopt/clock.h"
+#include "ecopt/mailbox.h"
 #include "ecopt/spin.h"
 #include "ecopt/wire.h"
 
@@ -99,9 +100,19 @@ static void spin_done(int paid)
     ec_spin_done(&spin_stat, paid);
 }
 
+/*
+ * How long a wait on a mailbox sleeps before it looks whether its peer is
+ * still there (a process that dies wakes no one: its socket shows the
+ * end), and the longest a SIGTERM that comes just before the sleep waits.
+ */
+#define WAIT_SLICE 0.02
+
 /* One process hosting workers first .. first + count - 1. */
 struct peer {
     int fd;
+    ec_mailbox *mb;       /* its mailbox (NULL: the socket carries all) */
+    int live;             /* the handshake is done: frames go by mb */
+    uint32_t up_seen;     /* frames taken from its mailbox */
     pid_t pid;
     int reaped;
     int status;
@@ -125,6 +136,8 @@ struct proc {
     double timeout;
     double cpu_limit;     /* seconds of CPU per worker, for messages */
     uint64_t round;       /* exchanges done, for messages */
+    void *mailboxes;      /* np of them, shared (NULL: sockets only) */
+    uint8_t *done;        /* np flags: whose UPS is in this exchange */
     /* The model in memory every process maps (NULL: each process keeps
      * its own replica, and STEP carries the broadcast): written here,
      * read-only in the workers. */
@@ -233,6 +246,107 @@ static int read_frame_grow(int fd, ec_buf *b, size_t max_payload,
                            ec_wire_header *h, ec_err *e)
 {
     return read_frame_into(fd, NULL, b, max_payload, h, e);
+}
+
+/*
+ * Checks a frame taken from a mailbox (len from ec_mailbox_take, which
+ * has copied it) as read_frame checks one from a socket: 1, or < 0 with
+ * e set. A frame shorter than its header says is one whose writer
+ * stopped part way, as a socket closed mid-frame.
+ */
+static int frame_check(const uint8_t *buf, long len, size_t max_payload,
+                       ec_wire_header *h, ec_err *e)
+{
+    if (len == -2)
+        return ec_err_set(e, EC_EPROTO, "a frame over the mailbox's %u bytes",
+                          EC_MAILBOX_CAP);
+    if (len < EC_WIRE_HEADER_SIZE)
+        return ec_err_set(e, EC_EPEER, "closed its connection mid-frame");
+    if (ec_wire_header_decode(buf, EC_WIRE_HEADER_SIZE, max_payload, h, e) < 0)
+        return EC_EPROTO;
+    if (EC_WIRE_HEADER_SIZE + (size_t)h->length > (size_t)len)
+        return ec_err_set(e, EC_EPEER, "closed its connection mid-frame");
+    if (EC_WIRE_HEADER_SIZE + (size_t)h->length < (size_t)len)
+        return ec_err_set(e, EC_EPROTO, "%ld bytes where the header says %u",
+                          len, EC_WIRE_HEADER_SIZE + h->length);
+    return 1;
+}
+
+/* Whether the other end of a socket has closed it (or written to it). */
+static int socket_stirs(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+
+    return poll(&p, 1, 0) > 0;
+}
+
+/*
+ * A worker process's channel: the socket for the handshake, its mailbox
+ * for every frame after it (the first frame received is the WELCOME).
+ */
+struct box_chan {
+    int fd;
+    ec_mailbox *mb;
+    uint32_t seen;        /* frames taken from the mailbox */
+    int live;
+};
+
+/* Waits for the next STEP or STOP: spins first while spinning pays, then
+ * sleeps. 1 when it is there, 0 when the coordinator is gone. */
+static int box_wait(struct box_chan *c)
+{
+    if (ec_mailbox_ready(c->mb, EC_MAILBOX_DOWN, c->seen))
+        return 1;
+    if (spin_now()) {
+        double until = ec_clock() + spin_seconds;
+        int paid;
+
+        while (!(paid = ec_mailbox_ready(c->mb, EC_MAILBOX_DOWN, c->seen)) &&
+               ec_clock() < until)
+            ec_mailbox_relax();
+        spin_done(paid);
+        if (paid)
+            return 1;
+    }
+    for (;;) {
+        if (ec_mailbox_sleep(c->mb, EC_MAILBOX_DOWN, c->seen, WAIT_SLICE))
+            return 1;
+        /* The coordinator writes the socket only after it has published,
+         * so a socket that stirs with nothing published is its end. */
+        if (socket_stirs(c->fd))
+            return ec_mailbox_ready(c->mb, EC_MAILBOX_DOWN, c->seen);
+    }
+}
+
+static int box_send(void *ctx, const uint8_t *buf, size_t len)
+{
+    struct box_chan *c = ctx;
+
+    if (c->live && ec_mailbox_put(c->mb, EC_MAILBOX_UP, buf, len))
+        return 0;
+    return send_all(c->fd, buf, len);
+}
+
+static int box_recv(void *ctx, uint8_t *buf, size_t max_payload,
+                    ec_wire_header *h, ec_err *e)
+{
+    struct box_chan *c = ctx;
+    long len;
+    int r;
+
+    if (!c->live) {
+        r = read_frame(c->fd, buf, max_payload, h, e);
+        c->live = r == 1;
+        return r;
+    }
+    if (!box_wait(c))
+        return 0;
+    len = ec_mailbox_take(c->mb, EC_MAILBOX_DOWN, buf,
+                          EC_WIRE_HEADER_SIZE + max_payload);
+    c->seen++;
+    if (len == -1)
+        return read_frame(c->fd, buf, max_payload, h, e);
+    return frame_check(buf, len, max_payload, h, e);
 }
 
 static void set_timeouts(int fd, double seconds)
@@ -622,6 +736,59 @@ static void unexpected_frame(struct proc *pc, uint32_t t,
                  name, (unsigned long long)pc->round, h->type);
 }
 
+/* The job ends cancelled: SIGTERM reached this process. */
+static void cancelled(struct proc *pc, ec_summary *sum)
+{
+    sum->stop = EC_STOP_CANCELLED;
+    snprintf(sum->reason, sizeof sum->reason,
+             "cancelled by signal %d at round %llu", ec_signal_caught(),
+             (unsigned long long)pc->round);
+}
+
+/* The round timeout passed with the UPS of process t not in. */
+static void timed_out(struct proc *pc, uint32_t t, ec_summary *sum)
+{
+    char name[64];
+
+    sum->stop = EC_STOP_FAILED;
+    snprintf(sum->reason, sizeof sum->reason,
+             "%s did not answer within the round timeout of %g s at round %llu",
+             peer_name(pc, t, name, sizeof name), pc->timeout,
+             (unsigned long long)pc->round);
+}
+
+/*
+ * What process t's frame of this exchange, read with result r (as
+ * read_frame's) into its buffer, means: 0 when it is its UPS, else < 0
+ * with sum filled in.
+ */
+static int take_ups(struct proc *pc, uint32_t t, int r, const ec_wire_header *h,
+                    const ec_err *e, ec_traffic *acc, ec_summary *sum)
+{
+    struct peer *p = &pc->peers[t];
+
+    if (r == 0) {
+        describe_death(pc, t, "closed its connection", sum);
+        return -1;
+    }
+    if (r < 0) {
+        char what[600];
+        snprintf(what, sizeof what, "sent a bad frame (%.500s)", e->msg);
+        if (r == EC_EPEER || r == EC_ETIMEOUT)
+            describe_death(pc, t, e->msg, sum);
+        else
+            describe_death(pc, t, what, sum);
+        return -1;
+    }
+    if (h->type != EC_WIRE_UPS) {
+        unexpected_frame(pc, t, h, sum);
+        return -1;
+    }
+    p->in_len = h->length;
+    acc->wire_up += EC_WIRE_HEADER_SIZE + h->length;
+    return 0;
+}
+
 /*
  * Waits until every process has sent its UPS frame, reading each as it
  * becomes ready into its own buffer. Wakes for SIGTERM too. Returns 0, or
@@ -631,15 +798,16 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
 {
     uint32_t np = pc->np, left = np;
     struct pollfd *pfd = calloc((size_t)np + 1, sizeof *pfd);
-    uint8_t *done = calloc(np, 1);
+    uint8_t *done = pc->done;
     double deadline = ec_clock() + pc->timeout;
     int rc = -1;
 
-    if (!pfd || !done) {
+    if (!pfd) {
         sum->stop = EC_STOP_FAILED;
         snprintf(sum->reason, sizeof sum->reason, "out of memory");
         goto out;
     }
+    memset(done, 0, np);
     while (left > 0) {
         uint32_t nfd = 0;
         int ready, wait_ms = (int)((deadline - ec_clock()) * 1000) + 1;
@@ -673,25 +841,15 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
             goto out;
         }
         if (ec_signal_caught()) {
-            sum->stop = EC_STOP_CANCELLED;
-            snprintf(sum->reason, sizeof sum->reason,
-                     "cancelled by signal %d at round %llu", ec_signal_caught(),
-                     (unsigned long long)pc->round);
+            cancelled(pc, sum);
             goto out;
         }
         if (ready == 0 && ec_clock() >= deadline) {
             for (uint32_t t = 0; t < np; t++) {
-                char name[64];
-
-                if (done[t])
-                    continue;
-                sum->stop = EC_STOP_FAILED;
-                snprintf(sum->reason, sizeof sum->reason,
-                         "%s did not answer within the round "
-                         "timeout of %g s at round %llu",
-                         peer_name(pc, t, name, sizeof name), pc->timeout,
-                         (unsigned long long)pc->round);
-                goto out;
+                if (!done[t]) {
+                    timed_out(pc, t, sum);
+                    goto out;
+                }
             }
         }
         for (uint32_t t = 0, i = 0; t < np; t++) {
@@ -705,25 +863,8 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
             if (!pfd[i++].revents)
                 continue;
             r = read_frame_grow(p->fd, &p->in, p->max_payload, &h, &e);
-            if (r == 0) {
-                describe_death(pc, t, "closed its connection", sum);
+            if (take_ups(pc, t, r, &h, &e, acc, sum) < 0)
                 goto out;
-            }
-            if (r < 0) {
-                char what[600];
-                snprintf(what, sizeof what, "sent a bad frame (%.500s)", e.msg);
-                if (r == EC_EPEER || r == EC_ETIMEOUT)
-                    describe_death(pc, t, e.msg, sum);
-                else
-                    describe_death(pc, t, what, sum);
-                goto out;
-            }
-            if (h.type != EC_WIRE_UPS) {
-                unexpected_frame(pc, t, &h, sum);
-                goto out;
-            }
-            p->in_len = h.length;
-            acc->wire_up += EC_WIRE_HEADER_SIZE + h.length;
             done[t] = 1;
             left--;
         }
@@ -731,8 +872,118 @@ static int gather(struct proc *pc, ec_traffic *acc, ec_summary *sum)
     rc = 0;
 out:
     free(pfd);
-    free(done);
     return rc;
+}
+
+/* Takes process t's frame from its mailbox (or, when the mailbox says it
+ * is there, from its socket) as its UPS: 0, or < 0 with sum filled in. */
+static int take_box(struct proc *pc, uint32_t t, ec_traffic *acc,
+                    ec_summary *sum)
+{
+    struct peer *p = &pc->peers[t];
+    ec_wire_header h;
+    ec_err e = {0};
+    long len = ec_mailbox_take(p->mb, EC_MAILBOX_UP, p->in.p, p->in.cap);
+    int r;
+
+    p->up_seen++;
+    if (len == -1)
+        r = read_frame_grow(p->fd, &p->in, p->max_payload, &h, &e);
+    else
+        r = frame_check(p->in.p, len, p->max_payload, &h, &e);
+    return take_ups(pc, t, r, &h, &e, acc, sum);
+}
+
+/*
+ * gather() over the mailboxes: takes each UPS as it is published, spinning
+ * first while spinning pays (a spin pays when every UPS is in before it
+ * ends), then asleep on one process's mailbox at a time; between sleeps
+ * it looks at the sockets, where a process that has died shows its end.
+ * Returns 0, or < 0 with sum filled in.
+ */
+static int gather_box(struct proc *pc, ec_traffic *acc, ec_summary *sum)
+{
+    uint32_t np = pc->np, left = np;
+    uint8_t *done = pc->done;
+    double now = ec_clock(), deadline = now + pc->timeout;
+    double spin_until = spin_now() ? now + spin_seconds : 0;
+
+    memset(done, 0, np);
+    for (;;) {
+        uint32_t first = np;
+
+        for (uint32_t t = 0; t < np; t++) {
+            if (done[t])
+                continue;
+            if (!ec_mailbox_ready(pc->peers[t].mb, EC_MAILBOX_UP,
+                                  pc->peers[t].up_seen)) {
+                if (first == np)
+                    first = t;
+                continue;
+            }
+            if (take_box(pc, t, acc, sum) < 0)
+                return -1;
+            done[t] = 1;
+            left--;
+        }
+        if (left == 0)
+            break;
+        if (ec_signal_caught()) {
+            cancelled(pc, sum);
+            return -1;
+        }
+        now = ec_clock();
+        if (now < spin_until) {
+            ec_mailbox_relax();
+            continue;
+        }
+        if (spin_until > 0) {
+            spin_done(0);
+            spin_until = 0;
+        }
+        if (now >= deadline) {
+            timed_out(pc, first, sum);
+            return -1;
+        }
+        if (ec_mailbox_sleep(pc->peers[first].mb, EC_MAILBOX_UP,
+                             pc->peers[first].up_seen,
+                             deadline - now < WAIT_SLICE ? deadline - now
+                                                         : WAIT_SLICE))
+            continue;
+        /* Nothing from it yet: has any process that owes a UPS ended? A
+         * process publishes before it writes its socket, so a socket
+         * that stirs with nothing published is its end (or a frame
+         * outside the protocol, which take_ups names). */
+        for (uint32_t t = 0; t < np; t++) {
+            struct peer *p = &pc->peers[t];
+            ec_wire_header h;
+            ec_err e = {0};
+            int r;
+
+            if (done[t] || !socket_stirs(p->fd) ||
+                ec_mailbox_ready(p->mb, EC_MAILBOX_UP, p->up_seen))
+                continue;
+            r = read_frame_grow(p->fd, &p->in, p->max_payload, &h, &e);
+            if (take_ups(pc, t, r, &h, &e, acc, sum) < 0)
+                return -1;
+            done[t] = 1;
+            left--;
+        }
+    }
+    if (spin_until > 0)
+        spin_done(1);
+    return 0;
+}
+
+/* Sends process t a frame: by its mailbox once the handshake is done. */
+static int peer_send(struct proc *pc, uint32_t t, const uint8_t *buf,
+                     size_t len)
+{
+    struct peer *p = &pc->peers[t];
+
+    if (p->live && ec_mailbox_put(p->mb, EC_MAILBOX_DOWN, buf, len))
+        return 0;
+    return send_all(p->fd, buf, len);
 }
 
 /* STEP with the last broadcast to every process, then gather and reduce
@@ -756,14 +1007,14 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
         return -1;
     }
     for (uint32_t t = 0; t < pc->np; t++) {
-        if (send_all(pc->peers[t].fd, pc->sendbuf, (size_t)len) < 0) {
+        if (peer_send(pc, t, pc->sendbuf, (size_t)len) < 0) {
             describe_death(pc, t, errno == EAGAIN ? "stopped reading" :
                            "cannot be written to", sum);
             return -1;
         }
         acc->wire_down += (uint64_t)len;
     }
-    if (gather(pc, acc, sum) < 0)
+    if ((pc->mailboxes ? gather_box(pc, acc, sum) : gather(pc, acc, sum)) < 0)
         return -1;
     ec_server_reduce_begin(m, down);
     for (uint32_t t = 0; t < pc->np; t++) {
@@ -881,9 +1132,14 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
         if (dup2(sv[1], 3) < 0)
             _exit(1);
         close_range(4, ~0u, 0);
+        /* Nor any other process's mailbox. */
+        if (pc->mailboxes)
+            ec_mailbox_keep_only(pc->mailboxes, pc->np, t);
         {
             int fd = 3;
+            struct box_chan box = {3, pc->peers[t].mb, 0, 0};
             ec_chan ch = {&fd, sock_send, sock_recv};
+            ec_chan boxed = {&box, box_send, box_recv};
             const char *why = ec_worker_limits(opts);
 
             if (why) {
@@ -902,7 +1158,8 @@ static int spawn(struct proc *pc, uint32_t t, const ec_proc_opts *opts,
                          "read-only: %s", strerror(errno));
                 _exit(worker_fail(&ch, small, sizeof small, 0, text));
             }
-            code = ec_worker_serve_model(&ch, pc->pb, pc->prm,
+            code = ec_worker_serve_model(pc->mailboxes ? &boxed : &ch,
+                                         pc->pb, pc->prm,
                                          pc->peers[t].first,
                                          pc->peers[t].count, pc->model);
         }
@@ -951,6 +1208,7 @@ static int handshake(struct proc *pc, ec_summary *sum)
             describe_death(pc, t, "cannot be written to", sum);
             return -1;
         }
+        p->live = p->mb != NULL;    /* the mailbox from the next frame on */
     }
     return 0;
 }
@@ -965,7 +1223,7 @@ static void shutdown_workers(struct proc *pc, int polite)
         if (p->pid <= 0)
             continue;
         if (polite && len > 0)
-            send_all(p->fd, pc->sendbuf, (size_t)len);
+            peer_send(pc, t, pc->sendbuf, (size_t)len);
         else
             kill(p->pid, SIGKILL);
     }
@@ -1064,8 +1322,9 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
     pc.max_payload = ec_wire_max_payload(d);
     pc.bufcap = EC_WIRE_HEADER_SIZE + pc.max_payload;
     pc.peers = calloc(np, sizeof *pc.peers);
+    pc.done = calloc(np, 1);
     pc.sendbuf = malloc(pc.bufcap);
-    if (!pc.peers || !pc.sendbuf || ec_up_init(&pc.up, d) < 0) {
+    if (!pc.peers || !pc.done || !pc.sendbuf || ec_up_init(&pc.up, d) < 0) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
@@ -1075,6 +1334,21 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         p->fd = -1;
         ec_procs_block(n, np, t, &p->first, &p->count);
         p->max_payload = ec_wire_max_payload_ups(d, p->count);
+    }
+    /* The mailboxes, made before the fork like the model; without them
+     * (mmap failed) the sockets carry every frame, as they can. */
+    if ((pc.mailboxes = ec_mailbox_map(np))) {
+        for (uint32_t t = 0; t < np; t++) {
+            struct peer *p = &pc.peers[t];
+            size_t most = EC_WIRE_HEADER_SIZE + p->max_payload;
+
+            p->mb = ec_mailbox_at(pc.mailboxes, t);
+            if (ec_buf_reserve(&p->in, most < EC_MAILBOX_CAP ? most
+                                                             : EC_MAILBOX_CAP) < 0) {
+                rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
+                goto out;
+            }
+        }
     }
     {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1122,6 +1396,8 @@ out:
         }
     }
     ec_up_clear(&pc.up);
+    ec_mailbox_unmap(pc.mailboxes, np);
+    free(pc.done);
     free(pc.peers);
     free(pc.sendbuf);
     if (pc.seg) {

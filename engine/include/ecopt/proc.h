@@ -6,8 +6,8 @@
  * for each of its workers, the worker's own state (shard, error memory,
  * shifts, generator), and steps them one after the other; it is connected
  * to the coordinator by a
- * socketpair that carries only the frames of ecopt/wire.h, one UPS frame
- * per round. Results equal the in-process run's, bit for bit, for every P.
+ * socketpair and a mailbox in shared memory (ecopt/mailbox.h) that carry
+ * only the frames of ecopt/wire.h, one UPS frame per round. Results equal the in-process run's, bit for bit, for every P.
  */
 #ifndef ECOPT_PROC_H
 #define ECOPT_PROC_H

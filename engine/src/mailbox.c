@@ -1,0 +1,136 @@
+/*
+ * The mailboxes of ecopt/mailbox.h: slots in shared memory, a counter per
+ * slot as the futex word, and a flag the reader raises before it sleeps
+ * so that the writer makes the wake-up call only when someone sleeps.
+ */
+#include "ecopt/mailbox.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2,
+               "the mailbox's counters must be lock-free to be shared");
+
+/* Bytes in the slot meaning: the frame is on the socket. */
+#define ON_SOCKET UINT32_MAX
+
+/* One direction. The counter and the flag have a cache line of their own,
+ * apart from the frame. */
+struct slot {
+    _Atomic uint32_t seq;       /* frames published: the futex word */
+    _Atomic uint32_t sleeping;  /* the reader sleeps, or is about to */
+    uint32_t len;               /* bytes in buf, or ON_SOCKET */
+    uint8_t pad[64 - 3 * sizeof(uint32_t)];
+    uint8_t buf[EC_MAILBOX_CAP];
+};
+
+struct ec_mailbox {
+    struct slot dir[2];
+};
+
+static size_t stride(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    return (sizeof(ec_mailbox) + page - 1) / page * page;
+}
+
+void *ec_mailbox_map(uint32_t n)
+{
+    void *map = mmap(NULL, n * stride(), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    return map == MAP_FAILED ? NULL : map;   /* zero-filled: seq 0 */
+}
+
+ec_mailbox *ec_mailbox_at(void *map, uint32_t i)
+{
+    return (ec_mailbox *)((uint8_t *)map + i * stride());
+}
+
+void ec_mailbox_keep_only(void *map, uint32_t n, uint32_t i)
+{
+    size_t s = stride();
+
+    if (i > 0)
+        munmap(map, i * s);
+    if (i + 1 < n)
+        munmap((uint8_t *)map + (i + 1) * s, (n - i - 1) * s);
+}
+
+void ec_mailbox_unmap(void *map, uint32_t n)
+{
+    if (map)
+        munmap(map, n * stride());
+}
+
+int ec_mailbox_put(ec_mailbox *mb, ec_mailbox_dir dir, const uint8_t *buf,
+                   size_t len)
+{
+    struct slot *s = &mb->dir[dir];
+    int fits = len <= EC_MAILBOX_CAP;
+
+    if (fits)
+        memcpy(s->buf, buf, len);
+    s->len = fits ? (uint32_t)len : ON_SOCKET;
+    /* Sequentially consistent, both: either the reader's futex wait sees
+     * the new count, or this load sees its flag and wakes it. */
+    atomic_fetch_add(&s->seq, 1);
+    if (atomic_load(&s->sleeping))
+        syscall(SYS_futex, &s->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return fits;
+}
+
+int ec_mailbox_ready(ec_mailbox *mb, ec_mailbox_dir dir, uint32_t seen)
+{
+    return atomic_load_explicit(&mb->dir[dir].seq, memory_order_acquire) != seen;
+}
+
+int ec_mailbox_sleep(ec_mailbox *mb, ec_mailbox_dir dir, uint32_t seen,
+                     double seconds)
+{
+    struct slot *s = &mb->dir[dir];
+    struct timespec ts;
+
+    if (seconds < 0)
+        seconds = 0;
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+    atomic_store(&s->sleeping, 1);
+    /* The kernel compares the counter with seen before it sleeps: a frame
+     * published after the flag went up is never slept through. Not
+     * FUTEX_PRIVATE: the word is shared between processes. */
+    if (atomic_load(&s->seq) == seen)
+        syscall(SYS_futex, &s->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_store(&s->sleeping, 0);
+    return ec_mailbox_ready(mb, dir, seen);
+}
+
+long ec_mailbox_take(ec_mailbox *mb, ec_mailbox_dir dir, uint8_t *buf,
+                     size_t cap)
+{
+    struct slot *s = &mb->dir[dir];
+    uint32_t len = s->len;      /* read once: the writer may be hostile */
+
+    if (len == ON_SOCKET)
+        return -1;
+    if (len > cap || len > EC_MAILBOX_CAP)
+        return -2;
+    memcpy(buf, s->buf, len);
+    return (long)len;
+}
+
+void ec_mailbox_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
