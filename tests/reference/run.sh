@@ -43,7 +43,9 @@ cases() {
     # rand-2 and rand-1 (seed 2) restart twice, backing off by 1.2 the
     # first time and falling back to the online rule's constants on the
     # second's large rise; rand-2 seed 2 restarts four times on milder
-    # rises and backs off by 1.2 each time (inflation 1.2^4); top-1 at 16x
+    # rises and backs off by 1.2 each time (inflation 1.2^4; a rise of
+    # one of its restarts from the second on, between 1 and 2 times P(x0)
+    # - best, pins the fall back's threshold of 2); top-1 at 16x
     # the step falls back at its second restart and measures its
     # contraction from the coin round 297 (1/delta after its fall back,
     # not after the start); dither s=1 at 16x the step restarts on coin
