@@ -11,11 +11,6 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
 void ec_rng_seed(ec_rng *r, uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed ^ (stream * 0xd1342543de82ef95ULL + 0x632be59bd9b4e019ULL);
@@ -24,36 +19,9 @@ void ec_rng_seed(ec_rng *r, uint64_t seed, uint64_t stream)
         r->s[i] = splitmix64(&x);
 }
 
-uint64_t ec_rng_next(ec_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
 double ec_rng_uniform(ec_rng *r)
 {
     return (double)(ec_rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-uint64_t ec_rng_below(ec_rng *r, uint64_t n)
-{
-    /* Rejection on the top of the range keeps every value equally likely. */
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t v;
-
-    do
-        v = ec_rng_next(r);
-    while (v >= limit);
-    return v % n;
 }
 
 double ec_rng_normal(ec_rng *r)
