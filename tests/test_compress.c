@@ -751,6 +751,70 @@ START_TEST(test_topk_nan_and_inf_first)
 }
 END_TEST
 
+/*
+ * The blocked top-k (k <= 8, d <= 1024) compares magnitudes as packed
+ * doubles and sends a block holding a NaN to the integer keys: NaNs in
+ * whole blocks, in the short last block, one or several, each give the
+ * selection the keys give (NaN above Inf above every number, ties to the
+ * lower index).
+ */
+static uint64_t test_key(double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof bits);
+    return bits & ~(UINT64_C(1) << 63);
+}
+
+START_TEST(test_topk_blocked_nan_placements)
+{
+    enum { D = 100 };   /* twelve whole blocks of 8 and one of 4 */
+    const uint32_t nans[][3] = {{98, D, D}, {40, D, D}, {0, 57, 99},
+                                {8, 9, 10}, {D, D, D}};
+    double x[D];
+    ec_msg m;
+    ec_rng r;
+
+    make_msg(&m, D);
+    ec_rng_seed(&r, 4242, 0);
+    for (size_t ni = 0; ni < sizeof nans / sizeof nans[0]; ni++) {
+        for (uint32_t k = 1; k <= 8; k++) {
+            ec_compressor *c = make_comp(EC_COMP_TOPK, k, 0, D);
+            uint32_t want[8], n = 0;
+            int taken[D] = {0};
+
+            for (uint32_t j = 0; j < D; j++)
+                x[j] = ec_rng_normal(&r);
+            x[3] = INFINITY;
+            for (int i = 0; i < 3; i++)
+                if (nans[ni][i] < D)
+                    x[nans[ni][i]] = NAN;
+            /* k rounds of "the largest key not yet taken, lowest index
+             * first", then index order. */
+            for (uint32_t i = 0; i < k; i++) {
+                uint32_t best = D;
+
+                for (uint32_t j = 0; j < D; j++)
+                    if (!taken[j] &&
+                        (best == D || test_key(x[j]) > test_key(x[best])))
+                        best = j;
+                taken[best] = 1;
+            }
+            for (uint32_t j = 0; j < D; j++)
+                if (taken[j])
+                    want[n++] = j;
+            ec_compress(c, x, NULL, &m);
+            ck_assert_uint_eq(m.nnz, k);
+            ck_assert_msg(memcmp(m.idx, want, k * sizeof *want) == 0,
+                          "blocked topk k=%u, NaN case %zu: not the keys' "
+                          "selection", k, ni);
+            ec_compressor_free(c);
+        }
+    }
+    ec_msg_clear(&m);
+}
+END_TEST
+
 START_TEST(test_topk_contraction)
 {
     /* ||topk(x) - x||^2 <= (1 - k/d)||x||^2 holds for every x. */
@@ -1353,6 +1417,7 @@ static Suite *compress_suite(void)
     tcase_add_loop_test(tc, test_topk_methods_match_sort, 0,
                         COUNT(method_cases));
     tcase_add_test(tc, test_topk_nan_and_inf_first);
+    tcase_add_test(tc, test_topk_blocked_nan_placements);
     tcase_add_test(tc, test_topk_contraction);
     tcase_add_loop_test(tc, test_bit_counts, 0, COUNT(bit_cases));
     tcase_add_test(tc, test_count_bits_hand_built);

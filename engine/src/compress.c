@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Levels travel in at most 16 bits (job.h's EC_JOB_MAX_DITHER_LEVELS). */
 #define COMP_MAX_LEVELS 65535u
@@ -848,6 +851,80 @@ static void kth_insert(uint64_t *top, uint32_t k, uint64_t v)
     top[0] = key_max(top[0], v);
 }
 
+/*
+ * Two steps of topk_blocked on one whole block of TOPK_BLOCK entries, with
+ * packed operations where the baseline has them (SSE2 on x86-64). For
+ * numbers, |a| < |b| exactly when key(a) < key(b), and the largest |x_j|
+ * has the bits of the largest key, so these give what the keys give; a
+ * NaN (whose key lies above every number) makes block_max_simd return 0,
+ * and the caller then takes the keys' path for that block and every scan
+ * after it.
+ */
+#if defined(__SSE2__) && TOPK_BLOCK == 8
+static inline __m128d abs_pd(const double *p)
+{
+    const __m128d magnitude =
+        _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
+
+    return _mm_and_pd(_mm_loadu_pd(p), magnitude);
+}
+
+static int block_max_simd(const double *p, uint64_t *hi)
+{
+    __m128d a = abs_pd(p), b = abs_pd(p + 2), c = abs_pd(p + 4),
+            e = abs_pd(p + 6);
+    __m128d nan = _mm_or_pd(_mm_cmpunord_pd(a, b), _mm_cmpunord_pd(c, e));
+    __m128d m = _mm_max_pd(_mm_max_pd(a, b), _mm_max_pd(c, e));
+    double top;
+
+    if (_mm_movemask_pd(nan))
+        return 0;
+    m = _mm_max_sd(m, _mm_unpackhi_pd(m, m));
+    top = _mm_cvtsd_f64(m);
+    memcpy(hi, &top, sizeof *hi);
+    return 1;
+}
+
+/* Appends to cand, in index order, the entries of the block (which starts
+ * at index j) whose key is at least bar; none of them is a NaN. */
+static uint32_t block_at_least_simd(const double *p, uint32_t j, uint64_t bar,
+                                    uint32_t *cand, uint32_t n)
+{
+    double barv;
+    __m128d b;
+    unsigned mask;
+
+    memcpy(&barv, &bar, sizeof barv);
+    b = _mm_set1_pd(barv);
+    mask = (unsigned)_mm_movemask_pd(_mm_cmpge_pd(abs_pd(p), b)) |
+           (unsigned)_mm_movemask_pd(_mm_cmpge_pd(abs_pd(p + 2), b)) << 2 |
+           (unsigned)_mm_movemask_pd(_mm_cmpge_pd(abs_pd(p + 4), b)) << 4 |
+           (unsigned)_mm_movemask_pd(_mm_cmpge_pd(abs_pd(p + 6), b)) << 6;
+    while (mask) {
+        cand[n++] = j + (uint32_t)__builtin_ctz(mask);
+        mask &= mask - 1;
+    }
+    return n;
+}
+#else
+static int block_max_simd(const double *p, uint64_t *hi)
+{
+    (void)p;
+    (void)hi;
+    return 0;
+}
+
+static uint32_t block_at_least_simd(const double *p, uint32_t j, uint64_t bar,
+                                    uint32_t *cand, uint32_t n)
+{
+    for (uint32_t i = 0; i < TOPK_BLOCK; i++) {
+        cand[n] = j + i;
+        n += magnitude_key(p[i]) >= bar;
+    }
+    return n;
+}
+#endif
+
 static inline void topk_blocked(const ec_compressor *c, const double *x,
                                 ec_msg *out, const uint32_t k)
 {
@@ -858,13 +935,17 @@ static inline void topk_blocked(const ec_compressor *c, const double *x,
     uint32_t *cand = c->cand, n = 0, above = 0, eq = 0, m = 0, nsel = 0;
     uint32_t sel[TOPK_BLOCKED_MAX / TOPK_BLOCK];
     uint32_t pick[TOPK_LIST_MAX + 1];
+    int nan_block = 0;      /* a whole block held a NaN */
 
     assert(k >= 1 && k <= TOPK_LIST_MAX && k < d && d <= TOPK_BLOCKED_MAX);
     for (uint32_t b = 0; b < nb; b++) {
         const double *p = x + (size_t)b * TOPK_BLOCK;
 
-        if (d - b * TOPK_BLOCK >= TOPK_BLOCK) {
+        if (d - b * TOPK_BLOCK >= TOPK_BLOCK && block_max_simd(p, &hi[b])) {
+            /* The packed maximum: no NaN in the block. */
+        } else if (d - b * TOPK_BLOCK >= TOPK_BLOCK) {
             /* A tree, not a chain: the eight keys compare in parallel. */
+            nan_block = 1;
             hi[b] = key_max(key_max(key_max(magnitude_key(p[0]),
                                             magnitude_key(p[1])),
                                     key_max(magnitude_key(p[2]),
@@ -889,6 +970,10 @@ static inline void topk_blocked(const ec_compressor *c, const double *x,
         uint32_t j = sel[s] * TOPK_BLOCK;
         uint32_t end = d - j < TOPK_BLOCK ? d : j + TOPK_BLOCK;
 
+        if (!nan_block && end - j == TOPK_BLOCK) {
+            n = block_at_least_simd(x + j, j, bar, cand, n);
+            continue;
+        }
         for (; j < end; j++) {
             cand[n] = j;
             n += magnitude_key(x[j]) >= bar;
