@@ -7,6 +7,7 @@
  */
 #include "coord_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <spawn.h>
@@ -25,8 +26,45 @@
 
 extern char **environ;
 
-/* How long mpirun may take to end after a signal before it is killed. */
+/* How long mpirun may take to end after a signal, or after the last of
+   its children (the ranks, or on other hosts the remote launchers) has
+   ended, before it is killed. */
 #define MPIRUN_GRACE_SECONDS 10.0
+
+/*
+ * How many child processes pid has now, over all its threads (Open MPI's
+ * mpirun starts the ranks from its main thread, but another version
+ * need not), from /proc/PID/task/TID/children; -1 when that cannot be
+ * read (no /proc, or a kernel without the file), and the watch is off.
+ */
+static int child_count(pid_t pid)
+{
+    char path[64];
+    DIR *d;
+    struct dirent *de;
+    int n = 0, read_any = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    if (!(d = opendir(path)))
+        return -1;
+    while ((de = readdir(d))) {
+        char file[340];
+        FILE *f;
+        long v;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(file, sizeof file, "%s/%s/children", path, de->d_name);
+        if (!(f = fopen(file, "r")))
+            continue;
+        read_any = 1;
+        while (fscanf(f, "%ld", &v) == 1)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return read_any ? n : -1;
+}
 
 /*
  * A job that ends by a stop rule short of its target exits 5 or 3 (its
@@ -45,8 +83,12 @@ extern char **environ;
  * mpirun passes them to the ranks, which end within a round, and then
  * exits; but Open MPI's mpirun sometimes stays behind after its ranks
  * have gone (6 of 154 signals here), so it is killed if it is
- * still there MPIRUN_GRACE_SECONDS after the first signal. mpirun's exit
- * status, or COORD_JOB_FAILED when it died of a signal.
+ * still there MPIRUN_GRACE_SECONDS after the first signal. A rank can
+ * also end with no signal here (killed, or crashed): mpirun then ends
+ * the others and should exit, and the same staying behind would leave
+ * this process waiting for ever, so mpirun is also killed when it has
+ * had no child process for MPIRUN_GRACE_SECONDS after having had one.
+ * mpirun's exit status, or COORD_JOB_FAILED when it died of a signal.
  */
 static int supervise_mpirun(char **av, int stdout_fd)
 {
@@ -54,9 +96,9 @@ static int supervise_mpirun(char **av, int stdout_fd)
     sigset_t waited, old, dflt;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    double since = 0;
+    double since = 0, childless = 0;
     pid_t pid;
-    int st = 0, rc, sent = 0;
+    int st = 0, rc, sent = 0, had_child = 0;
 
     sigemptyset(&waited);
     sigemptyset(&dflt);
@@ -100,6 +142,29 @@ static int supervise_mpirun(char **av, int stdout_fd)
                 ;
             break;
         }
+        switch (child_count(pid)) {
+        case -1:
+            break;
+        case 0:
+            if (!had_child)
+                break;
+            if (childless == 0)
+                childless = ec_clock();
+            else if (ec_clock() - childless >= MPIRUN_GRACE_SECONDS) {
+                fprintf(stderr, "ecopt run: mpirun did not end %g s after its "
+                        "ranks had; killed\n", MPIRUN_GRACE_SECONDS);
+                kill(pid, SIGKILL);
+                while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                    ;
+                rc = pid;
+            }
+            break;
+        default:
+            had_child = 1;
+            childless = 0;
+        }
+        if (rc == pid)
+            break;
         sig = sigtimedwait(&waited, &info, &tick);
         if (sig < 0 || sig == SIGCHLD)
             continue;

@@ -277,6 +277,62 @@ START_TEST(test_mpi_rank_killed)
 }
 END_TEST
 
+/*
+ * An mpirun that stays behind after its ranks have ended, with no signal
+ * sent (a rank killed or crashed, as above, when Open MPI's mpirun then
+ * fails to exit): a stand-in on PATH that starts one short-lived child
+ * and then sleeps. ecopt must kill it about 10 s after its last child
+ * ended, say so, and exit with a failure, not wait for ever.
+ */
+START_TEST(test_mpi_mpirun_stays_behind)
+{
+    char dir[] = "/tmp/ecopt-mpirun-XXXXXX", fake[300], path[4400], spec[64], err[4096];
+    const char *old = getenv("PATH");
+    FILE *f;
+    int ep[2], st;
+    pid_t pid;
+    double t0;
+    ssize_t n;
+    size_t len = 0;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fake, sizeof fake, "%s/mpirun", dir);
+    ck_assert_ptr_nonnull(f = fopen(fake, "w"));
+    fputs("#!/bin/sh\nsleep 1 &\nwait\nexec sleep 90\n", f);
+    fclose(f);
+    ck_assert_int_eq(chmod(fake, 0755), 0);
+    tu_write_temp_str(LONG_JOB, spec, sizeof spec);
+    snprintf(path, sizeof path, "%s:%s", dir, old ? old : "/usr/bin:/bin");
+    ck_assert_int_eq(pipe(ep), 0);
+    t0 = tu_now();
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("PATH", path, 1);
+        freopen("/dev/null", "w", stdout);
+        dup2(ep[1], 2);
+        close(ep[0]);
+        execl(ecopt, ecopt, "run", spec, "--backend", "mpi", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    close(ep[1]);
+    while (len < sizeof err - 1 && (n = read(ep[0], err + len, sizeof err - 1 - len)) > 0)
+        len += (size_t)n;
+    err[len] = '\0';
+    close(ep[0]);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    fprintf(stderr, "a stayed-behind mpirun was killed %.2f s after the start\n",
+            tu_now() - t0);
+    ck_assert_msg(tu_now() - t0 < 60, "ecopt waited %.0f s", tu_now() - t0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d", st);
+    ck_assert_msg(strstr(err, "mpirun did not end 10 s after its ranks had; killed"),
+                  "stderr: %s", err);
+    unlink(fake);
+    rmdir(dir);
+    unlink(spec);
+}
+END_TEST
+
 /* ---- the worker ranks' uid and limits ---------------------------------- */
 
 /* A uid of the job's own for these tests: no account may have it, and no
@@ -720,6 +776,7 @@ int main(void)
     tcase_add_test(tc, test_mpi_rows_equal_process);
     tcase_add_test(tc, test_mpi_sigterm);
     tcase_add_test(tc, test_mpi_rank_killed);
+    tcase_add_test(tc, test_mpi_mpirun_stays_behind);
     suite_add_tcase(s, tc);
     tc = tcase_create("worker ranks");
     tcase_set_timeout(tc, 120);
