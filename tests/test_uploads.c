@@ -501,6 +501,11 @@ static void race(const struct server *s, const char *t1, const char *t2, const c
     ck_assert(u[0].done && u[1].done);
     for (int i = 0; i < 2; i++) {
         st[i] = u[i].status;
+        /* An answer no race should give says why, for the log. */
+        if (st[i] >= 500)
+            fprintf(stderr, "race %s: %ld %.*s\n", query, st[i],
+                    (int)(u[i].r.len < 400 ? u[i].r.len : 400),
+                    u[i].r.body ? u[i].r.body : "");
         up_free(m, &u[i]);
     }
     curl_multi_cleanup(m);
