@@ -317,8 +317,13 @@ static int run_rounds(struct coord *c)
 /* The steps of one job: the exit status. */
 static int steps(struct coord *c)
 {
+    char why[256];
     int rc;
 
+    /* First, so that all of the job's work, its data and P* too, yields
+       to the server that started it (docs/configuration.md, --job-nice). */
+    if (c->o->nice && coord_lower_priority(c->o->nice, why, sizeof why) < 0)
+        return fail(c, COORD_INTERNAL, why);
     if ((rc = read_spec(c)) != 0)
         return rc;
     if (c->ln->start && (rc = c->ln->start(&c->l)) != LAUNCH_GO)

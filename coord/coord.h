@@ -89,6 +89,9 @@ enum coord_exit {
     X(pstar_hint, "pstar-hint", 0, STRING, "FILE", 0, 0,                      \
       "P* values found before for this dataset\n(written by the service; "    \
       "see\napi/report-format.md)")                                           \
+    X(nice, "nice", 0, COUNT, "N", 1, 19,                                     \
+      "run the job (this process, its workers,\nmpirun) at nice N, or at the "  \
+      "nice value\nit was started with if higher; the\nservice: --job-nice")   \
     X(hostfile, "hostfile", 0, STRING, "FILE", 0, 0,                          \
       "mpirun's hostfile (backend mpi); the\ndataset must be at the same "    \
       "path on\nevery host")                                                  \

@@ -58,6 +58,14 @@ uint64_t coord_mem_limit(uint64_t own, uint64_t held);
 void coord_job_estimate(const ec_dataset *ds, const ec_job *job, uint32_t procs,
                         ec_mem_estimate *est);
 /*
+ * --nice N: this process's nice value raised to N (its CPU priority
+ * lowered) unless it already is N or more. Every process of the job
+ * inherits it: the workers it forks, mpirun and the ranks mpirun starts
+ * here. 0, or -1 with a sentence in err.
+ */
+int coord_lower_priority(long long nice, char *err, size_t errlen);
+
+/*
  * --mem-limits auto: this process's address-space limit from the account
  * and, unless --worker-mem-limit gave one, each worker process's
  * (l->popts.worker_mem_above), with a line on info. Not in an

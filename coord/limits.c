@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -117,4 +118,24 @@ int coord_drop_privileges(const struct coord_opts *o, ec_err *e)
     if (o->worker_uid > 0)
         return ec_drop_to_job_uid((uint32_t)o->worker_uid, e);
     return ec_confine(e);
+}
+
+int coord_lower_priority(long long nice, char *err, size_t errlen)
+{
+    int now;
+
+    /* getpriority's -1 is also a nice value: errno tells them apart. */
+    errno = 0;
+    now = getpriority(PRIO_PROCESS, 0);
+    if (now == -1 && errno) {
+        snprintf(err, errlen, "getpriority: %s", strerror(errno));
+        return -1;
+    }
+    if (now >= nice)
+        return 0;       /* never raise a priority the job was started with */
+    if (setpriority(PRIO_PROCESS, 0, (int)nice) < 0) {
+        snprintf(err, errlen, "setpriority to nice %lld: %s", nice, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -74,6 +74,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(c.access_log_off, 0);
     ck_assert_uint_eq(c.worker_uid_count, 0);
     ck_assert_int_eq(c.worker_cpu_set, 0);
+    ck_assert_uint_eq(c.job_nice, 10);
     ck_assert_uint_eq(c.worker_cpu_limit, 86400);
     ck_assert_uint_eq(c.worker_mem_limit, 0);
     ck_assert_uint_eq(c.max_job_memory, 8192);
@@ -107,6 +108,7 @@ static const struct {
     {"max-connections", 16, 1000000},
     {"max-streams-per-token", 1, 100000},
     {"max-streams", 1, 1000000},
+    {"job-nice", 0, 19},
     {"worker-cpu-limit", 0, 100000000},
     {"worker-mem-limit", 16, 1u << 30},
     {"max-job-memory", 64, 1u << 30},

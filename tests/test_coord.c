@@ -60,6 +60,7 @@ START_TEST(every_option_round_trips)
     in.worker_uid = 3999005;
     in.dataset_sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     in.pstar_hint = "/state/j.pstar.json";
+    in.nice = 13;
     in.hostfile = "/etc/hosts.mpi";
     in.mpi_rank = 1;
     read_back(&in, &out);
@@ -114,6 +115,9 @@ START_TEST(bad_values_are_refused)
         {"worker-cpu-limit", "0.5", "--worker-cpu-limit must be in [1, "},
         {"worker-cpu-limit", "inf", "--worker-cpu-limit must be in [1, "},
         {"worker-mem-limit", "15", "--worker-mem-limit must be in [16, "},
+        {"nice", "0", "--nice must be in 1..19 (got '0')"},
+        {"nice", "20", "--nice must be in 1..19"},
+        {"nice", "-5", "--nice must be in 1..19"},
         {"mem-limits", "on", "--mem-limits must be auto or off (got 'on')"},
         {"backend", "threads", "--backend must be inproc, process or mpi (got 'threads')"},
         {"backend", "", "--backend must be inproc, process or mpi"},

@@ -4,7 +4,8 @@
  * poll (long-poll and SSE); after a restart the database is intact, every
  * row a client saw is still there and every job says how it ended. And
  * the workers a job runs on: an unprivileged user when the service is
- * root, no descriptor but their socket, and CPU, file and core limits.
+ * root, no descriptor but their socket, CPU, file and core limits, and a
+ * CPU priority below the server's.
  */
 #include <curl/curl.h>
 #include <dirent.h>
@@ -17,6 +18,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -695,6 +697,82 @@ START_TEST(test_job_confinement)
 }
 END_TEST
 
+/* The nice value of pid, field 19 of /proc/PID/stat (the 17th after the
+ * command's closing parenthesis). */
+static int proc_nice(pid_t pid)
+{
+    char path[64], buf[1024];
+    char *p;
+    long v = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: %s", path, strerror(errno));
+    ck_assert(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+    ck_assert((p = strrchr(buf, ')')) != NULL);
+    for (int field = 2; field < 19; field++) {
+        ck_assert_msg((p = strchr(p + 1, ' ')) != NULL, "%s: '%s'", path, buf);
+        if (field == 18)
+            v = strtol(p + 1, NULL, 10);
+    }
+    return (int)v;
+}
+
+/*
+ * Every process of a job, its coordinator and its workers, runs at
+ * --job-nice (10 by default), the server's own threads at the nice value
+ * they were started with; --job-nice 0 leaves a job at the server's.
+ */
+START_TEST(test_job_nice)
+{
+    static const struct {
+        const char *env;     /* ECOPT_JOB_NICE, or NULL: the default */
+        int want;            /* the job's nice value; -1 the server's */
+    } cases[] = {{NULL, 10}, {"17", 17}, {"0", -1}};
+    int own;
+
+    /* A test run under nice (make check under nice -n 19, say) starts its
+     * server there; root lowers its own value so that 10 is a change. */
+    errno = 0;
+    own = getpriority(PRIO_PROCESS, 0);
+    if (own > 0 && geteuid() == 0 && setpriority(PRIO_PROCESS, 0, 0) == 0)
+        own = 0;
+    if (own >= 10) {
+        tu_skip("NICE", "test_faults: run at nice %d, not root: --job-nice is not tested",
+                own);
+        return;
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct server s;
+        char id[32];
+        pid_t procs[3];
+        int want;
+
+        if (cases[c].env)
+            setenv("ECOPT_JOB_NICE", cases[c].env, 1);
+        server_start(&s, 0);
+        unsetenv("ECOPT_JOB_NICE");
+        want = cases[c].want < 0 ? own : cases[c].want;
+        ck_assert_int_eq(proc_nice(s.pid), own);
+        job_create(&s, ALICE, long_job, id);
+        json_decref(job_wait(&s, ALICE, id, "running", 60));
+        procs[0] = coordinator_of(&s, id, 30);
+        workers_of(procs[0], procs + 1, 2, 60);
+        job_wait_first_row(&s, ALICE, id, 60);
+        for (int i = 0; i < 3; i++)
+            ck_assert_msg(proc_nice(procs[i]) == want,
+                          "ECOPT_JOB_NICE %s: %s %d at nice %d, not %d",
+                          cases[c].env ? cases[c].env : "unset",
+                          i ? "worker" : "coordinator", (int)procs[i],
+                          proc_nice(procs[i]), want);
+        ck_assert_int_eq(proc_nice(s.pid), own);
+        job_cancel(&s, ALICE, id, 30);
+        server_stop(&s, SIGTERM);
+    }
+}
+END_TEST
+
 /* The uid line of /proc/PID/status ("Uid:" or "Gid:") as one number, all
  * four ids equal; fails otherwise. */
 static unsigned proc_id(pid_t pid, const char *key)
@@ -960,6 +1038,7 @@ int main(void)
     tcase_set_timeout(iso, 200);
     tcase_add_test(iso, test_worker_isolation);
     tcase_add_test(iso, test_job_confinement);
+    tcase_add_test(iso, test_job_nice);
     tcase_add_test(iso, test_worker_uids);
     tcase_add_test(iso, test_worker_cpu_limit);
     tcase_add_test(iso, test_worker_user_errors);

@@ -40,6 +40,8 @@ struct config {
     char worker_user[64];         /* jobs run as this user; "" as the service */
     uint32_t worker_uid_first;    /* --worker-uids: each running job gets its */
     uint32_t worker_uid_count;    /* own uid of these; 0 count: not in use */
+    unsigned job_nice;            /* a job's processes' nice value; 0 the
+                                     server's own */
     unsigned worker_cpu_limit;    /* CPU seconds per worker; 0 none */
     int worker_cpu_set;           /* given, not the --max-seconds default */
     unsigned worker_mem_limit;    /* MB of address space per worker process;

@@ -117,6 +117,9 @@
       "FIRST-LAST",                                                           \
       "a uid of its own for each running job (root; uids no account uses); "  \
       "instead of --worker-user")                                             \
+    X("job-nice", "ECOPT_JOB_NICE", UINT, job_nice, "10", 0, 19, "N",         \
+      "nice value of every process of a job, so that the HTTP threads come "  \
+      "first (0: the server's own)")                                          \
     X("worker-cpu-limit", "ECOPT_WORKER_CPU_LIMIT", CPU, worker_cpu_limit,    \
       NULL, 0, 100000000, "SEC",                                              \
       "CPU seconds per worker, default --max-seconds (0: none)")              \

@@ -402,6 +402,7 @@ static int spawn_job(struct app *a, struct running *r, const struct store_job *j
     o.coord.worker_user = a->cfg.worker_user;
     o.coord.worker_uid = plan->uid;
     o.coord.worker_cpu_limit = a->cfg.worker_cpu_limit;
+    o.coord.nice = a->cfg.job_nice;
     o.coord.worker_mem_limit = a->cfg.worker_mem_limit;
     /* A job without procs counts min(workers, CPUs), the most ecopt
      * run takes for it, and lets ecopt run choose from the data's
