@@ -12,6 +12,12 @@
 #    about 13 minutes; BENCH_PAIRS=0 leaves it out).
 # Each figure is a ratio from alternating runs, with its spread (min-max
 # over the runs) and the machine's load (1-minute average) during them.
+# BEFORE=OTHER/build/ecopt adds to part 1 a second server, that binary,
+# with two jobs of its own: each wrk run then has exactly two jobs
+# computing, the measured server's (nginx: ECOPT's), the other server's
+# stopped (SIGSTOP to their process groups) until its turn; and part 1
+# is measured again once every job has ended (no job running).
+# INGEST_PAIRS=0 leaves part 2 out.
 # Needs wrk, nginx and GNU time (apt-get install wrk nginx-light time)
 # and build/bench/bench_ingest (make bench builds it). Writes a dated
 # section at the top of bench/results/service.md, keeping the sections
@@ -26,7 +32,7 @@ command -v wrk >/dev/null && command -v nginx >/dev/null && [ -x /usr/bin/time ]
     echo "bench_service: needs wrk, nginx and GNU time (apt-get install wrk nginx-light time)" >&2
     exit 1
 }
-[ -x "$INGEST" ] || { echo "bench_service: no $INGEST (make bench builds it)" >&2; exit 1; }
+[ "${INGEST_PAIRS:-5}" -eq 0 ] || [ -x "$INGEST" ] || { echo "bench_service: no $INGEST (make bench builds it)" >&2; exit 1; }
 tmp=$(mktemp -d)
 load() { cut -d' ' -f1 /proc/loadavg; }
 # "min-max" of a column of numbers on stdin.
@@ -34,31 +40,59 @@ spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, h
 # The median of a column of numbers on stdin.
 med() { sort -g | awk '{v[NR] = $1} END {
         if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-trap 'kill $srv_pid $ngx_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+BEFORE=${BEFORE:-}
+BEFORE_IS=${BEFORE_IS:-$BEFORE}   # how the text names it
+srv_pid= ngx_pid= old_pid= e_groups= b_groups=
+trap 'kill -CONT $e_groups $b_groups 2>/dev/null || true
+      kill $srv_pid $old_pid $ngx_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-"$ECOPT" serve --listen 127.0.0.1:0 --db "$tmp/e.db" --data-dir "$DATA" --auth off \
-    --quiet --max-running 3 > "$tmp/serve.out" 2>/dev/null &
-srv_pid=$!
-while ! grep -q listening "$tmp/serve.out" 2>/dev/null; do sleep 0.05; done
-port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/serve.out")
-url=http://127.0.0.1:$port
-submit() {
-    curl -s -X POST "$url/v1/jobs" -H 'Content-Type: application/json' -d "$1" |
+serve() {     # binary db -> a server started; its pid in $spid, port in $sport
+    "$1" serve --listen 127.0.0.1:0 --db "$2" --data-dir "$DATA" --auth off \
+        --quiet --max-running 3 > "$2.out" 2>/dev/null &
+    spid=$!
+    while ! grep -q listening "$2.out" 2>/dev/null; do sleep 0.05; done
+    sport=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$2.out")
+}
+serve "$ECOPT" "$tmp/e.db"
+srv_pid=$spid url=http://127.0.0.1:$sport
+submit_to() { # url spec -> the new job's id
+    curl -s -X POST "$1/v1/jobs" -H 'Content-Type: application/json' -d "$2" |
         sed -n 's/^{"id":"\([^"]*\)".*/\1/p'
 }
+submit() { submit_to "$url" "$1"; }
 # Two long jobs keep the scheduler writing while we measure: ec-sgd never
 # reaches a zero gap (eclk's default may, and end early).
 bg='{"dataset": "a9a", "workers": 2, "algorithm": "ec-sgd", "compressor": {"type": "topk", "k": 5}, "max_rounds": 5000000, "target": 0, "eval_every": 10}'
+# Measure them running: both past their start (data, constants, P*).
+wait_started() {   # url job job
+    n=0
+    while ! { curl -s "$1/v1/jobs/$2" | grep -q '"progress":{"round":[1-9]' &&
+              curl -s "$1/v1/jobs/$3" | grep -q '"progress":{"round":[1-9]'; }; do
+        n=$((n + 1))
+        [ $n -lt 600 ] || { echo "bench_service: the jobs did not start" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+# The process groups of a server's jobs: each coordinator, a child of the
+# server, leads its own ("-PID" for kill).
+groups_of() { pgrep -P "$1" | sed 's/^/-/' | tr '\n' ' '; }
 j1=$(submit "$bg")
 j2=$(submit "$bg")
-# Measure them running: both past their start (data, constants, P*).
-n=0
-while ! { curl -s "$url/v1/jobs/$j1" | grep -q '"progress":{"round":[1-9]' &&
-          curl -s "$url/v1/jobs/$j2" | grep -q '"progress":{"round":[1-9]'; }; do
-    n=$((n + 1))
-    [ $n -lt 600 ] || { echo "bench_service: the jobs did not start" >&2; exit 1; }
-    sleep 0.1
-done
+wait_started "$url" "$j1" "$j2"
+e_groups=$(groups_of "$srv_pid")
+if [ -n "$BEFORE" ]; then
+    # The other server's jobs start while ECOPT's are stopped, so that
+    # neither pair is ever measured beside four jobs.
+    kill -STOP $e_groups
+    serve "$BEFORE" "$tmp/b.db"
+    old_pid=$spid old_url=http://127.0.0.1:$sport
+    b1=$(submit_to "$old_url" "$bg")
+    b2=$(submit_to "$old_url" "$bg")
+    wait_started "$old_url" "$b1" "$b2"
+    b_groups=$(groups_of "$old_pid")
+    kill -STOP $b_groups
+    kill -CONT $e_groups
+fi
 
 # nginx serves the same bodies, fetched now, as static files.
 mkdir -p "$tmp/www/v1/jobs/$j1" "$tmp/ngx"
@@ -88,6 +122,12 @@ nginx -c "$tmp/ngx/nginx.conf" -p "$tmp/ngx" &
 ngx_pid=$!
 sleep 0.5
 
+# Whose jobs compute: ECOPT's (e) or BEFORE's (b), the other's stopped.
+jobs_of() {
+    [ -n "$e_groups" ] && [ -n "$b_groups" ] || return 0
+    if [ "$1" = b ]; then kill -STOP $e_groups; kill -CONT $b_groups
+    else kill -STOP $b_groups; kill -CONT $e_groups; fi
+}
 run_wrk() {   # url -> "requests/s p99_ms"
     wrk -t2 -c32 -d5s --latency "$1" 2>/dev/null | awk '
         /Requests\/sec/ {rps=$2}
@@ -99,16 +139,35 @@ run_wrk() {   # url -> "requests/s p99_ms"
 # WRK_RUNS times, alternating which goes first, and each figure is the
 # median of its runs; the ratios (ecopt over nginx) are taken run by run.
 WRK_RUNS=${WRK_RUNS:-5}
-wrk_pair() {   # ecopt_url nginx_url file -> lines "e_rps e_p99 n_rps n_p99 load"
+wrk_pair() {   # ecopt_url nginx_url file [before_url] -> lines "e_rps e_p99 n_rps n_p99 load [b_rps b_p99]"
     : > "$3"
     i=0
     while [ $i -lt "$WRK_RUNS" ]; do
         l=$(load)
-        if [ $((i % 2)) -eq 0 ]; then e=$(run_wrk "$1"); n=$(run_wrk "$2")
-        else n=$(run_wrk "$2"); e=$(run_wrk "$1"); fi
-        echo "$e $n $l" >> "$3"
+        if [ -n "${4:-}" ]; then
+            # Three targets, each first in turn: e n b, n b e, b e n.
+            case $((i % 3)) in
+            0) jobs_of e; e=$(run_wrk "$1"); n=$(run_wrk "$2"); jobs_of b; b=$(run_wrk "$4") ;;
+            1) jobs_of e; n=$(run_wrk "$2"); jobs_of b; b=$(run_wrk "$4"); jobs_of e; e=$(run_wrk "$1") ;;
+            2) jobs_of b; b=$(run_wrk "$4"); jobs_of e; e=$(run_wrk "$1"); n=$(run_wrk "$2") ;;
+            esac
+            echo "$e $n $l $b" >> "$3"
+        else
+            if [ $((i % 2)) -eq 0 ]; then e=$(run_wrk "$1"); n=$(run_wrk "$2")
+            else n=$(run_wrk "$2"); e=$(run_wrk "$1"); fi
+            echo "$e $n $l" >> "$3"
+        fi
         i=$((i + 1))
     done
+    jobs_of e
+}
+ab_row() {     # route file -> a table row: ECOPT against BEFORE (columns 6 and 7)
+    f=$2
+    echo "| $1 | $(printf %.0f "$(cut -d' ' -f1 "$f" | med)") | $(printf %.0f "$(cut -d' ' -f6 "$f" | med)") |" \
+         "$(printf %.2f "$(awk '{print $1 / $6}' "$f" | med)") ($(awk '{printf "%.2f\n", $1 / $6}' "$f" | spread)) |" \
+         "$(printf %.2f "$(cut -d' ' -f2 "$f" | med)") | $(cut -d' ' -f2 "$f" | spread) |" \
+         "$(printf %.2f "$(cut -d' ' -f7 "$f" | med)") | $(cut -d' ' -f7 "$f" | spread) |" \
+         "$(printf %.2f "$(awk '{print $2 / $7}' "$f" | med)") ($(awk '{printf "%.2f\n", $2 / $7}' "$f" | spread)) | $(cut -d' ' -f5 "$f" | spread) |"
 }
 wrk_row() {    # route file -> a table row: medians, ratios with spread, load
     f=$2
@@ -119,16 +178,33 @@ wrk_row() {    # route file -> a table row: medians, ratios with spread, load
          "$(cut -d' ' -f2 "$f" | spread) | $(printf %.2f "$(cut -d' ' -f4 "$f" | med)") |" \
          "$(cut -d' ' -f4 "$f" | spread) | $(printf %.2f "$p99") ($p99_s) | $(cut -d' ' -f5 "$f" | spread) |"
 }
-wrk_pair "$url/v1/jobs/$j1" "http://127.0.0.1:$nport/job.json" "$tmp/wrk_job"
-wrk_pair "$url/v1/jobs/$j1/metrics?after=0&limit=100" "http://127.0.0.1:$nport/metrics.json" "$tmp/wrk_met"
+# BEFORE's server answers for its own job, of the same shape.
+old_job= old_met=
+if [ -n "$BEFORE" ]; then
+    old_job=$old_url/v1/jobs/$b1 old_met="$old_url/v1/jobs/$b1/metrics?after=0&limit=100"
+fi
+wrk_pair "$url/v1/jobs/$j1" "http://127.0.0.1:$nport/job.json" "$tmp/wrk_job" $old_job
+wrk_pair "$url/v1/jobs/$j1/metrics?after=0&limit=100" "http://127.0.0.1:$nport/metrics.json" "$tmp/wrk_met" $old_met
+kill -CONT $e_groups $b_groups 2>/dev/null || true
 curl -s -X POST "$url/v1/jobs/$j1/cancel" >/dev/null
 curl -s -X POST "$url/v1/jobs/$j2/cancel" >/dev/null
-kill "$ngx_pid" 2>/dev/null || true
-wait_state() {   # job state_regex [seconds between looks] -> once the job is in such a state
-    while ! curl -s "$url/v1/jobs/$1" | grep -Eq "\"state\":\"($2)\""; do sleep "${3:-0.2}"; done
+wait_state() {   # job state_regex [seconds between looks] [url] -> once the job is in such a state
+    while ! curl -s "${4:-$url}/v1/jobs/$1" | grep -Eq "\"state\":\"($2)\""; do sleep "${3:-0.2}"; done
 }
 wait_state "$j1" 'cancelled|succeeded|failed'
 wait_state "$j2" 'cancelled|succeeded|failed'
+if [ -n "$BEFORE" ]; then
+    curl -s -X POST "$old_url/v1/jobs/$b1/cancel" >/dev/null
+    curl -s -X POST "$old_url/v1/jobs/$b2/cancel" >/dev/null
+    wait_state "$b1" 'cancelled|succeeded|failed' 0.2 "$old_url"
+    wait_state "$b2" 'cancelled|succeeded|failed' 0.2 "$old_url"
+    e_groups= b_groups=
+    # The same with no job running: each server and nginx alone.
+    curl -s "$url/v1/jobs/$j1" > "$tmp/www/job.json"
+    wrk_pair "$url/v1/jobs/$j1" "http://127.0.0.1:$nport/job.json" "$tmp/wrk_idle" "$old_job"
+    kill "$old_pid" 2>/dev/null || true
+fi
+kill "$ngx_pid" 2>/dev/null || true
 
 # Ingestion: a job in process (its workers simulated in the coordinator,
 # so the server's CPU is the only CPU of ours besides it) reporting every
@@ -288,7 +364,7 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 section() {
     echo "## $(date -u '+%Y-%m-%d %H:%M') UTC, $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo
-    echo "Command: \`make bench\` (bench/bench_service.sh$([ "$PAIRS" -gt 0 ] || echo ", BENCH_PAIRS=0"))."
+    echo "Command: \`$([ -n "$BEFORE" ] && echo "BEFORE=$BEFORE_IS ")make bench\` (bench/bench_service.sh$([ "$PAIRS" -gt 0 ] || echo ", BENCH_PAIRS=0")$([ "$INGEST_PAIRS" -gt 0 ] || echo ", INGEST_PAIRS=0"))."
     echo "$(nproc)-core machine; load is the 1-minute load average at the start"
     echo "of each run, min-max over the runs."
     echo
@@ -301,6 +377,29 @@ section() {
     echo "|---|---|---|---|---|---|---|---|---|---|"
     wrk_row "GET /v1/jobs/{id}" "$tmp/wrk_job"
     wrk_row "GET /v1/jobs/{id}/metrics?after=0&limit=100" "$tmp/wrk_met"
+    if [ -n "$BEFORE" ]; then
+        echo
+        echo "The same runs, this binary against BEFORE ($BEFORE_IS), each beside"
+        echo "two jobs of its own (the other server's stopped; nginx beside this"
+        echo "binary's); medians, and the ratios (this over before) run by run:"
+        echo "median (min-max)."
+        echo
+        echo "| route | req/s | before req/s | req/s ratio | p99 ms | its range | before p99 ms | its range | p99 ratio | load |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
+        ab_row "GET /v1/jobs/{id}" "$tmp/wrk_job"
+        ab_row "GET /v1/jobs/{id}/metrics?after=0&limit=100" "$tmp/wrk_met"
+        echo
+        echo "No job running (every job ended), the same three, $WRK_RUNS runs:"
+        echo
+        echo "| route | req/s | nginx req/s | req/s ratio | p99 ms | its range | nginx p99 ms | its range | p99 ratio | load |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
+        wrk_row "GET /v1/jobs/{id}" "$tmp/wrk_idle"
+        echo
+        echo "| route | req/s | before req/s | req/s ratio | p99 ms | its range | before p99 ms | its range | p99 ratio | load |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
+        ab_row "GET /v1/jobs/{id}" "$tmp/wrk_idle"
+    fi
+    [ "$INGEST_PAIRS" -gt 0 ] || return 0
     echo
     echo "Metric ingestion: a1a, ec-sgd in process, 4 workers, topk k = 5,"
     echo "$INGEST_ROUNDS rounds with eval_every = 1 ($((INGEST_ROUNDS + 1)) rows), the server's"
