@@ -216,7 +216,13 @@ static void print_setup(FILE *o, const struct coord_job *j)
     fprintf(o, "constants  L = %.6g, L_f = %.6g, ", pb->L, pb->L_f);
     if (!isnan(pb->L_tilde))        /* computed for EF21 alone */
         fprintf(o, "L_tilde = %.6g, ", pb->L_tilde);
-    fprintf(o, "mu = %.6g, kappa = %.6g\n", pb->mu, pb->kappa);
+    fprintf(o, "mu = %.6g, kappa = %.6g", pb->mu, pb->kappa);
+    /* lambda_max(A^T A), which L_f and lambda2_rel are built on: NaN on a
+       rank given the constants by rank 0 */
+    if (!isnan(pb->lambda_max))
+        fprintf(o, ", lambda_max = %.15g (%s, Lanczos, %u steps)", pb->lambda_max,
+                pb->lmax_cached ? "cached" : "computed", pb->lmax_steps);
+    fputc('\n', o);
     if (pb->solve_cached)
         fprintf(o, "optimum    P* = %.15g, P(x0) = %.15g (cached, found by %s, bound %.2g)\n",
                 pb->P_star, pb->P0, pb->solve_method, pb->solve_bound);

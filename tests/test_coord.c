@@ -276,6 +276,29 @@ static json_t *run_problem(const char *spec_path, const char *hint)
     return pb;
 }
 
+/* The text of `ecopt run` names where lambda_max came from: its constants
+ * line holds want (NULL: the line has no lambda_max at all). */
+static void text_lmax(const char *spec_path, const char *hint, const char *want)
+{
+    const char *bin = getenv("ECOPT_BIN");
+    char cmd[2048], line[1024];
+    int seen = 0;
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd, "'%s' run %s --backend inproc%s%s 2>/dev/null",
+             bin && *bin ? bin : "build/ecopt", spec_path, hint ? " --pstar-hint " : "",
+             hint ? hint : "");
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "constants ", 10) == 0) {
+            seen = 1;
+            ck_assert_msg(want ? strstr(line, want) != NULL : !strstr(line, "lambda_max"),
+                          "%s: %s", cmd, line);
+        }
+    pclose(f);
+    ck_assert_msg(seen, "%s: no constants line", cmd);
+}
+
 /* A problem record's lambda_max and whether it came from the hint. */
 static double record_lmax(const json_t *pb, int *cached, json_int_t *steps)
 {
@@ -365,6 +388,12 @@ START_TEST(hint_lambda_max)
                          json_object_get(first, "lambda2")));
     ck_assert(json_equal(json_object_get(pb, "P_star"), json_object_get(first, "P_star")));
     json_decref(pb);
+    snprintf(text, sizeof text, "lambda_max = %.15g (cached, Lanczos, %d steps)", lmax,
+             (int)steps);
+    text_lmax(spec, hint, text);
+    snprintf(text, sizeof text, "lambda_max = %.15g (computed, Lanczos, %d steps)", lmax,
+             (int)steps);
+    text_lmax(spec, NULL, text);
 
     write_hint(hint, a, 2 * lmax, 3, NULL);
     pb = run_problem(spec, hint);
