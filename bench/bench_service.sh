@@ -364,7 +364,11 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 section() {
     echo "## $(date -u '+%Y-%m-%d %H:%M') UTC, $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo
-    echo "Command: \`$([ -n "$BEFORE" ] && echo "BEFORE=$BEFORE_IS ")make bench\` (bench/bench_service.sh$([ "$PAIRS" -gt 0 ] || echo ", BENCH_PAIRS=0")$([ "$INGEST_PAIRS" -gt 0 ] || echo ", INGEST_PAIRS=0"))."
+    if [ -n "$BEFORE" ]; then
+        echo "Command: \`BEFORE=OTHER/build/ecopt sh bench/bench_service.sh\`$([ "$PAIRS" -gt 0 ] || echo ", BENCH_PAIRS=0")$([ "$INGEST_PAIRS" -gt 0 ] || echo ", INGEST_PAIRS=0"), OTHER $BEFORE_IS."
+    else
+        echo "Command: \`make bench\` (bench/bench_service.sh$([ "$PAIRS" -gt 0 ] || echo ", BENCH_PAIRS=0")$([ "$INGEST_PAIRS" -gt 0 ] || echo ", INGEST_PAIRS=0"))."
+    fi
     echo "$(nproc)-core machine; load is the 1-minute load average at the start"
     echo "of each run, min-max over the runs."
     echo
