@@ -2,9 +2,15 @@
 # Waits that adapt: the process backend at its default procs against the
 # in-process run of the same job, for a baseline binary (A) and this one
 # (B), quiet as the machine is and with BUSY busy loops beside it, in one
-# run, the three runs of a repetition back to back (A, B, in process).
+# run, the runs of a repetition back to back (A, B, in process, then B at
+# each procs count of ALSO).
 #
 #   BASE=/path/to/old/ecopt ECOPT=build/ecopt sh bench/bench_waits.sh [OUT.md]
+#
+# ALSO (default "2") lists other procs counts this build (B) runs in each
+# repetition too, so that the table says whether the default is the
+# slowest choice; ALSO= runs none. OUT is written anew: paste its tables
+# into a dated section of bench/results/waits.md.
 #
 # a9a, 20 workers, ECLK topk k = 1, 4000 rounds (a light round: the
 # default procs is one CPU fewer than the machine's). Loop time per round
@@ -17,6 +23,7 @@ BASE=${BASE:?BASE=path of the baseline ecopt}
 OUT=${1:-bench/results/waits.md}
 REPS=${REPS:-5}
 BUSY=${BUSY:-2}
+ALSO=${ALSO-2}
 DATA=$(cd "${ECOPT_DATA_DIR:-../shared/datasets}" && pwd)
 export ECOPT_DATA_DIR=$DATA
 tmp=$(mktemp -d)
@@ -28,8 +35,10 @@ cat >"$tmp/job.json" <<EOJ
  "max_rounds": 4000, "eval_every": 4000, "target": 0}
 EOJ
 
-per_round() {   # binary backend
-    "$1" run "$tmp/job.json" --backend "$2" --format csv 2>/dev/null |
+per_round() {   # binary backend [ecopt run's options]
+    bin=$1 backend=$2
+    shift 2
+    "$bin" run "$tmp/job.json" --backend "$backend" "$@" --format csv 2>/dev/null |
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
 }
@@ -40,6 +49,7 @@ stats() {      # file: median (min-max)
 
 table() {      # title
     : >"$tmp/ra"; : >"$tmp/rb"; : >"$tmp/ta"; : >"$tmp/tb"; : >"$tmp/ti"
+    for p in $ALSO; do : >"$tmp/r$p"; : >"$tmp/t$p"; done
     load0=$(cut -d' ' -f1 /proc/loadavg)
     i=0
     while [ $i -lt "$REPS" ]; do
@@ -47,6 +57,11 @@ table() {      # title
         b=$(per_round "$ECOPT" process)
         c=$(per_round "$ECOPT" inproc)
         echo "$a" >>"$tmp/ta"; echo "$b" >>"$tmp/tb"; echo "$c" >>"$tmp/ti"
+        for p in $ALSO; do
+            o=$(per_round "$ECOPT" process --procs "$p")
+            echo "$o" >>"$tmp/t$p"
+            echo "$o $c" | awk '{print $1 / $2}' >>"$tmp/r$p"
+        done
         echo "$a $c" | awk '{print $1 / $2}' >>"$tmp/ra"
         echo "$b $c" | awk '{print $1 / $2}' >>"$tmp/rb"
         i=$((i + 1))
@@ -60,6 +75,9 @@ table() {      # title
         echo "| in process | $(sort -g "$tmp/ti" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') | 1 |"
         echo "| A: baseline, default procs | $(sort -g "$tmp/ta" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') | $(stats "$tmp/ra") |"
         echo "| B: this build, default procs | $(sort -g "$tmp/tb" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') | $(stats "$tmp/rb") |"
+        for p in $ALSO; do
+            echo "| B at procs $p | $(sort -g "$tmp/t$p" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') | $(stats "$tmp/r$p") |"
+        done
         echo
     } | tee -a "$OUT"
 }
