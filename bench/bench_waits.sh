@@ -9,7 +9,8 @@
 #
 # ALSO (default "2") lists other procs counts this build (B) runs in each
 # repetition too, so that the table says whether the default is the
-# slowest choice; ALSO= runs none. OUT is written anew: paste its tables
+# slowest choice; ALSO= runs none. OUT (default $TMPDIR/bench_waits.md)
+# is written anew (the results file is kept by hand): paste its tables
 # into a dated section of bench/results/waits.md.
 #
 # a9a, 20 workers, ECLK topk k = 1, 4000 rounds (a light round: the
@@ -20,7 +21,7 @@
 set -eu
 ECOPT=${ECOPT:-build/ecopt}
 BASE=${BASE:?BASE=path of the baseline ecopt}
-OUT=${1:-bench/results/waits.md}
+OUT=${1:-${TMPDIR:-/tmp}/bench_waits.md}
 REPS=${REPS:-5}
 BUSY=${BUSY:-2}
 ALSO=${ALSO-2}
