@@ -77,14 +77,11 @@ struct ec_compressor {
     uint64_t feed_bar;
 };
 
-/* The bits needed to tell n values apart: 0 for n = 1. */
+/* The bits needed to tell n values apart: 0 for n = 1, 64 above 2^63.
+ * Every message counts its bits with it, twice a worker a round. */
 static uint32_t ceil_log2(uint64_t n)
 {
-    uint32_t b = 0;
-
-    while (b < 64 && (UINT64_C(1) << b) < n)
-        b++;
-    return b;
+    return n <= 1 ? 0 : 64 - (uint32_t)__builtin_clzll(n - 1);
 }
 
 static const ec_comp_info comp_rows[EC_COMP_COUNT] = {
