@@ -9,6 +9,11 @@
 #
 #   REF_DIR=/path/to/ef_sigma_k ECOPT=build/ecopt sh bench/bench_reference.sh [OUT.md]
 #
+# BEFORE=path/to/an/older/ecopt adds that binary in process to each rep,
+# alternating which of the two goes first, and a table of the pairs: the
+# reference over each and after over before, medians with min-max, and
+# the load at the start and the end.
+#
 # The reference code is not part of ecopt and is never committed: point
 # REF_DIR at a checkout of it (numpy, scipy and scikit-learn from Debian:
 # python3-numpy python3-scipy python3-sklearn). Without REF_DIR it says so
@@ -47,19 +52,30 @@ cat >"$tmp/job.json" <<EOF
  "compressor": {"type": "topk", "k": 5}, "lambda2": 1e-4,
  "max_rounds": 4000, "eval_every": 4000, "target": 0}
 EOF
-per_round() {   # backend procs ("default": none given)
+per_round() {   # backend procs ("default": none given) [binary]
+    bin=${3:-$ECOPT}
     if [ "$2" = default ]; then set -- "$1"; else set -- "$1" --procs "$2"; fi
-    "$ECOPT" run "$tmp/job.json" --backend "$@" --format csv 2>/dev/null |
+    "$bin" run "$tmp/job.json" --backend "$@" --format csv 2>/dev/null |
         awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "seconds") s = i; next}
                  {r = $1; t = $s} END {printf "%.3f\n", t / r * 1e6}'
 }
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.4g-%.4g", lo, hi}'; }
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 i=0
 while [ $i -lt "$REPS" ]; do
     # numpy at its best: without the OpenBLAS core-type override some
     # machines here set (it only slows a current numpy down).
     (cd "$tmp" && env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" ref.py) >>"$tmp/ref"
-    per_round inproc 1 >>"$tmp/in"
+    if [ -n "${BEFORE:-}" ] && [ $((i % 2)) -eq 0 ]; then
+        b=$(per_round inproc 1 "$BEFORE"); a=$(per_round inproc 1)
+    elif [ -n "${BEFORE:-}" ]; then
+        a=$(per_round inproc 1); b=$(per_round inproc 1 "$BEFORE")
+    else
+        a=$(per_round inproc 1); b=
+    fi
+    echo "$a" >>"$tmp/in"
+    [ -z "$b" ] || echo "$(tail -1 "$tmp/ref") $b $a" >>"$tmp/pairs"
     per_round process default >>"$tmp/pd"
     per_round process 1 >>"$tmp/p1"
     per_round process 2 >>"$tmp/p2"
@@ -84,5 +100,20 @@ p2=$(median <"$tmp/p2"); p20=$(median <"$tmp/p20")
 $r
 EOT
     done
+    if [ -n "${BEFORE:-}" ]; then
+        echo
+        echo "In process beside \`$BEFORE\` (before), alternating, $REPS pairs, each"
+        echo "with the reference run just before it; load $load_start at the start,"
+        echo "$(cut -d' ' -f1-3 /proc/loadavg) at the end."
+        echo
+        echo "| pairs | median | min-max |"
+        echo "|---|---|---|"
+        for col in "reference / before|\$1 / \$2" "reference / after|\$1 / \$3" \
+                   "after / before (time)|\$3 / \$2"; do
+            name=${col%%|*}; expr=${col#*|}
+            awk "{printf \"%.4f\\n\", $expr}" "$tmp/pairs" >"$tmp/col"
+            echo "| $name | $(median <"$tmp/col") | $(spread <"$tmp/col") |"
+        done
+    fi
 } >"$OUT"
 cat "$OUT"
