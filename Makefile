@@ -102,16 +102,19 @@ $(BUILD)/ecopt: $(BUILD)/cli/main.o $(APP_OBJ) $(ENGINE_LIB)
 	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
 
 # The test build (docs/testing.md, "Test hooks"): the same program with
-# the hooks the tests inject faults through (ECOPT_FAULT) compiled in.
+# the hooks the tests inject faults through (ECOPT_FAULT) compiled in,
+# and the worker step's baseline code alone (no AVX2 clone), which the
+# suites compare with the shipped build's row for row.
 # The suites find it as ECOPT_TEST_BIN; the shipped build/ecopt has no hook.
-TEST_HOOKS_OBJ := $(BUILD)/test-hooks/engine/src/proc.o
+TEST_HOOKS_SRC := engine/src/proc.c engine/src/algo.c
+TEST_HOOKS_OBJ := $(patsubst %.c,$(BUILD)/test-hooks/%.o,$(TEST_HOOKS_SRC))
 $(TEST_HOOKS_OBJ): OBJ_OPT = $(ENGINE_OPT)
-$(TEST_HOOKS_OBJ): engine/src/proc.c
+$(TEST_HOOKS_OBJ): $(BUILD)/test-hooks/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC_ALL) -DECOPT_TEST_HOOKS -c $< -o $@
 
 $(BUILD)/ecopt-test: $(BUILD)/cli/main.o $(APP_OBJ) $(TEST_HOOKS_OBJ) \
-                     $(filter-out $(BUILD)/engine/src/proc.o,$(ENGINE_OBJ))
+                     $(filter-out $(patsubst %.c,$(BUILD)/%.o,$(TEST_HOOKS_SRC)),$(ENGINE_OBJ))
 	$(CC_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_APP)
 
 $(BUILD)/mpi/%.o: %.c

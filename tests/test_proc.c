@@ -1040,6 +1040,87 @@ START_TEST(test_spin_policy)
 }
 END_TEST
 
+/* bin's CSV rows of the job in spec (in process) without the two clock
+ * columns, seconds and time, into out; the number of rows, and bin's
+ * exit status in *status. */
+static int clock_free_rows(const char *bin, const char *spec, char *out, size_t cap,
+                           int *status)
+{
+    char cmd[1024], line[4096];
+    int secs = -1, clock = -1, n = 0;
+    size_t len = 0;
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd, "%s run %s --format csv --backend inproc --quiet 2>/dev/null",
+             bin, spec);
+    ck_assert_ptr_nonnull(f = popen(cmd, "r"));
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        char *save = NULL, *tok = strtok_r(line, ",\n", &save);
+
+        for (int col = 0; tok; col++, tok = strtok_r(NULL, ",\n", &save)) {
+            if (n == 0 && strcmp(tok, "seconds") == 0)
+                secs = col;
+            if (n == 0 && strcmp(tok, "time") == 0)
+                clock = col;
+            if (col == secs || col == clock)
+                continue;
+            len += (size_t)snprintf(out + len, cap - len, "%s,", tok);
+            ck_assert_uint_lt(len, cap);
+        }
+        len += (size_t)snprintf(out + len, cap - len, "\n");
+        n++;
+    }
+    *status = pclose(f);
+    ck_assert_int_ge(secs, 0);
+    ck_assert_int_ge(clock, 0);
+    return n - 1;
+}
+
+/*
+ * The worker step's AVX2 clone (chosen when the shipped build loads on a
+ * machine that has AVX2) and its baseline code (the test build has that
+ * alone: Makefile, "The test build") give the same rows to the bit, for
+ * every algorithm, on a dataset whose d (112) is not a multiple of four,
+ * so the vector loops' tails run too.
+ */
+START_TEST(test_step_clones_agree)
+{
+    static char ra[1 << 16], rb[1 << 16];
+    ec_algo_id algo = (ec_algo_id)_i;
+    char text[512], spec[64];
+    int ran = 0;
+
+    /* topk first, then randk, then whatever the method takes */
+    for (int t = -2; t < EC_COMP_COUNT && !ran; t++) {
+        ec_comp_type c = t == -2 ? EC_COMP_TOPK : t == -1 ? EC_COMP_RANDK : (ec_comp_type)t;
+        int param = ec_comp_info_of(c)->param;
+        char why[384];
+        int na, nb, sa, sb;
+
+        if (ec_algo_comp_check(algo, c, why, sizeof why))
+            continue;
+        snprintf(text, sizeof text,
+                 "{\"dataset\": \"mushrooms\", \"workers\": 5, \"algorithm\": \"%s\","
+                 " \"compressor\": {\"type\": \"%s\"%s}, \"lambda2_rel\": 1e-3,"
+                 " \"p\": 0.2, \"batch\": 2, \"max_rounds\": 200, \"eval_every\": 1,"
+                 " \"target\": 0}",
+                 ec_algo_name(algo), ec_comp_name(c),
+                 param == EC_COMP_PARAM_K ? ", \"k\": 5" : param == EC_COMP_PARAM_S ? ", \"s\": 4" : "");
+        tu_write_temp_str(text, spec, sizeof spec);
+        na = clock_free_rows(ecopt_bin(0), spec, ra, sizeof ra, &sa);
+        nb = clock_free_rows(ecopt_bin(1), spec, rb, sizeof rb, &sb);
+        unlink(spec);
+        ck_assert_msg(na > 100, "%s: %d rows (exit status %d)", text, na, sa);
+        ck_assert_int_eq(na, nb);
+        ck_assert_int_eq(sa, sb);
+        ck_assert_msg(strcmp(ra, rb) == 0, "%s: the two builds' rows differ", text);
+        ran = 1;
+    }
+    ck_assert_msg(ran, "%s takes no compressor", ec_algo_name(algo));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("proc");
@@ -1049,6 +1130,7 @@ int main(void)
     tcase_set_timeout(eq, 120);
     tcase_add_loop_test(eq, test_process_equals_inproc, 0, EC_ALGO_COUNT);
     tcase_add_test(eq, test_grad_evals_counted);
+    tcase_add_loop_test(eq, test_step_clones_agree, 0, EC_ALGO_COUNT);
     tcase_set_timeout(faults, 120);
     tcase_add_test(eq, test_model_copies_fallback);
     tcase_add_test(eq, test_frames_over_the_mailbox);
