@@ -97,6 +97,7 @@ static int supervise_mpirun(char **av, int stdout_fd)
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
     double since = 0, childless = 0;
+    const char *stuck;
     pid_t pid;
     int st = 0, rc, sent = 0, had_child = 0;
 
@@ -134,14 +135,7 @@ static int supervise_mpirun(char **av, int stdout_fd)
         rc = (int)waitpid(pid, &st, WNOHANG);
         if (rc == pid || (rc < 0 && errno != EINTR))
             break;
-        if (sent && ec_clock() - since >= MPIRUN_GRACE_SECONDS) {
-            fprintf(stderr, "ecopt run: mpirun did not end %g s after the signal; "
-                    "killed\n", MPIRUN_GRACE_SECONDS);
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-            break;
-        }
+        stuck = sent && ec_clock() - since >= MPIRUN_GRACE_SECONDS ? "the signal" : NULL;
         switch (child_count(pid)) {
         case -1:
             break;
@@ -150,21 +144,21 @@ static int supervise_mpirun(char **av, int stdout_fd)
                 break;
             if (childless == 0)
                 childless = ec_clock();
-            else if (ec_clock() - childless >= MPIRUN_GRACE_SECONDS) {
-                fprintf(stderr, "ecopt run: mpirun did not end %g s after its "
-                        "ranks had; killed\n", MPIRUN_GRACE_SECONDS);
-                kill(pid, SIGKILL);
-                while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                    ;
-                rc = pid;
-            }
+            else if (ec_clock() - childless >= MPIRUN_GRACE_SECONDS)
+                stuck = "its ranks had";
             break;
         default:
             had_child = 1;
             childless = 0;
         }
-        if (rc == pid)
+        if (stuck) {
+            fprintf(stderr, "ecopt run: mpirun did not end %g s after %s; killed\n",
+                    MPIRUN_GRACE_SECONDS, stuck);
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
             break;
+        }
         sig = sigtimedwait(&waited, &info, &tick);
         if (sig < 0 || sig == SIGCHLD)
             continue;
