@@ -6,6 +6,7 @@
 #include "ecopt/mailbox.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -25,10 +26,13 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 struct slot {
     _Atomic uint32_t seq;       /* frames published: the futex word */
     _Atomic uint32_t sleeping;  /* the reader sleeps, or is about to */
-    uint32_t len;               /* bytes in buf, or ON_SOCKET */
+    _Atomic uint32_t len;       /* bytes in buf, or ON_SOCKET */
     uint8_t pad[64 - 3 * sizeof(uint32_t)];
     uint8_t buf[EC_MAILBOX_CAP];
 };
+
+_Static_assert(offsetof(struct slot, buf) == 64,
+               "the frame starts on a cache line of its own");
 
 struct ec_mailbox {
     struct slot dir[2];
@@ -78,7 +82,9 @@ int ec_mailbox_put(ec_mailbox *mb, ec_mailbox_dir dir, const uint8_t *buf,
 
     if (fits)
         memcpy(s->buf, buf, len);
-    s->len = fits ? (uint32_t)len : ON_SOCKET;
+    /* Relaxed: the count's increment below publishes it. */
+    atomic_store_explicit(&s->len, fits ? (uint32_t)len : ON_SOCKET,
+                          memory_order_relaxed);
     /* Sequentially consistent, both: either the reader's futex wait sees
      * the new count, or this load sees its flag and wakes it. */
     atomic_fetch_add(&s->seq, 1);
@@ -116,7 +122,10 @@ long ec_mailbox_take(ec_mailbox *mb, ec_mailbox_dir dir, uint8_t *buf,
                      size_t cap)
 {
     struct slot *s = &mb->dir[dir];
-    uint32_t len = s->len;      /* read once: the writer may be hostile */
+    /* Read once, as an atomic: the writer may be hostile, and a plain
+     * read could be made twice by the compiler, once for the bound and
+     * once for the copy. The acquire of the count ordered it already. */
+    uint32_t len = atomic_load_explicit(&s->len, memory_order_relaxed);
 
     if (len == ON_SOCKET)
         return -1;
