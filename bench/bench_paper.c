@@ -13,7 +13,7 @@
  *
  *   bench_paper [--quick] [--out DIR] [--jobs N]
  *               [--part tables|accel|p|steps|tuned|fair|accel-family|slopes]
- *               [--fair-seeds N] [--fair-grid M,M,...]
+ *               [--fair-seeds N] [--fair-grid M,M,...] [--fair-extends FILE]
  *               [--fair-datasets NAME,...] [--fair-compressors topk,randk,top1]
  *               [--fair-lambdas 1e-3,1e-4] [--fair-methods NAME,...]
  *               [--slope-seeds N] [--slope-kappas 3|4]
@@ -28,6 +28,9 @@
  * mushrooms, a9a and w8a, topk and randk with k = ceil(d/20), lambda2_rel
  * 1e-3 and 1e-4, every method of the part; --fair-lambdas and
  * --fair-methods narrow a run to the cells to be widened or filled in.
+ * The grid contains x1 (the default run) unless --fair-extends names the
+ * file whose x1 runs a widening extends: then its x1 cells say "not in
+ * this grid" and the slow default runs are not run again.
  *
  * --part regenerates one part's files alone; --only, --seeds and --scale
  * are for development (one dataset's tables, fewer seeds, smaller budgets).
@@ -1442,6 +1445,9 @@ static double fair_lams[2] = {1e-3, 1e-4};
 static int fair_nlams = 2;
 /* --fair-methods: the part's methods by name (NULL: all of them). */
 static const char *fair_methods_text;
+/* --fair-extends: the file whose x1 runs a grid without x1 widens (NULL:
+ * the grid has x1). */
+static const char *fair_extends;
 
 /* The methods: the paper's, and any of the newer ones this build has. */
 static const char *const fair_names[] = {
@@ -1809,7 +1815,11 @@ static int fair_row(int pi, ec_algo_id algo, int slot, int oracle, int rule,
     row->algo = algo;
     row->rule = rule;
     row->best_m = row->excluded_m = -1;
-    if (x1 < 0 || fair_group(pi, algo, slot, oracle, rule, x1, &row->def) < 0)
+    /* Without x1 in the grid row->def stays empty (n = 0): not in this
+     * grid, and never the best at the defaults. */
+    if (x1 < 0 && rule == FAIR_PLAIN)
+        return -1;
+    if (x1 >= 0 && fair_group(pi, algo, slot, oracle, rule, x1, &row->def) < 0)
         return -1;
     if (rule == FAIR_PLAIN)
         return 0;
@@ -1888,6 +1898,7 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
             int rule = k ? FAIR_PLAIN : -1;
             struct fair_row *r = &rows[*nrows];
             char dc[4][112], tc[4][112], dn[400], tn[400], notes[1200], nb[64], bm[32];
+            char step[32];
 
             if (k && algo != EC_ALGO_ECLK)
                 continue;
@@ -1905,10 +1916,16 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
             }
             if (fair_row(pi, algo, s, oracle, rule, r) < 0)
                 continue;
-            group_cells(&r->def, dc, dn, sizeof dn);
             notes[0] = 0;
-            if (dn[0])
-                snprintf(notes, sizeof notes, "x1: %s", dn);
+            if (r->def.n > 0) {
+                group_cells(&r->def, dc, dn, sizeof dn);
+                if (dn[0])
+                    snprintf(notes, sizeof notes, "x1: %s", dn);
+            } else {
+                snprintf(dc[0], sizeof dc[0], "not in this grid");
+                for (int j = 1; j < 4; j++)
+                    dc[j][0] = 0;
+            }
             if (rule == FAIR_PLAIN) {
                 snprintf(bm, sizeof bm, "(x1 only)");
                 for (int j = 0; j < 4; j++)
@@ -1921,8 +1938,11 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
                              "%sx%g: %s", notes[0] ? "; " : "", fair_grid[r->best_m], tn);
                 if (r->best_m == 0 || r->best_m == fair_ngrid - 1)
                     snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
-                             "%s**best at the grid's edge**: a %s one may be better",
-                             notes[0] ? "; " : "", r->best_m == 0 ? "smaller" : "larger");
+                             "%s**best at the grid's edge**: a %s one may be better%s%s%s",
+                             notes[0] ? "; " : "", r->best_m == 0 ? "smaller" : "larger",
+                             r->best_m == 0 && fair_extends ? " (the grid below it: `" : "",
+                             r->best_m == 0 && fair_extends ? fair_extends : "",
+                             r->best_m == 0 && fair_extends ? "`)" : "");
             } else {
                 snprintf(bm, sizeof bm, "none");
                 for (int j = 0; j < 4; j++)
@@ -1941,10 +1961,14 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
                 snprintf(notes + strlen(notes), sizeof notes - strlen(notes),
                          "%sthe same runs as the stochastic oracle's (it takes its "
                          "whole shard either way)", notes[0] ? "; " : "");
-            fprintf(f, "| %s | %s | %.4g | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            /* The default step is x1's (the multiplier moves it). */
+            if (r->def.n > 0)
+                snprintf(step, sizeof step, "%.4g", r->def.theory_step);
+            else
+                snprintf(step, sizeof step, "-");
+            fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
                     row_name(r, nb, sizeof nb), rule == FAIR_PLAIN ? "-" : axis_name(algo),
-                    r->def.theory_step, dc[0], dc[1], dc[2], dc[3], bm, tc[0], tc[1],
-                    tc[2], tc[3], notes);
+                    step, dc[0], dc[1], dc[2], dc[3], bm, tc[0], tc[1], tc[2], tc[3], notes);
             if (rule != FAIR_PLAIN) {
                 if (algo == EC_ALGO_ECLK)
                     sum->eclk = r;
@@ -1964,7 +1988,9 @@ static void fair_section(FILE *f, int pi, int slot, int oracle, struct fair_row 
 
 static void med_text(const struct fair_group *g, int ok, char *buf, size_t len)
 {
-    if (ok && fair_ok(g))
+    if (ok && g->n == 0)
+        snprintf(buf, len, "not in this grid");
+    else if (ok && fair_ok(g))
         snprintf(buf, len, "%.0f", med(g->rounds, g->n));
     else
         snprintf(buf, len, "not reached");
@@ -2087,7 +2113,7 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
     fprintf(sf, "} of `smoothness_multiplier` (for eclk, lkatyusha and adiana it moves "
                 "the step and the momentum together; for the others it multiplies the step: the "
                 "step multiplier; docs/algorithms.md, \"The smoothness multiplier\") on "
-                "%d seed%s; x1 is the default. Oracle \"stochastic\": each method its own "
+                "%d seed%s; %s%s%s. Oracle \"stochastic\": each method its own "
                 "(a minibatch of 1 row per worker for %s; the whole shard for %s); "
                 "\"full\": every method its whole shard (`batch` \"full\"). A method "
                 "that does not take a compressor is listed as n/a with the reason the "
@@ -2104,7 +2130,12 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                 "and ef21 with topk draw no random numbers: one run stands for every "
                 "seed. Round budgets: a full local gradient per round (%s, and every "
                 "method in the full oracle) ",
-            fair_nseeds, fair_nseeds == 1 ? "" : "s", fair_oracle_list(0, ol0, sizeof ol0),
+            fair_nseeds, fair_nseeds == 1 ? "" : "s",
+            fair_extends ? "x1, the default, is not in this grid: this run widens `" : "",
+            fair_extends ? fair_extends : "x1 is the default",
+            fair_extends ? "`, whose x1 runs it extends, and its x1 cells say \"not in this "
+                           "grid\" (ECLK's plain rule, which runs at x1 only, is not run)" : "",
+            fair_oracle_list(0, ol0, sizeof ol0),
             fair_oracle_list(1, ol1, sizeof ol1), FAIR_MAX_EXCURSION, ol1);
     for (int di = 0; di < fair_nds; di++)
         fprintf(sf, "%s%s %llu", di ? ", " : "", datasets[fair_ds[di]].label,
@@ -2192,8 +2223,11 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                                                       " n/a |");
                             continue;
                         }
-                        spread_text(fr->def.rounds, fr->def.n, fr->def.reached, "%.0f",
-                                    x1c, sizeof x1c);
+                        if (fr->def.n > 0)
+                            spread_text(fr->def.rounds, fr->def.n, fr->def.reached, "%.0f",
+                                        x1c, sizeof x1c);
+                        else
+                            snprintf(x1c, sizeof x1c, "not in this grid");
                         if (fr->have_best) {
                             char t[64];
 
@@ -2211,7 +2245,8 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                         snprintf(a, sizeof a, "%s %.0f", ec_algo_name(sm.win_def->algo),
                                  med(sm.win_def->def.rounds, sm.win_def->def.n));
                     else
-                        snprintf(a, sizeof a, "none reached");
+                        snprintf(a, sizeof a, fair_x1() < 0 ? "not in this grid"
+                                                            : "none reached");
                     if (sm.win_tun)
                         snprintf(b, sizeof b, "%s %.0f (x%g)", ec_algo_name(sm.win_tun->algo),
                                  med(sm.win_tun->best.rounds, sm.win_tun->best.n),
@@ -2274,7 +2309,10 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
         }
         fclose(f);
     }
-    if (goff < sizeof goal)
+    if (fair_extends)
+        snprintf(goal, sizeof goal, "\nECLK's default rule against `plain` runs at x1 "
+                                    "only: not in this grid (see `%s`).\n", fair_extends);
+    else if (goff < sizeof goal)
         snprintf(goal + goff, sizeof goal - goff,
                  "\nThe goal is met in %d of the %d cases where plain converged on every "
                  "seed.\n", goal_ok, goal_n);
@@ -2286,8 +2324,9 @@ static void write_fair(const char *dir, double wall, double load0, double load1)
                 "greatest seed.\n", fair_prefix());
     fclose(sf);
     write_fair_plots(dir);
-    fprintf(stderr, "%s: default rule within 1.5x of plain in %d of %d cases\n",
-            fair_prefix(), goal_ok, goal_n);
+    if (!fair_extends)
+        fprintf(stderr, "%s: default rule within 1.5x of plain in %d of %d cases\n",
+                fair_prefix(), goal_ok, goal_n);
 }
 
 /* --fair-grid "0.5,1,2": the multipliers, 1 among them (the default). */
@@ -2306,8 +2345,20 @@ static void fair_parse_grid(const char *text)
         if (*end && *end != ',')
             die("--fair-grid", "want up to 12 positive numbers, comma-separated");
     }
-    if (fair_x1() < 0)
-        die("--fair-grid", "must contain 1 (the default run)");
+}
+
+/* The grid contains x1, or --fair-extends names the file whose x1 runs it
+ * widens; not both (one file's x1 would be run twice). */
+static void fair_check_grid(void)
+{
+    if (fair_x1() < 0 && !fair_extends)
+        die("--fair-grid", "must contain 1 (the default run), unless --fair-extends names "
+                           "the file whose x1 runs this grid widens");
+    if (fair_x1() >= 0 && fair_extends)
+        die("--fair-extends", "is for a grid without 1: this grid runs x1 itself");
+    if (fair_extends && (!fair_extends[0] || strchr(fair_extends, '`') ||
+                         strchr(fair_extends, '|') || strchr(fair_extends, '\n')))
+        die("--fair-extends", "want a file name without backquotes, bars or newlines");
 }
 
 static void fair_parse_lists(const char *ds_text, const char *comp_text)
@@ -2763,6 +2814,8 @@ int main(int argc, char **argv)
             fair_nseeds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--fair-grid") == 0 && i + 1 < argc)
             fair_grid_text = argv[++i];
+        else if (strcmp(argv[i], "--fair-extends") == 0 && i + 1 < argc)
+            fair_extends = argv[++i];
         else if (strcmp(argv[i], "--fair-datasets") == 0 && i + 1 < argc)
             fair_ds_text = argv[++i];
         else if (strcmp(argv[i], "--fair-compressors") == 0 && i + 1 < argc)
@@ -2780,6 +2833,7 @@ int main(int argc, char **argv)
                             "[--part tables|accel|p|steps|tuned|fair|accel-family|slopes] "
                             "[--only DATASET] [--seeds N] "
                             "[--scale F] [--fair-seeds N] [--fair-grid M,M,...] "
+                            "[--fair-extends FILE] "
                             "[--fair-datasets NAME,...] [--fair-compressors topk,randk,top1] "
                             "[--fair-lambdas 1e-3,1e-4] [--fair-methods NAME,...] "
                             "[--slope-seeds N] [--slope-kappas 3|4]\n",
@@ -2804,6 +2858,7 @@ int main(int argc, char **argv)
         die("--slope-kappas", "must be 3 (lambda2_rel 1e-2 .. 1e-4) or 4 (.. 1e-5)");
     if (fair_grid_text)
         fair_parse_grid(fair_grid_text);
+    fair_check_grid();
     fair_parse_lists(fair_ds_text, fair_comp_text);
     if (fair_lam_text)
         fair_parse_lambdas(fair_lam_text);
