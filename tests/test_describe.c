@@ -568,8 +568,8 @@ int main(void)
     Suite *s = suite_create("describe");
     TCase *tc = tcase_create("record");
 
-    /* 20000 random rows: 5 s alone, but minutes in the ASan build on a
-     * loaded machine, where 120 s was seen to run out. */
+    /* 20000 random rows: seconds alone, but 120 s was seen to run out on
+     * a machine at a load of 10 to 20, and the ASan build is slower. */
     tcase_set_timeout(tc, 600);
 
     tcase_add_test(tc, test_vocabulary_kinds);
