@@ -682,7 +682,9 @@ START_TEST(test_service_mpi_job_uid)
     server_start_with(&s, 0, opts);
     job_create(&s, ALICE, "{" LONG_FIELDS ", \"max_seconds\": 8, \"backend\": \"mpi\"}",
                id);
-    job_wait_first_row(&s, ALICE, id, 60);
+    /* mpirun and four ranks at nice 10: at a load of 10 to 20 the first
+     * row was seen to take over 60 s. */
+    job_wait_first_row(&s, ALICE, id, 180);
     /* The ranks' command lines name the job's spec file, <id>.json. */
     n = mpi_pids(id, pids, 64);
     ck_assert_int_eq(n, 4);
