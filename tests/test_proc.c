@@ -6,11 +6,13 @@
  * with a reason, and with every process gone and reaped. The fault cases
  * run the real ecopt binary.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -247,6 +249,70 @@ START_TEST(test_mailbox)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ec_mailbox_unmap(map, 2);
+}
+END_TEST
+
+/* Moves the calling process to CPU cpu (and only there). */
+static void run_on(int cpu)
+{
+    cpu_set_t one;
+
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    ck_assert_int_eq(sched_getcpu(), cpu);
+}
+
+/* A reader learns whether the writer it waits for last ran on its own
+ * CPU (then the writer is not running, and a spin cannot pay): so when
+ * the frame was put from this CPU, and not when from another, nor when
+ * nothing was put; the reader's look tells the other side where it is. */
+START_TEST(test_mailbox_peer_cpu)
+{
+    void *map = ec_mailbox_map(1);
+    ec_mailbox *mb;
+    cpu_set_t all;
+    int here, other = -1;
+    pid_t pid;
+    int status;
+
+    ck_assert_ptr_nonnull(map);
+    mb = ec_mailbox_at(map, 0);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    here = sched_getcpu();
+    ck_assert_int_ge(here, 0);
+    for (int c = 0; c < CPU_SETSIZE && other < 0; c++)
+        if (c != here && CPU_ISSET(c, &all))
+            other = c;
+    run_on(here);
+    ck_assert(!ec_mailbox_peer_here(mb, EC_MAILBOX_UP));    /* not known */
+    ec_mailbox_put(mb, EC_MAILBOX_UP, (const uint8_t *)"up", 2);
+    ck_assert(ec_mailbox_peer_here(mb, EC_MAILBOX_UP));
+    /* The look recorded this CPU as the DOWN writer's, where the
+     * coordinator would wait for the UPS: the worker reading DOWN from
+     * here sees it. */
+    ck_assert(ec_mailbox_peer_here(mb, EC_MAILBOX_DOWN));
+    if (other >= 0) {
+        /* A writer on another CPU, as a worker process would be. */
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            cpu_set_t one;
+
+            CPU_ZERO(&one);
+            CPU_SET(other, &one);
+            if (sched_setaffinity(0, sizeof one, &one) < 0 ||
+                sched_getcpu() != other)
+                _exit(2);
+            ec_mailbox_put(mb, EC_MAILBOX_UP, (const uint8_t *)"up", 2);
+            _exit(0);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ck_assert(!ec_mailbox_peer_here(mb, EC_MAILBOX_UP));
+    }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+    ec_mailbox_unmap(map, 1);
 }
 END_TEST
 
@@ -1135,6 +1201,7 @@ int main(void)
     tcase_add_test(eq, test_model_copies_fallback);
     tcase_add_test(eq, test_frames_over_the_mailbox);
     tcase_add_test(eq, test_mailbox);
+    tcase_add_test(eq, test_mailbox_peer_cpu);
     tcase_add_test(faults, test_model_shared_read_only);
     tcase_add_test(faults, test_model_fallback_binary);
     tcase_add_test(faults, test_sigkill_worker);

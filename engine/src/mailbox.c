@@ -1,13 +1,17 @@
 /*
  * The mailboxes of ecopt/mailbox.h: slots in shared memory, a counter per
- * slot as the futex word, and a flag the reader raises before it sleeps
- * so that the writer makes the wake-up call only when someone sleeps.
+ * slot as the futex word, a flag the reader raises before it sleeps so
+ * that the writer makes the wake-up call only when someone sleeps, and
+ * the CPU each side last ran on, so that a reader does not spin for a
+ * writer that its own spin keeps from running.
  */
+#define _GNU_SOURCE
 #include "ecopt/mailbox.h"
 
 #include <limits.h>
 #include <stddef.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,8 +30,10 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2,
 struct slot {
     _Atomic uint32_t seq;       /* frames published: the futex word */
     _Atomic uint32_t sleeping;  /* the reader sleeps, or is about to */
+    _Atomic int32_t cpu;        /* the CPU the writer last ran on, + 1 (0:
+                                   not known) */
     _Atomic uint32_t len;       /* bytes in buf, or ON_SOCKET */
-    uint8_t pad[64 - 3 * sizeof(uint32_t)];
+    uint8_t pad[64 - 4 * sizeof(uint32_t)];
     uint8_t buf[EC_MAILBOX_CAP];
 };
 
@@ -85,6 +91,9 @@ int ec_mailbox_put(ec_mailbox *mb, ec_mailbox_dir dir, const uint8_t *buf,
     /* Relaxed: the count's increment below publishes it. */
     atomic_store_explicit(&s->len, fits ? (uint32_t)len : ON_SOCKET,
                           memory_order_relaxed);
+    /* Where the writer is, for the reader's ec_mailbox_peer_here: a
+     * hint, so relaxed (sched_getcpu is -1 where it is not known). */
+    atomic_store_explicit(&s->cpu, sched_getcpu() + 1, memory_order_relaxed);
     /* Sequentially consistent, both: either the reader's futex wait sees
      * the new count, or this load sees its flag and wakes it. */
     atomic_fetch_add(&s->seq, 1);
@@ -142,4 +151,15 @@ void ec_mailbox_relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+int ec_mailbox_peer_here(ec_mailbox *mb, ec_mailbox_dir dir)
+{
+    int32_t here = sched_getcpu() + 1;
+    ec_mailbox_dir back = dir == EC_MAILBOX_UP ? EC_MAILBOX_DOWN : EC_MAILBOX_UP;
+
+    /* The reader of dir is the writer of the other way. */
+    atomic_store_explicit(&mb->dir[back].cpu, here, memory_order_relaxed);
+    return here > 0 &&
+           atomic_load_explicit(&mb->dir[dir].cpu, memory_order_relaxed) == here;
 }

@@ -291,20 +291,25 @@ struct box_chan {
     int live;
 };
 
-/* Waits for the next STEP or STOP: spins first while spinning pays, then
- * sleeps. 1 when it is there, 0 when the coordinator is gone. */
+/* Waits for the next STEP or STOP: spins first while spinning pays and
+ * the coordinator runs on another CPU, then sleeps. 1 when it is there,
+ * 0 when the coordinator is gone. */
 static int box_wait(struct box_chan *c)
 {
     if (ec_mailbox_ready(c->mb, EC_MAILBOX_DOWN, c->seen))
         return 1;
     if (spin_now()) {
         double until = ec_clock() + spin_seconds;
-        int paid;
+        int paid, here = 0;
 
         while (!(paid = ec_mailbox_ready(c->mb, EC_MAILBOX_DOWN, c->seen)) &&
+               !(here = ec_mailbox_peer_here(c->mb, EC_MAILBOX_DOWN)) &&
                ec_clock() < until)
             ec_mailbox_relax();
-        spin_done(paid);
+        /* A wait cut short because the coordinator shares this CPU was
+         * no spin: it says nothing of whether spinning pays. */
+        if (paid || !here)
+            spin_done(paid);
         if (paid)
             return 1;
     }
@@ -897,8 +902,9 @@ static int take_box(struct proc *pc, uint32_t t, ec_traffic *acc,
 /*
  * gather() over the mailboxes: takes each UPS as it is published, spinning
  * first while spinning pays (a spin pays when every UPS is in before it
- * ends), then asleep on one process's mailbox at a time; between sleeps
- * it looks at the sockets, where a process that has died shows its end.
+ * ends) and the process it waits for runs on another CPU, then asleep on
+ * one process's mailbox at a time; between sleeps it looks at the
+ * sockets, where a process that has died shows its end.
  * Returns 0, or < 0 with sum filled in.
  */
 static int gather_box(struct proc *pc, ec_traffic *acc, ec_summary *sum)
@@ -933,6 +939,13 @@ static int gather_box(struct proc *pc, ec_traffic *acc, ec_summary *sum)
             return -1;
         }
         now = ec_clock();
+        if (now < spin_until &&
+            ec_mailbox_peer_here(pc->peers[first].mb, EC_MAILBOX_UP)) {
+            /* The process it waits for last ran on this CPU: it cannot
+             * run while this spins. Sleep at once, and leave the wait out
+             * of the count of spins. */
+            spin_until = 0;
+        }
         if (now < spin_until) {
             ec_mailbox_relax();
             continue;

@@ -58,6 +58,15 @@ int ec_mailbox_sleep(ec_mailbox *mb, ec_mailbox_dir dir, uint32_t seen,
 long ec_mailbox_take(ec_mailbox *mb, ec_mailbox_dir dir, uint8_t *buf,
                      size_t cap);
 
+/*
+ * For a reader waiting on dir: whether dir's writer last ran (published,
+ * or looked here for its own frame) on the CPU the caller runs on. Then
+ * it is not running now, and a spin only keeps it from the CPU: wait
+ * asleep. Records the caller's CPU for the other side's look the other
+ * way. 0 where the CPU is not known.
+ */
+int ec_mailbox_peer_here(ec_mailbox *mb, ec_mailbox_dir dir);
+
 /* Waits a little in a spin: tells the CPU so (x86 pause, Arm yield). */
 void ec_mailbox_relax(void);
 
