@@ -940,17 +940,20 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
     const ec_dataset *ds = pb->ds;
     uint32_t d = pb->d, N = ds->n_rows;
     uint64_t nnz_end = ds->row_ptr[N];
-    double *h = malloc((size_t)N * sizeof *h), *g = malloc(d * sizeof *g);
+    double *h = malloc((size_t)N * sizeof *h);
+    /* The gradient g and H's diagonal as pairs, gd[2j] and gd[2j + 1]:
+     * the pass that makes them adds to both at the same columns. */
+    double *gd = malloc(2 * (size_t)d * sizeof *gd);
     double *marg = malloc((size_t)N * sizeof *marg);
     double *dmarg = malloc((size_t)N * sizeof *dmarg);
     double *s = malloc(d * sizeof *s), *r = malloc(d * sizeof *r);
-    double *z = malloc(d * sizeof *z), *dg = malloc(d * sizeof *dg);
+    double *z = malloc(d * sizeof *z);
     /* The search direction p and its product H p as pairs (hess_vec). */
     double *ph = malloc(2 * (size_t)d * sizeof *ph);
     double *x = pb->x_star, P, bound = INFINITY;
     int rc = 0, it, products = 0;
 
-    if (!h || !g || !marg || !dmarg || !s || !r || !z || !ph || !dg) {
+    if (!h || !gd || !marg || !dmarg || !s || !r || !z || !ph) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for Newton-CG (d = %u)", d);
         goto out;
     }
@@ -964,32 +967,45 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
             goto out;
         /* g as ec_problem_grad makes it (the same terms in the same
          * order), with the curvatures h and H's diagonal dg beside. */
-        for (uint32_t j = 0; j < d; j++) {
-            g[j] = pb->lambda2 * x[j];
-            dg[j] = pb->lambda2;
+        for (size_t j = 0; j < d; j++) {
+            gd[2 * j] = pb->lambda2 * x[j];
+            gd[2 * j + 1] = pb->lambda2;
         }
         for (uint32_t i = 0; i < N; i++) {
-            double m = ds->y[i] * row_dot_ahead(ds, i, x, g, nnz_end);
-            double a = 1.0 / N * ds->y[i] * loss_deriv(pb->loss, m);
+            double m = 0.0, a;
 
+            /* row_dot_ahead's sum, prefetching x and the pair ahead */
+            for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++) {
+                if (q + ROW_AHEAD < nnz_end) {
+                    uint32_t c = ds->col[q + ROW_AHEAD];
+
+                    prefetch_read(&x[c]);
+                    prefetch_write(&gd[2 * (size_t)c]);
+                }
+                m += ds->val[q] * x[ds->col[q]];
+            }
+            m *= ds->y[i];
+            a = 1.0 / N * ds->y[i] * loss_deriv(pb->loss, m);
             marg[i] = m;
             h[i] = loss_second(pb->loss, m) / N;
             for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++) {
-                g[ds->col[q]] += a * ds->val[q];
-                dg[ds->col[q]] += h[i] * ds->val[q] * ds->val[q];
+                double *pair = &gd[2 * (size_t)ds->col[q]];
+
+                pair[0] += a * ds->val[q];
+                pair[1] += h[i] * ds->val[q] * ds->val[q];
             }
         }
-        for (uint32_t j = 0; j < d; j++)
-            gn2 += g[j] * g[j];
+        for (size_t j = 0; j < d; j++)
+            gn2 += gd[2 * j] * gd[2 * j];
         bound = gn2 / (2.0 * pb->mu);
         if (bound <= 1e-13 * fabs(P))
             break;
         /* Preconditioned CG from s = 0: r = g, z = r / diag, p = z. */
         tol2 = fmax(fmin(0.25, sqrt(gn2)) * gn2, 0.01 * need2);
         memset(s, 0, d * sizeof *s);
-        for (uint32_t j = 0; j < d; j++) {
-            r[j] = g[j];
-            z[j] = r[j] / dg[j];
+        for (size_t j = 0; j < d; j++) {
+            r[j] = gd[2 * j];
+            z[j] = r[j] / gd[2 * j + 1];
             ph[2 * (size_t)j] = z[j];
             rz += r[j] * z[j];
         }
@@ -1012,16 +1028,16 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
             }
             if (rn2 <= tol2)
                 break;
-            for (uint32_t j = 0; j < d; j++) {
-                z[j] = r[j] / dg[j];
+            for (size_t j = 0; j < d; j++) {
+                z[j] = r[j] / gd[2 * j + 1];
                 rzn += r[j] * z[j];
             }
             for (size_t j = 0; j < d; j++)
                 ph[2 * j] = z[j] + (rzn / rz) * ph[2 * j];
             rz = rzn;
         }
-        for (uint32_t j = 0; j < d; j++)
-            dec += g[j] * s[j];
+        for (size_t j = 0; j < d; j++)
+            dec += gd[2 * j] * s[j];
         if (!(dec > 0.0)) {
             rc = ec_err_set(e, EC_ENUMERIC,
                             "P*: Newton-CG found no descent direction at "
@@ -1063,14 +1079,13 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
     pb->solve_method = "newton-cg";
 out:
     free(h);
-    free(g);
+    free(gd);
     free(marg);
     free(dmarg);
     free(s);
     free(r);
     free(z);
     free(ph);
-    free(dg);
     return rc;
 }
 
