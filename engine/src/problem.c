@@ -116,8 +116,8 @@ static double row_dot_ahead(const ec_dataset *ds, uint32_t i, const double *x,
  * Newton-CG) read one d-vector and add to another at the same random
  * columns. Kept as pairs in one array, vw[2c] the vector read and
  * vw[2c + 1] the one added to, each column costs one cache miss instead
- * of two (bench/results/setup.md: the product 1.2x to 1.3x faster at
- * 1e6 rows). pair_dot and pair_axpy are row_dot_ahead and row_axpy on
+ * of two (bench/results/setup.md: L_f and P* 1.21x faster at 1e6
+ * rows). pair_dot and pair_axpy are row_dot_ahead and row_axpy on
  * that layout: the same terms in the same order, the same bits.
  */
 static double pair_dot(const ec_dataset *ds, uint32_t i, const double *vw,
