@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "ecopt/data.h"
+#include "ecopt/rng.h"
 #include "testutil.h"
 
 /* Whole-file checks on the real data take seconds under sanitizers. */
@@ -437,6 +438,73 @@ START_TEST(test_explicit_zeros_kept)
         ck_assert(ds.val[k] == 0.0);
     ck_assert(signbit(ds.val[2]));
     ec_dataset_clear(&ds);
+}
+END_TEST
+
+/*
+ * Decimal values of every shape the reader's short-decimal path takes or
+ * hands to strtod (signs, a point with no digits on one side, leading
+ * zeros, 1 to 19 digits, exponents), random and chosen: each must be the
+ * double strtod gives, to the bit.
+ */
+START_TEST(test_decimals_match_strtod)
+{
+    static const char *const chosen[] = {
+        "-0.0", "0.", ".5", "+.5", "-.5", "5.", "+0.25", "0.1", "0.7",
+        "0.30000000000000004", "123456789012345.", "123456789012345.6",
+        "12345678901234.5", "0.000000000000001", "0.0000000000000001",
+        "999999999999999.", "9.99999999999999", "1.7976931348623157",
+        "2.2250738585072014e-308", "4.9e-324", "1e-5", "-2.5E3", "7.0e0"};
+    const size_t n_chosen = sizeof chosen / sizeof chosen[0];
+    const size_t n_random = 20000;
+    size_t cap = (n_chosen + n_random) * 48 + 64, len = 0, k = 0;
+    char *text = malloc(cap), (*tok)[40] = malloc((n_chosen + n_random) * sizeof *tok);
+    uint64_t bad = 0, first_bad = 0;
+    ec_dataset ds;
+    ec_rng r;
+
+    ck_assert(text && tok);
+    ec_rng_seed(&r, 20261207, 0);
+    for (size_t t = 0; t < n_chosen + n_random; t++) {
+        char *w = tok[t];
+
+        if (t < n_chosen) {
+            snprintf(w, sizeof tok[t], "%s", chosen[t]);
+        } else {
+            unsigned whole = (unsigned)ec_rng_below(&r, 10);
+            unsigned frac = (unsigned)ec_rng_below(&r, 12);
+            size_t m = 0;
+
+            if (ec_rng_below(&r, 3) == 0)
+                w[m++] = ec_rng_below(&r, 2) ? '-' : '+';
+            for (unsigned i = 0; i < whole; i++)
+                w[m++] = (char)('0' + ec_rng_below(&r, i || whole == 1 ? 10 : 3));
+            w[m++] = '.';
+            for (unsigned i = 0; i < frac; i++)
+                w[m++] = (char)('0' + ec_rng_below(&r, 10));
+            if (whole + frac == 0)
+                w[m++] = '7';
+            if (ec_rng_below(&r, 10) == 0)
+                m += (size_t)snprintf(w + m, 8, "e%d", (int)ec_rng_below(&r, 21) - 10);
+            w[m] = '\0';
+        }
+        /* A line each: "1 1:value". */
+        len += (size_t)snprintf(text + len, cap - len, "1 1:%s\n", w);
+    }
+    read_text(text, len, NULL, &ds);
+    ck_assert_uint_eq(ds.nnz, n_chosen + n_random);
+    for (k = 0; k < ds.nnz; k++) {
+        double want = strtod(tok[k], NULL);
+
+        if (memcmp(&want, &ds.val[k], sizeof want) != 0 && bad++ == 0)
+            first_bad = k;
+    }
+    ck_assert_msg(bad == 0, "%llu values differ from strtod, the first "
+                  "'%s': %.17g against %.17g", (unsigned long long)bad,
+                  tok[first_bad], ds.val[first_bad], strtod(tok[first_bad], NULL));
+    ec_dataset_clear(&ds);
+    free(text);
+    free(tok);
 }
 END_TEST
 
@@ -995,6 +1063,7 @@ static Suite *libsvm_suite(void)
     tcase_add_loop_test(valid, test_labels, 0,
                         (int)(sizeof label_cases / sizeof label_cases[0]));
     tcase_add_test(valid, test_explicit_zeros_kept);
+    tcase_add_test(valid, test_decimals_match_strtod);
     tcase_add_test(valid, test_label_only_lines);
     tcase_add_test(valid, test_limits_inclusive);
     tcase_add_test(valid, test_long_lines);

@@ -6,6 +6,7 @@
 #include "ecopt/data.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -161,6 +162,32 @@ static int parse_number(char **pp, double *v)
         *pp = p + i;
         return 0;
     }
+#if FLT_EVAL_METHOD == 0
+    /*
+     * Most other values are short decimals ("-0.724"): digits, a point,
+     * digits, FAST_DIGITS of them or fewer, no exponent. Their digits as
+     * an integer n and 10^f (f the digits after the point, f <= 22) are
+     * both exact in a double, so n / 10^f, one correctly rounded
+     * division, is the nearest double to the decimal: what strtod gives.
+     */
+    if (p[i] == '.' && i - sign <= FAST_DIGITS) {
+        static const double pow10[] = {
+            1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+            1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+        int j = i + 1;
+
+        for (; j - sign - 1 < FAST_DIGITS && is_digit(p[j]); j++)
+            n = n * 10 + (uint64_t)(p[j] - '0');
+        if (j - sign > 1 && is_end(p[j]) && j - i - 1 <= 22) {
+            double q = (double)n / pow10[j - i - 1];
+
+            *v = *p == '-' ? -q : q;
+            *pp = p + j;
+            return 0;
+        }
+    }
+#endif
     /* strtod skips leading white space such as '\v' or '\r': we do not. */
     if (isspace((unsigned char)*p))
         return 1;
