@@ -33,6 +33,7 @@
 #define QUOTE_MAX 40
 /* Decimal integers this short are exact in a double (10^15 < 2^53). */
 #define FAST_DIGITS 15
+_Static_assert(FAST_DIGITS <= 15, "10^FAST_DIGITS must stay below 2^53");
 
 struct reader {
     const char *path;
@@ -166,20 +167,20 @@ static int parse_number(char **pp, double *v)
     /*
      * Most other values are short decimals ("-0.724"): digits, a point,
      * digits, FAST_DIGITS of them or fewer, no exponent. Their digits as
-     * an integer n and 10^f (f the digits after the point, f <= 22) are
-     * both exact in a double, so n / 10^f, one correctly rounded
-     * division, is the nearest double to the decimal: what strtod gives.
+     * an integer n and 10^f (f the digits after the point, f <=
+     * FAST_DIGITS) are both exact in a double, so n / 10^f, one correctly
+     * rounded division, is the nearest double to the decimal: what strtod
+     * gives. (The loop above stopped within FAST_DIGITS digits.)
      */
-    if (p[i] == '.' && i - sign <= FAST_DIGITS) {
-        static const double pow10[] = {
-            1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-            1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (p[i] == '.') {
+        static const double pow10[FAST_DIGITS + 1] = {
+            1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+            1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
         int j = i + 1;
 
         for (; j - sign - 1 < FAST_DIGITS && is_digit(p[j]); j++)
             n = n * 10 + (uint64_t)(p[j] - '0');
-        if (j - sign > 1 && is_end(p[j]) && j - i - 1 <= 22) {
+        if (j - sign > 1 && is_end(p[j])) {
             double q = (double)n / pow10[j - i - 1];
 
             *v = *p == '-' ? -q : q;

@@ -27,28 +27,35 @@ static double loss_value(ec_loss l, double t)
     return t >= 0 ? log1p(exp(-t)) : -t + log1p(exp(t));
 }
 
+/* The logistic loss's derivative and curvature at t from e = exp(-|t|):
+ * -1 / (1 + exp(t)) written to stay finite for large |t|, and
+ * exp(t) / (1 + exp(t))^2. */
+static double logistic_deriv(double t, double e)
+{
+    return t >= 0 ? -e / (1.0 + e) : -1.0 / (1.0 + e);
+}
+
+static double logistic_second(double e)
+{
+    return e / ((1.0 + e) * (1.0 + e));
+}
+
 static double loss_deriv(ec_loss l, double t)
 {
     if (l == EC_LOSS_SQUARED)
         return t - 1.0;
-    /* -1 / (1 + exp(t)), written to stay finite for large |t|. */
-    if (t >= 0) {
-        double e = exp(-t);
-        return -e / (1.0 + e);
-    }
-    return -1.0 / (1.0 + exp(t));
+    return logistic_deriv(t, exp(-fabs(t)));
 }
 
 static double loss_second(ec_loss l, double t)
 {
     if (l == EC_LOSS_SQUARED)
         return 1.0;
-    double e = exp(-fabs(t));
-    return e / ((1.0 + e) * (1.0 + e));
+    return logistic_second(exp(-fabs(t)));
 }
 
-/* loss_deriv and loss_second of one t from one exp(-|t|), which both
- * compute: the same two values to the bit, for half the exponentials. */
+/* loss_deriv and loss_second of one t from one exp(-|t|): the same two
+ * values, for half the exponentials. */
 static double loss_deriv_second(ec_loss l, double t, double *second)
 {
     double e;
@@ -58,8 +65,8 @@ static double loss_deriv_second(ec_loss l, double t, double *second)
         return t - 1.0;
     }
     e = exp(-fabs(t));
-    *second = e / ((1.0 + e) * (1.0 + e));
-    return t >= 0 ? -e / (1.0 + e) : -1.0 / (1.0 + e);
+    *second = logistic_second(e);
+    return logistic_deriv(t, e);
 }
 
 static double row_dot(const ec_dataset *ds, uint32_t i, const double *x)
@@ -89,12 +96,13 @@ static double row_dot(const ec_dataset *ds, uint32_t i, const double *x)
 
 /*
  * row_dot that also prefetches x and w (NULL: none) at the columns
- * ROW_AHEAD nonzeros further on, for a pass that then adds to w along the
- * same rows; nnz_end (the dataset's nonzeros) bounds the look-ahead. The
- * same terms in the same order as row_dot: the same result to the bit.
+ * ROW_AHEAD nonzeros further on, w's entry for column c at w[wstride c],
+ * for a pass that then adds to w along the same rows; nnz_end (the
+ * dataset's nonzeros) bounds the look-ahead. The same terms in the same
+ * order as row_dot: the same result to the bit.
  */
 static double row_dot_ahead(const ec_dataset *ds, uint32_t i, const double *x,
-                            const double *w, uint64_t nnz_end)
+                            const double *w, size_t wstride, uint64_t nnz_end)
 {
     double s = 0.0;
 
@@ -104,7 +112,7 @@ static double row_dot_ahead(const ec_dataset *ds, uint32_t i, const double *x,
 
             prefetch_read(&x[c]);
             if (w)
-                prefetch_write(&w[c]);
+                prefetch_write(&w[wstride * c]);
         }
         s += ds->val[j] * x[ds->col[j]];
     }
@@ -981,26 +989,16 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
         if ((rc = solve_stopped(deadline, it, e)) < 0)
             goto out;
         /* g as ec_problem_grad makes it (the same terms in the same
-         * order), with the curvatures h and H's diagonal dg beside. */
+         * order), with the curvatures h and H's diagonal beside. */
         for (size_t j = 0; j < d; j++) {
             gd[2 * j] = pb->lambda2 * x[j];
             gd[2 * j + 1] = pb->lambda2;
         }
         for (uint32_t i = 0; i < N; i++) {
-            double m = 0.0, a;
+            double m = ds->y[i] * row_dot_ahead(ds, i, x, gd, 2, nnz_end);
+            double a = 1.0 / N * ds->y[i] *
+                       loss_deriv_second(pb->loss, m, &h[i]);
 
-            /* row_dot_ahead's sum, prefetching x and the pair ahead */
-            for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++) {
-                if (q + ROW_AHEAD < nnz_end) {
-                    uint32_t c = ds->col[q + ROW_AHEAD];
-
-                    prefetch_read(&x[c]);
-                    prefetch_write(&gd[2 * (size_t)c]);
-                }
-                m += ds->val[q] * x[ds->col[q]];
-            }
-            m *= ds->y[i];
-            a = 1.0 / N * ds->y[i] * loss_deriv_second(pb->loss, m, &h[i]);
             marg[i] = m;
             h[i] /= N;
             for (uint64_t q = ds->row_ptr[i]; q < ds->row_ptr[i + 1]; q++) {
@@ -1021,7 +1019,7 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
         for (size_t j = 0; j < d; j++) {
             r[j] = gd[2 * j];
             z[j] = r[j] / gd[2 * j + 1];
-            ph[2 * (size_t)j] = z[j];
+            ph[2 * j] = z[j];
             rz += r[j] * z[j];
         }
         for (int cg = 0; cg < 1000; cg++) {
@@ -1060,7 +1058,7 @@ static int solve_newton_cg(ec_problem *pb, double deadline, ec_err *e)
             goto out;
         }
         for (uint32_t i = 0; i < N; i++)
-            dmarg[i] = ds->y[i] * row_dot_ahead(ds, i, s, NULL, nnz_end);
+            dmarg[i] = ds->y[i] * row_dot_ahead(ds, i, s, NULL, 0, nnz_end);
         /* Backtracking on P, s the descent direction (the trial point in
          * z): the margins at x - t s are marg - t dmarg. */
         for (int ls = 0; ls < 60; ls++) {
