@@ -200,7 +200,7 @@ static void print_setup(FILE *o, const struct coord_job *j)
     const ec_problem *pb = j->pb;
     const ec_params *prm = j->prm;
     const ec_comp_spec *c = &prm->comp;
-    char procs_text[64] = "";
+    char procs_text[96] = "";
 
     fprintf(o, "dataset    %s: %u rows, d = %u, nnz = %llu, labels %g -> -1, %g -> +1\n",
             j->shown, ds->n_rows, ds->d, (unsigned long long)ds->nnz,
@@ -246,7 +246,11 @@ static void print_setup(FILE *o, const struct coord_job *j)
                 prm->delta_down);
     fputc('\n', o);
     print_params(o, prm);
-    if (j->procs)
+    if (j->procs && j->local)
+        snprintf(procs_text, sizeof procs_text, " (%u workers: %u in the coordinator, "
+                 "%u on %u process%s)", job->workers, j->local, job->workers - j->local,
+                 j->procs, j->procs == 1 ? "" : "es");
+    else if (j->procs)
         snprintf(procs_text, sizeof procs_text, " (%u workers on %u process%s)",
                  job->workers, j->procs, j->procs == 1 ? "" : "es");
     fprintf(o, "\nrun        max_rounds %llu, target %g, eval_every %u, seed %llu, backend %s%s\n",

@@ -158,6 +158,8 @@ struct coord_job {
     uint32_t procs;               /* worker processes (ranks); 0 when the
                                      workers run in the coordinator */
     int ranks;                    /* the workers are MPI ranks */
+    uint32_t local;               /* workers stepped in the coordinator
+                                     beside the processes' (the first) */
 };
 
 /* The caller's view of the job; any hook may be NULL. */

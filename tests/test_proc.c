@@ -124,12 +124,16 @@ START_TEST(test_process_equals_inproc)
             a.r[i].seconds = a.r[i].time = a.r[i].wire_up = a.r[i].wire_down = 0;
         /* One process per worker, one hosting all, and blocks of 3 and 2,
          * reading the coordinator's shared model; and blocks of 3 and 2
-         * again with a replica in each process (procs 6 below). */
-        for (uint32_t procs = 1; procs <= 6; procs += procs == 2 ? 3 : 1) {
+         * again with a replica in each process (procs 6 below). Then the
+         * coordinator stepping workers itself: worker 0, the processes
+         * 1-2 and 3-4 (7); workers 0-3, one process with a replica
+         * hosting worker 4 (8). */
+        for (uint32_t procs = 1; procs <= 8; procs += procs == 2 ? 3 : 1) {
             ec_proc_opts opts = {0};
 
-            opts.procs = procs == 6 ? 2 : procs;
-            opts.model_copies = procs == 6;
+            opts.procs = procs == 6 || procs == 7 ? 2 : procs == 8 ? 1 : procs;
+            opts.model_copies = procs == 6 || procs == 8;
+            opts.local = procs == 7 ? 1 : procs == 8 ? 4 : 0;
             b.n = 0;
             ck_assert_msg(ec_run_process(&pb, &prm, &job, &opts, keep, &b, &sb, &e) == 0,
                           "%s", e.msg);
@@ -997,11 +1001,11 @@ END_TEST
 /* ---- the default procs ---------------------------------------------------- */
 
 /* The processes `ecopt run SPEC` puts the workers on, from its setup line. */
-static unsigned run_procs(const char *spec_text)
+static unsigned run_procs_local(const char *spec_text, unsigned *local)
 {
     const char *bin = getenv("ECOPT_BIN");
     char specpath[64], cmd[512], line[512];
-    unsigned workers, procs = 0;
+    unsigned workers, procs = 0, hosted;
     FILE *f;
 
     tu_write_temp_str(spec_text, specpath, sizeof specpath);
@@ -1009,9 +1013,13 @@ static unsigned run_procs(const char *spec_text)
              specpath);
     f = popen(cmd, "r");
     ck_assert(f != NULL);
+    *local = 0;
     while (fgets(line, sizeof line, f)) {
         const char *at = strstr(line, "backend process (");
-        if (at)
+        if (at && sscanf(at, "backend process (%u workers: %u in the coordinator, "
+                         "%u on %u process", &workers, local, &hosted, &procs) == 4)
+            ck_assert_uint_eq(*local + hosted, workers);
+        else if (at)
             sscanf(at, "backend process (%u workers on %u process", &workers, &procs);
     }
     pclose(f);
@@ -1021,31 +1029,44 @@ static unsigned run_procs(const char *spec_text)
 
 /*
  * Without procs, a light round (a1a, batch 1) keeps a CPU for the
- * coordinator and a heavy one (d = 20000) takes every CPU: what
- * ec_procs_default_for says, and what ecopt run does.
+ * coordinator, which steps n / (procs + 1) of the workers itself, and a
+ * heavy one (d = 20000) takes every CPU and steps none: what
+ * ec_procs_default_for and ec_procs_local_for say, and what ecopt run
+ * does. A procs given is the processes hosting every worker.
  */
 START_TEST(test_default_procs)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint32_t all = cpus > 0 ? (uint32_t)cpus : 1, light = all > 1 ? all - 1 : 1;
+    uint32_t lp = light < 6 ? light : 6;
     ec_mem_job mj = {.rows = 1605, .nnz = 22249, .d = 123, .workers = 6,
                      .algo = EC_ALGO_ECLK, .batch = 1};
     char data[64], spec[512];
+    unsigned local;
 
     ck_assert_uint_lt(ec_round_bytes(&mj), EC_PROCS_LIGHT_ROUND);
-    ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), light < 6 ? light : 6);
+    ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), lp);
     ck_assert_uint_eq(ec_procs_default_for(1, 0), 1);
+    ck_assert_uint_eq(ec_procs_local_for(6, 1, ec_round_bytes(&mj)), 3);
+    ck_assert_uint_eq(ec_procs_local_for(20, 1, ec_round_bytes(&mj)), 10);
+    ck_assert_uint_eq(ec_procs_local_for(6, 5, ec_round_bytes(&mj)), 1);
+    ck_assert_uint_eq(ec_procs_local_for(2, 1, ec_round_bytes(&mj)), 1);
+    ck_assert_uint_eq(ec_procs_local_for(1, 1, ec_round_bytes(&mj)), 0);
+    ck_assert_uint_eq(ec_procs_local_for(6, 6, ec_round_bytes(&mj)), 0);
     mj.d = 20000;
     ck_assert_uint_ge(ec_round_bytes(&mj), EC_PROCS_LIGHT_ROUND);
     ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), ec_procs_default(6));
     ck_assert_uint_eq(ec_procs_default(6), all < 6 ? all : 6);
+    ck_assert_uint_eq(ec_procs_local_for(6, 1, ec_round_bytes(&mj)), 0);
 
-    ck_assert_uint_eq(run_procs("{\"dataset\": \"a1a\", \"workers\": 6, "
-                                "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
-                                "\"max_rounds\": 2}"), light < 6 ? light : 6);
-    ck_assert_uint_eq(run_procs("{\"dataset\": \"a1a\", \"workers\": 6, \"procs\": 3, "
-                                "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
-                                "\"max_rounds\": 2}"), 3);
+    ck_assert_uint_eq(run_procs_local("{\"dataset\": \"a1a\", \"workers\": 6, "
+                                      "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
+                                      "\"max_rounds\": 2}", &local), lp);
+    ck_assert_uint_eq(local, 6 / (lp + 1));
+    ck_assert_uint_eq(run_procs_local("{\"dataset\": \"a1a\", \"workers\": 6, \"procs\": 3, "
+                                      "\"compressor\": {\"type\": \"topk\", \"k\": 1}, "
+                                      "\"max_rounds\": 2}", &local), 3);
+    ck_assert_uint_eq(local, 0);
     /* 8 rows of d = 20000 */
     tu_write_temp_str("1 1:1 20000:1\n-1 2:1 19999:0.5\n1 3:1\n-1 4:1 20000:-1\n"
                       "1 5:1 17:2\n-1 6:1 9000:1\n1 7:-1\n-1 8:1 12000:1\n",
@@ -1054,7 +1075,8 @@ START_TEST(test_default_procs)
              "{\"dataset\": \"%s\", \"workers\": 6, \"lambda2_rel\": 1e-2,"
              " \"compressor\": {\"type\": \"topk\", \"k\": 1}, \"max_rounds\": 2}",
              data);
-    ck_assert_uint_eq(run_procs(spec), all < 6 ? all : 6);
+    ck_assert_uint_eq(run_procs_local(spec, &local), all < 6 ? all : 6);
+    ck_assert_uint_eq(local, 0);
     unlink(data);
 }
 END_TEST

@@ -144,6 +144,11 @@ struct proc {
     ec_model *model;
     void *seg;
     size_t seg_len;
+    /* Workers 0 .. local - 1 step here, in the coordinator, while the
+     * processes step theirs (ec_proc_opts.local); the processes host
+     * local .. n - 1. */
+    uint32_t local;
+    ec_worker *lw;
 };
 
 /* Writes all of buf; MSG_NOSIGNAL turns a dead peer into EPIPE. */
@@ -414,6 +419,15 @@ uint32_t ec_procs_default_for(uint32_t n, uint64_t round_bytes)
     if (round_bytes >= EC_PROCS_LIGHT_ROUND)
         return ec_procs_default(n);
     return p < n ? p : n;
+}
+
+uint32_t ec_procs_local_for(uint32_t n, uint32_t procs, uint64_t round_bytes)
+{
+    /* n / (procs + 1) <= n - procs whenever procs < n: every process
+     * keeps a worker. */
+    if (round_bytes >= EC_PROCS_LIGHT_ROUND || procs < 1 || procs >= n)
+        return 0;
+    return n / (procs + 1);
 }
 
 uint32_t ec_procs_resolve(uint32_t n, uint32_t procs)
@@ -1027,9 +1041,21 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
         }
         acc->wire_down += (uint64_t)len;
     }
+    /* STEP holds the broadcast now (in the mailboxes or the sockets), so
+     * down can be reset; the coordinator's own workers come first in
+     * worker order and step while the processes step theirs, as the
+     * in-process backend steps them. */
+    ec_server_reduce_begin(m, down);
+    for (uint32_t t = 0; t < pc->local; t++) {
+        if (!ec_model_participates(m, t))
+            continue;
+        ec_worker_step(&pc->lw[t], m, &pc->up);
+        acc->bits_up += ec_up_bits(&pc->up);
+        acc->paper_up += ec_up_paper_bits(&pc->up);
+        ec_server_reduce_add(down, &pc->up);
+    }
     if ((pc->mailboxes ? gather_box(pc, acc, sum) : gather(pc, acc, sum)) < 0)
         return -1;
-    ec_server_reduce_begin(m, down);
     for (uint32_t t = 0; t < pc->np; t++) {
         struct peer *p = &pc->peers[t];
         char why[200];
@@ -1317,19 +1343,26 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
 {
     ec_proc_opts own;
     uint32_t n = pb->n, d = pb->d;
-    uint32_t np = ec_procs_resolve(n, opts ? opts->procs : 0);
+    uint32_t local = opts ? opts->local : 0;
+    uint32_t np = local < n ? ec_procs_resolve(n - local, opts ? opts->procs : 0)
+                            : 0;
     struct proc pc = {0};
     ec_backend be = {&pc, proc_exchange, NULL};
     int rc = 0;
 
     memset(sum, 0, sizeof *sum);
-    if (np < 1 || np > n)
+    if (local >= n)
+        return ec_err_set(e, EC_EINVAL, "the coordinator may step at most %u "
+                          "of the %u workers (got %u)", n - 1, n, local);
+    if (np < 1 || np > n - local)
         return ec_err_set(e, EC_EINVAL, "procs must be in 1..%u, the number "
-                          "of workers (got %u)", n, np);
+                          "of workers the processes host (got %u)", n - local,
+                          np);
     pc.pb = pb;
     pc.prm = prm;
     pc.n = n;
     pc.np = np;
+    pc.local = local;
     pc.timeout = opts && opts->round_timeout > 0 ? opts->round_timeout : 60.0;
     pc.cpu_limit = opts ? opts->worker_cpu_limit : 0;
     pc.max_payload = ec_wire_max_payload(d);
@@ -1341,11 +1374,21 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
+    if (local && !(pc.lw = calloc(local, sizeof *pc.lw))) {
+        rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
+        goto out;
+    }
+    /* One set of compressors and scratch vectors, as a worker process. */
+    for (uint32_t t = 0; t < local; t++)
+        if ((rc = ec_worker_init_sharing(&pc.lw[t], pb, prm, t,
+                                         t ? &pc.lw[0] : NULL, e)) < 0)
+            goto out;
     for (uint32_t t = 0; t < np; t++) {
         struct peer *p = &pc.peers[t];
 
         p->fd = -1;
-        ec_procs_block(n, np, t, &p->first, &p->count);
+        ec_procs_block(n - local, np, t, &p->first, &p->count);
+        p->first += local;
         p->max_payload = ec_wire_max_payload_ups(d, p->count);
     }
     /* The mailboxes, made before the fork like the model; without them
@@ -1408,6 +1451,10 @@ out:
             ec_buf_free(&pc.peers[t].in);
         }
     }
+    /* Borrowers first, as in ec_worker_serve_model. */
+    for (uint32_t t = local; pc.lw && t-- > 0;)
+        ec_worker_clear(&pc.lw[t]);
+    free(pc.lw);
     ec_up_clear(&pc.up);
     ec_mailbox_unmap(pc.mailboxes, np);
     free(pc.done);

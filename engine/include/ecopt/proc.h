@@ -38,6 +38,11 @@ typedef struct ec_proc_opts {
     uint32_t procs;              /* processes hosting the workers, 1..n;
                                     0 means ec_procs_default(n); ecopt run
                                     gives ec_procs_default_for()'s */
+    uint32_t local;              /* workers 0 .. local - 1 step in the
+                                    coordinator itself, while the processes
+                                    step theirs; the procs processes host
+                                    the other n - local (local < n). 0: none;
+                                    ecopt run gives ec_procs_local_for()'s */
     int model_copies;            /* each process keeps its own replica of
                                     the model, decoded from STEP, instead
                                     of reading the coordinator's shared
@@ -67,6 +72,15 @@ uint32_t ec_procs_default(uint32_t n);
 #define EC_PROCS_LIGHT_ROUND (256u << 10)
 uint32_t ec_procs_default_for(uint32_t n, uint64_t round_bytes);
 uint32_t ec_procs_resolve(uint32_t n, uint32_t procs);
+/*
+ * The workers the coordinator steps itself at the default procs: for a
+ * light round, n / (procs + 1), so that it and each process step about as
+ * many, and the coordinator works instead of waiting through the
+ * exchange (on a busy machine the wait is a sleep and a wake-up each
+ * round); 0 from EC_PROCS_LIGHT_ROUND on, where the coordinator's reduce
+ * and model step already fill its CPU.
+ */
+uint32_t ec_procs_local_for(uint32_t n, uint32_t procs, uint64_t round_bytes);
 /* Process p of procs hosts workers first .. first + count - 1: blocks of
  * n / procs, the first n % procs processes one more. */
 void ec_procs_block(uint32_t n, uint32_t procs, uint32_t p, uint32_t *first,
