@@ -1575,6 +1575,35 @@ void ec_worker_clear(ec_worker *w)
     memset(w, 0, sizeof *w);
 }
 
+int ec_workers_new(ec_worker **out, const ec_problem *pb,
+                   const ec_params *prm, uint32_t first, uint32_t count,
+                   ec_err *e)
+{
+    ec_worker *w = calloc(count, sizeof *w);
+    int rc;
+
+    *out = NULL;
+    if (!w)
+        return ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", count);
+    for (uint32_t i = 0; i < count; i++) {
+        if ((rc = ec_worker_init_sharing(&w[i], pb, prm, first + i,
+                                         i ? &w[0] : NULL, e)) < 0) {
+            ec_workers_free(w, count);
+            return rc;
+        }
+    }
+    *out = w;
+    return 0;
+}
+
+/* Borrowers go first: the owner's compressors outlive them. */
+void ec_workers_free(ec_worker *w, uint32_t count)
+{
+    for (uint32_t i = count; w && i-- > 0;)
+        ec_worker_clear(&w[i]);
+    free(w);
+}
+
 /* Whether the workers sample a minibatch of rows (else the whole shard). */
 int ec_algo_samples_rows(const ec_params *p)
 {

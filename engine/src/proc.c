@@ -531,7 +531,7 @@ int ec_worker_serve_model(ec_chan *ch, const ec_problem *pb,
     struct fault fault = fault_from_env();
     ec_model model = {0};
     const ec_model *m = shared ? shared : &model;
-    ec_worker *workers = calloc(count, sizeof *workers);
+    ec_worker *workers = NULL;
     ec_down down = {0};
     ec_up up = {0};
     ec_buf out = {0};
@@ -543,19 +543,16 @@ int ec_worker_serve_model(ec_chan *ch, const ec_problem *pb,
      * the coordinator as a reason, so that frame has its own small buffer. */
     uint8_t small[EC_WIRE_HEADER_SIZE + 256];
 
-    if (!buf || !workers || ec_buf_reserve(&out, 4096) < 0) {
+    if (!buf || ec_buf_reserve(&out, 4096) < 0) {
         code = worker_fail(ch, small, sizeof small, 0,
                            "out of memory for the frame buffers");
         goto out;
     }
     if ((!shared && (ec_model_init(&model, pb, prm, &e) < 0 ||
                      ec_down_init(&down, d) < 0)) ||
-        ec_up_init(&up, d) < 0)
+        ec_up_init(&up, d) < 0 ||
+        ec_workers_new(&workers, pb, prm, first, count, &e) < 0)
         goto nomem;
-    for (uint32_t i = 0; i < count; i++)
-        if (ec_worker_init_sharing(&workers[i], pb, prm, first + i,
-                                   i ? &workers[0] : NULL, &e) < 0)
-            goto nomem;
     len = ec_wire_encode_hello(buf, cap, first, count, (uint32_t)getpid(), d);
     if (len < 0 || ch->send(ch->ctx, buf, (size_t)len) < 0)
         goto out;
@@ -641,10 +638,8 @@ nomem:
                        e.msg[0] ? e.msg : "out of memory for messages");
 out:
     /* The caller leaves through _exit(); freeing keeps the sanitizers'
-     * view of a clean exit honest all the same. Borrowers go first. */
-    for (uint32_t i = count; workers && i-- > 0;)
-        ec_worker_clear(&workers[i]);
-    free(workers);
+     * view of a clean exit honest all the same. */
+    ec_workers_free(workers, count);
     ec_up_clear(&up);
     ec_down_clear(&down);
     ec_model_clear(&model);
@@ -1374,15 +1369,8 @@ int ec_run_process(const ec_problem *pb, const ec_params *prm,
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
-    if (local && !(pc.lw = calloc(local, sizeof *pc.lw))) {
-        rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
+    if (local && (rc = ec_workers_new(&pc.lw, pb, prm, 0, local, e)) < 0)
         goto out;
-    }
-    /* One set of compressors and scratch vectors, as a worker process. */
-    for (uint32_t t = 0; t < local; t++)
-        if ((rc = ec_worker_init_sharing(&pc.lw[t], pb, prm, t,
-                                         t ? &pc.lw[0] : NULL, e)) < 0)
-            goto out;
     for (uint32_t t = 0; t < np; t++) {
         struct peer *p = &pc.peers[t];
 
@@ -1451,10 +1439,7 @@ out:
             ec_buf_free(&pc.peers[t].in);
         }
     }
-    /* Borrowers first, as in ec_worker_serve_model. */
-    for (uint32_t t = local; pc.lw && t-- > 0;)
-        ec_worker_clear(&pc.lw[t]);
-    free(pc.lw);
+    ec_workers_free(pc.lw, local);
     ec_up_clear(&pc.up);
     ec_mailbox_unmap(pc.mailboxes, np);
     free(pc.done);

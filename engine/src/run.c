@@ -142,21 +142,16 @@ int ec_run_inproc(const ec_problem *pb, const ec_params *prm,
 
     memset(sum, 0, sizeof *sum);
     ip.n = n;
-    ip.workers = calloc(n, sizeof *ip.workers);
-    if (!ip.workers || ec_up_init(&ip.up, d) < 0) {
+    if (ec_up_init(&ip.up, d) < 0) {
         rc = ec_err_set(e, EC_ENOMEM, "out of memory for %u workers", n);
         goto out;
     }
     /* One set of compressors and scratch vectors, as a worker process. */
-    for (uint32_t t = 0; t < n; t++)
-        if ((rc = ec_worker_init_sharing(&ip.workers[t], pb, prm, t,
-                                         t ? &ip.workers[0] : NULL, e)) < 0)
-            goto out;
+    if ((rc = ec_workers_new(&ip.workers, pb, prm, 0, n, e)) < 0)
+        goto out;
     rc = ec_run_loop(pb, prm, job, &be, fn, ctx, sum, e);
 out:
-    for (uint32_t t = n; ip.workers && t-- > 0;)
-        ec_worker_clear(&ip.workers[t]);
-    free(ip.workers);
+    ec_workers_free(ip.workers, n);
     ec_up_clear(&ip.up);
     return rc;
 }

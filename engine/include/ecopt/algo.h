@@ -370,6 +370,14 @@ int ec_worker_init_sharing(ec_worker *w, const ec_problem *pb,
                            const ec_params *prm, uint32_t tau,
                            const ec_worker *owner, ec_err *e);
 void ec_worker_clear(ec_worker *w);
+/* Workers first .. first + count - 1 (count >= 1) as one process hosts
+ * them: the first owns the compressors and scratch vectors, the others
+ * borrow them. 0 with *out the array, which ec_workers_free ends, or < 0
+ * (e says why) with *out NULL. */
+int ec_workers_new(ec_worker **out, const ec_problem *pb,
+                   const ec_params *prm, uint32_t first, uint32_t count,
+                   ec_err *e);
+void ec_workers_free(ec_worker *w, uint32_t count);
 /* Fills up for this round (the init exchange while !m->initialised). */
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up);
 
