@@ -54,9 +54,10 @@ void coord_hint_use(json_t *root, const char *hint, ec_problem *pb, FILE *info);
  * libraries and stacks, and held (what an MPI rank's runtime maps).
  */
 uint64_t coord_mem_limit(uint64_t own, uint64_t held);
-/* The memory account of the job on procs worker processes. */
+/* The memory account of the job on procs worker processes, the coordinator
+ * stepping local of the workers itself. */
 void coord_job_estimate(const ec_dataset *ds, const ec_job *job, uint32_t procs,
-                        ec_mem_estimate *est);
+                        uint32_t local, ec_mem_estimate *est);
 /*
  * --nice N: this process's nice value raised to N (its CPU priority
  * lowered) unless it already is N or more. Every process of the job

@@ -332,7 +332,7 @@ static int worker_rank(struct launch *l, int size)
     if (o->mem_limits && !lim.worker_mem_limit) {
         ec_mem_estimate est;
 
-        coord_job_estimate(&ds, job, (uint32_t)size - 1, &est);
+        coord_job_estimate(&ds, job, (uint32_t)size - 1, 0, &est);
         lim.worker_mem_limit = coord_mem_limit(est.rank, l->held);
     }
 #endif

@@ -19,11 +19,12 @@ uint64_t coord_mem_limit(uint64_t own, uint64_t held)
 }
 
 void coord_job_estimate(const ec_dataset *ds, const ec_job *job, uint32_t procs,
-                        ec_mem_estimate *est)
+                        uint32_t local, ec_mem_estimate *est)
 {
     ec_mem_job mj;
 
     ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
+    mj.local = procs ? local : 0;
     ec_estimate_memory(&mj, est);
 }
 
@@ -65,7 +66,8 @@ int coord_set_memory_limits(const ec_dataset *ds, const struct launcher *ln,
     struct rlimit rl;
 
     coord_job_estimate(ds, &l->spec->job,
-                       ln->workers == LAUNCH_IN_COORDINATOR ? 0 : l->popts.procs, &est);
+                       ln->workers == LAUNCH_IN_COORDINATOR ? 0 : l->popts.procs,
+                       l->popts.local, &est);
     if (getrlimit(RLIMIT_AS, &rl) < 0)
         return -1;
     rl.rlim_cur = coord_mem_limit(est.coordinator, l->held);

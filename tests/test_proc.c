@@ -1053,6 +1053,26 @@ START_TEST(test_default_procs)
     ck_assert_uint_eq(ec_procs_local_for(2, 1, ec_round_bytes(&mj)), 1);
     ck_assert_uint_eq(ec_procs_local_for(1, 1, ec_round_bytes(&mj)), 0);
     ck_assert_uint_eq(ec_procs_local_for(6, 6, ec_round_bytes(&mj)), 0);
+    {
+        /* The memory account: 600 workers of which the coordinator steps
+         * 300 is 300 on the process, as alone, and 300 more in the
+         * coordinator (so many that the run, not the P* solve, sets the
+         * coordinator's peak). */
+        ec_mem_estimate alone, shared;
+
+        mj.procs = 1;
+        mj.workers = 300;
+        ec_estimate_memory(&mj, &alone);
+        mj.workers = 600;
+        mj.local = 300;
+        ec_estimate_memory(&mj, &shared);
+        ck_assert_uint_gt(shared.coordinator, alone.coordinator);
+        ck_assert_uint_eq(shared.process, alone.process);
+        ck_assert_uint_eq(shared.procs, 1);
+        mj.local = 0;
+        mj.procs = 0;
+        mj.workers = 6;
+    }
     mj.d = 20000;
     ck_assert_uint_ge(ec_round_bytes(&mj), EC_PROCS_LIGHT_ROUND);
     ck_assert_uint_eq(ec_procs_default_for(6, ec_round_bytes(&mj)), ec_procs_default(6));

@@ -147,10 +147,16 @@ void ec_estimate_memory(const ec_mem_job *j, ec_mem_estimate *out)
         procs = 0;
         count = 0;
     } else {
+        /* The coordinator's own share, as in process; the processes host
+         * the others. */
+        uint64_t local = j->local < n ? j->local : 0;
+
+        if (local)
+            run += local * worker_bytes(j) + owner_bytes(j);
         procs = j->procs ? j->procs : 1;
-        if (procs > n)
-            procs = n;
-        count = (n + procs - 1) / procs;
+        if (procs > n - local)
+            procs = n - local;
+        count = (n - local + procs - 1) / procs;
         /* The STEP buffer, one decode buffer, each process's frame. */
         run += max_payload(d) + up_msgs + procs * (4 + count * (8 + up_bytes(j)));
     }

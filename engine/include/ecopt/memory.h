@@ -19,6 +19,8 @@ typedef struct ec_mem_job {
     uint32_t d;              /* its largest feature index */
     uint32_t workers;        /* n */
     uint32_t procs;          /* worker processes; ignored when inproc */
+    uint32_t local;          /* workers the coordinator steps itself beside
+                                the processes' (ec_proc_opts.local) */
     int inproc;              /* the workers are simulated in the coordinator */
     int mpi;                 /* the processes are MPI worker ranks, each with
                                 its own copy of the data and the problem */
