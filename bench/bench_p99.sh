@@ -30,7 +30,7 @@ tmp=$(mktemp -d)
 spid= npid=
 trap 'kill $spid $npid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/nginx_conf.sh"
 
 # One job, run to its end, gives the body both servers answer with.
 "$ECOPT" serve --listen 127.0.0.1:0 --db "$tmp/e.db" --data-dir "$DATA" --auth off \
@@ -62,23 +62,7 @@ start() {     # server placement: spid or npid set, $target the URL
         while ! grep -q listening "$tmp/s.out" 2>/dev/null; do sleep 0.05; done
         target=http://127.0.0.1:$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/s.out")/v1/jobs/$id ;;
     nginx-*)
-        cat >"$tmp/ngx/nginx.conf" <<NGX
-worker_processes ${1#nginx-};
-pid $tmp/ngx/nginx.pid;
-error_log $tmp/ngx/error.log;
-daemon off;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    default_type application/json;
-    client_body_temp_path $tmp/ngx;
-    proxy_temp_path $tmp/ngx;
-    fastcgi_temp_path $tmp/ngx;
-    uwsgi_temp_path $tmp/ngx;
-    scgi_temp_path $tmp/ngx;
-    server { listen 127.0.0.1:$nport; root $tmp/www; }
-}
-NGX
+        nginx_conf "$tmp/ngx" "${1#nginx-}" "$nport" "$tmp/www"
         taskset -c "$cpuset" nginx -c "$tmp/ngx/nginx.conf" -p "$tmp/ngx" &
         npid=$!
         sleep 0.5

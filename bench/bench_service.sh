@@ -24,6 +24,7 @@
 # of earlier runs below it.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_conf.sh
 ECOPT=${ECOPT:-$PWD/build/ecopt}
 INGEST=${INGEST:-$(dirname "$ECOPT")/bench/bench_ingest}
 DATA=${ECOPT_DATA_DIR:-$PWD/../shared/datasets}
@@ -98,26 +99,8 @@ fi
 mkdir -p "$tmp/www/v1/jobs/$j1" "$tmp/ngx"
 curl -s "$url/v1/jobs/$j1" > "$tmp/www/job.json"
 curl -s "$url/v1/jobs/$j1/metrics?after=0&limit=100" > "$tmp/www/metrics.json"
-cat > "$tmp/ngx/nginx.conf" <<NGX
-worker_processes 2;
-pid $tmp/ngx/nginx.pid;
-error_log $tmp/ngx/error.log;
-daemon off;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    default_type application/json;
-    client_body_temp_path $tmp/ngx;
-    proxy_temp_path $tmp/ngx;
-    fastcgi_temp_path $tmp/ngx;
-    uwsgi_temp_path $tmp/ngx;
-    scgi_temp_path $tmp/ngx;
-    server { listen 127.0.0.1:0; root $tmp/www; }
-}
-NGX
-# nginx cannot report a port 0 binding, so pick a free port ourselves.
-nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-sed -i "s/listen 127.0.0.1:0/listen 127.0.0.1:$nport/" "$tmp/ngx/nginx.conf"
+nport=$(free_port)
+nginx_conf "$tmp/ngx" 2 "$nport" "$tmp/www"
 nginx -c "$tmp/ngx/nginx.conf" -p "$tmp/ngx" &
 ngx_pid=$!
 sleep 0.5
