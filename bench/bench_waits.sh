@@ -13,7 +13,7 @@
 # is written anew (the results file is kept by hand): paste its tables
 # into a dated section of bench/results/waits.md.
 #
-# a9a, 20 workers, ECLK topk k = 1, 4000 rounds (a light round: the
+# a9a, 20 workers, ECLK topk k = 1, ROUNDS rounds (default 4000; a light round: the
 # default procs is one CPU fewer than the machine's). Loop time per round
 # from the last row's seconds column; medians and min-max of REPS ratios
 # (procs / in process, each binary against the in-process run of the same
@@ -25,6 +25,7 @@ OUT=${1:-${TMPDIR:-/tmp}/bench_waits.md}
 REPS=${REPS:-5}
 BUSY=${BUSY:-2}
 ALSO=${ALSO-2}
+ROUNDS=${ROUNDS:-4000}
 DATA=$(cd "${ECOPT_DATA_DIR:-../shared/datasets}" && pwd)
 export ECOPT_DATA_DIR=$DATA
 tmp=$(mktemp -d)
@@ -33,7 +34,7 @@ trap 'for p in $busy_pids; do kill $p 2>/dev/null; done; rm -rf "$tmp"' EXIT
 
 cat >"$tmp/job.json" <<EOJ
 {"dataset": "a9a", "workers": 20, "algorithm": "eclk", "compressor": {"type": "topk", "k": 1},
- "max_rounds": 4000, "eval_every": 4000, "target": 0}
+ "max_rounds": $ROUNDS, "eval_every": $ROUNDS, "target": 0}
 EOJ
 
 per_round() {   # binary backend [ecopt run's options]
@@ -86,7 +87,7 @@ table() {      # title
 {
     echo "# Waits: the process backend's default procs against in process ($(date -u +%Y-%m-%d), $(nproc) CPUs)"
     echo
-    echo "\`sh bench/bench_waits.sh\`: a9a, 20 workers, ECLK topk k = 1, 4000 rounds."
+    echo "\`sh bench/bench_waits.sh\`: a9a, 20 workers, ECLK topk k = 1, $ROUNDS rounds."
     echo
 } >"$OUT"
 table "the machine as it is"
