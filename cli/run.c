@@ -103,7 +103,7 @@ static void print_estimate(FILE *o, const struct coord_job *j)
 
     ec_mem_job_from(&mj, &j->spec->job, j->ds->n_rows, j->ds->nnz, j->ds->d, j->procs);
     mj.mpi = j->ranks;
-    mj.local = j->procs ? j->local : 0;
+    mj.local = j->local;
     ec_estimate_memory(&mj, &est);
     fprintf(o, "memory     estimate %.0f MiB: coordinator %.0f MiB", est.total / 1048576.0,
             est.coordinator / 1048576.0);

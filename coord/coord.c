@@ -286,9 +286,7 @@ static int run_rounds(struct coord *c)
     c->job = (struct coord_job){&c->spec, &c->ds, &c->pb, &c->prm, c->shown, c->ln->name,
                                 c->ln->workers == LAUNCH_IN_COORDINATOR ? 0
                                                                          : c->l.popts.procs,
-                                c->ln->workers == LAUNCH_RANKS,
-                                c->ln->workers == LAUNCH_IN_COORDINATOR ? 0
-                                                                         : c->l.popts.local};
+                                c->ln->workers == LAUNCH_RANKS, c->l.popts.local};
     if (c->v->setup)
         c->v->setup(c->v->ctx, &c->job);
     report_start(&c->rw, c->ln->name, &c->ds, c->o->dataset_sha256, &c->pb, &c->prm);

@@ -10,14 +10,16 @@ static void sized(struct launch *l, const ec_dataset *ds)
 {
     ec_mem_job mj;
     uint32_t n = l->spec->job.workers;
+    uint64_t round;
 
     if (l->spec->procs)
         return;
     ec_mem_job_from(&mj, &l->spec->job, ds->n_rows, ds->nnz, ds->d, 1);
-    l->popts.procs = ec_procs_default_for(n, ec_round_bytes(&mj));
+    round = ec_round_bytes(&mj);
+    l->popts.procs = ec_procs_default_for(n, round);
     /* A light round's coordinator steps a share of the workers itself;
      * the processes host the rest. */
-    l->popts.local = ec_procs_local_for(n, l->popts.procs, ec_round_bytes(&mj));
+    l->popts.local = ec_procs_local_for(n, l->popts.procs, round);
 }
 
 static int run(struct launch *l, const ec_problem *pb, const ec_params *prm,

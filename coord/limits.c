@@ -24,7 +24,7 @@ void coord_job_estimate(const ec_dataset *ds, const ec_job *job, uint32_t procs,
     ec_mem_job mj;
 
     ec_mem_job_from(&mj, job, ds->n_rows, ds->nnz, ds->d, procs);
-    mj.local = procs ? local : 0;
+    mj.local = local;
     ec_estimate_memory(&mj, est);
 }
 

@@ -1041,14 +1041,7 @@ static int proc_exchange(void *vctx, const ec_model *m, ec_down *down,
      * worker order and step while the processes step theirs, as the
      * in-process backend steps them. */
     ec_server_reduce_begin(m, down);
-    for (uint32_t t = 0; t < pc->local; t++) {
-        if (!ec_model_participates(m, t))
-            continue;
-        ec_worker_step(&pc->lw[t], m, &pc->up);
-        acc->bits_up += ec_up_bits(&pc->up);
-        acc->paper_up += ec_up_paper_bits(&pc->up);
-        ec_server_reduce_add(down, &pc->up);
-    }
+    ec_workers_step_into(pc->lw, pc->local, m, &pc->up, down, acc);
     if ((pc->mailboxes ? gather_box(pc, acc, sum) : gather(pc, acc, sum)) < 0)
         return -1;
     for (uint32_t t = 0; t < pc->np; t++) {

@@ -102,6 +102,19 @@ int ec_should_stop(const ec_problem *pb, const ec_job *job,
     return 0;
 }
 
+void ec_workers_step_into(ec_worker *w, uint32_t count, const ec_model *m,
+                          ec_up *up, ec_down *down, ec_traffic *acc)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        if (!ec_model_participates(m, w[i].tau))
+            continue;           /* not sampled: no step, no message */
+        ec_worker_step(&w[i], m, up);
+        acc->bits_up += ec_up_bits(up);
+        acc->paper_up += ec_up_paper_bits(up);
+        ec_server_reduce_add(down, up);
+    }
+}
+
 /* The in-process backend: every worker steps here, in worker order, into
  * one uplink that is added to the broadcast before the next worker steps,
  * as the coordinator of the other backends adds what it decodes. */
@@ -118,14 +131,7 @@ static int inproc_exchange(void *vctx, const ec_model *model, ec_down *down,
 
     (void)sum;
     ec_server_reduce_begin(model, down);
-    for (uint32_t t = 0; t < ip->n; t++) {
-        if (!ec_model_participates(model, t))
-            continue;           /* not sampled: no step, no message */
-        ec_worker_step(&ip->workers[t], model, &ip->up);
-        acc->bits_up += ec_up_bits(&ip->up);
-        acc->paper_up += ec_up_paper_bits(&ip->up);
-        ec_server_reduce_add(down, &ip->up);
-    }
+    ec_workers_step_into(ip->workers, ip->n, model, &ip->up, down, acc);
     ec_server_reduce_end(model, ip->n, down);
     acc->bits_down += down->bits;
     return 0;

@@ -20,7 +20,8 @@ typedef struct ec_mem_job {
     uint32_t workers;        /* n */
     uint32_t procs;          /* worker processes; ignored when inproc */
     uint32_t local;          /* workers the coordinator steps itself beside
-                                the processes' (ec_proc_opts.local) */
+                                the processes' (ec_proc_opts.local);
+                                ignored when inproc */
     int inproc;              /* the workers are simulated in the coordinator */
     int mpi;                 /* the processes are MPI worker ranks, each with
                                 its own copy of the data and the problem */

@@ -91,6 +91,15 @@ typedef struct ec_backend {
 } ec_backend;
 
 /*
+ * Steps the workers w[0 .. count - 1] that take part this round, in order,
+ * each into up, counting its bits in acc and adding it to down (after
+ * ec_server_reduce_begin): what the in-process backend does for every
+ * worker and a light round's coordinator for its own share.
+ */
+void ec_workers_step_into(ec_worker *w, uint32_t count, const ec_model *m,
+                          ec_up *up, ec_down *down, ec_traffic *acc);
+
+/*
  * The loop every backend shares: init exchange, then rounds until a stop
  * rule; evaluation every eval_every rounds on this process's model.
  * Also stops, as cancelled, once ec_signal_caught() says so.
