@@ -8,7 +8,8 @@
 # Two placements of wrk (32 connections, 5 s a run, no job running):
 #   shared  wrk -t2 on every CPU, beside the server (bench_service.sh's);
 #   apart   wrk -t1 on CPU 0 alone, the server (and nginx) on the others.
-# Servers: ecopt --threads 1, 2 and 4 (the default), nginx with 1 and 2
+# Servers: ecopt with no --threads (the default: one a CPU it may run on,
+# at most 4; the table gives what it chose) and --threads 1, 2 and 4, nginx with 1 and 2
 # worker processes. In each repetition every server runs once in each
 # placement, the order of the servers turned by one each time; medians
 # and min-max of REPS. OUT (default $TMPDIR/bench_p99.md) is written anew:
@@ -56,10 +57,15 @@ start() {     # server placement: spid or npid set, $target the URL
     case $1 in
     ecopt-*)
         rm -f "$tmp/s.out"
+        place=$2 picked=
+        # ecopt-default: no --threads, the server picks.
+        if [ "$1" = ecopt-default ]; then picked=1; set --; else set -- --threads "${1#ecopt-}"; fi
         taskset -c "$cpuset" "$ECOPT" serve --listen 127.0.0.1:0 --db "$tmp/e.db" \
-            --data-dir "$DATA" --auth off --quiet --threads "${1#ecopt-}" >"$tmp/s.out" 2>/dev/null &
+            --data-dir "$DATA" --auth off --quiet "$@" >"$tmp/s.out" 2>/dev/null &
         spid=$!
         while ! grep -q listening "$tmp/s.out" 2>/dev/null; do sleep 0.05; done
+        # The threads it chose, from its start line.
+        [ -z "$picked" ] || sed -n 's/.* \([0-9]*\) HTTP thread.*/\1/p' "$tmp/s.out" >"$tmp/default.$place"
         target=http://127.0.0.1:$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/s.out")/v1/jobs/$id ;;
     nginx-*)
         nginx_conf "$tmp/ngx" "${1#nginx-}" "$nport" "$tmp/www"
@@ -80,7 +86,7 @@ run_wrk() {   # placement url -> "requests/s p99_ms load"
         END {printf "%s %.3f %s\n", r, p, load}'
 }
 
-servers="ecopt-1 ecopt-2 ecopt-4 nginx-1 nginx-2"
+servers="ecopt-default ecopt-1 ecopt-2 ecopt-4 nginx-1 nginx-2"
 i=0
 while [ $i -lt "$REPS" ]; do
     # Turn the order by one each repetition.
@@ -108,7 +114,7 @@ range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi
     for s in $servers; do
         for place in shared apart; do
             f=$tmp/$s.$place
-            case $s in ecopt-4) name="ecopt --threads 4 (default)" ;; ecopt-*) name="ecopt --threads ${s#ecopt-}" ;;
+            case $s in ecopt-default) name="ecopt, the default threads ($(cat "$tmp/default.$place"))" ;; ecopt-*) name="ecopt --threads ${s#ecopt-}" ;;
                        nginx-1) name="nginx, 1 worker" ;; *) name="nginx, ${s#nginx-} workers" ;; esac
             echo "| $name | $place | $(cut -d' ' -f1 "$f" | med) | $(cut -d' ' -f2 "$f" | med) | $(cut -d' ' -f2 "$f" | range) | $(cut -d' ' -f3 "$f" | range) |"
         done

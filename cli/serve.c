@@ -123,9 +123,11 @@ int cmd_serve(int argc, char **argv)
         serve_close(&a);
         return 1;
     }
-    printf("ecopt: listening on http://%s:%u (database %s, data %s, auth %s",
+    printf("ecopt: listening on http://%s:%u (database %s, data %s, auth %s, "
+           "%u HTTP thread%s",
            a.cfg.host, http_port(a.http), a.cfg.db, a.cfg.data_dir,
-           a.cfg.auth_off ? "off" : "on");
+           a.cfg.auth_off ? "off" : "on", http_threads(a.http),
+           http_threads(a.http) == 1 ? "" : "s");
     if (recovered)
         printf(", %d interrupted job%s recovered", recovered, recovered == 1 ? "" : "s");
     printf(")\n");

@@ -24,6 +24,7 @@ struct server {
     unsigned port;
     char dir[64];
     char db[128];
+    char said[512];     /* its start line */
 };
 
 static const char *const tokens =
@@ -85,6 +86,7 @@ static inline void server_start_with(struct server *s, int reuse_dir,
         ck_abort_msg("ecopt serve did not start: %s", text);
     }
     fclose(f);
+    snprintf(s->said, sizeof s->said, "%s", line);
     ck_assert_msg(sscanf(line, "ecopt: listening on http://127.0.0.1:%u", &s->port) == 1,
                   "server said: %s", line);
 }

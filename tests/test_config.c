@@ -65,7 +65,7 @@ START_TEST(test_defaults)
     ck_assert(c.max_seconds == 86400.0);
     ck_assert_uint_eq(c.max_body, 1048576);
     ck_assert_uint_eq(c.max_upload, 268435456);
-    ck_assert_uint_eq(c.threads, 4);
+    ck_assert_uint_eq(c.threads, 0);   /* the server picks: start.c */
     ck_assert_uint_eq(c.conn_timeout, 30);
     ck_assert_uint_eq(c.max_connections, 1000);
     ck_assert_uint_eq(c.max_streams, 500);

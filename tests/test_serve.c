@@ -5,7 +5,9 @@
  * CSV, restart recovery after SIGKILL, and the route table against
  * api/openapi.yaml.
  */
+#define _GNU_SOURCE   /* sched_setaffinity, CPU_COUNT */
 #include <curl/curl.h>
+#include <sched.h>
 #include <jansson.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -1396,6 +1398,64 @@ END_TEST
 
 /* Every route in the code is in api/openapi.yaml and every path and
  * method there is in the code. */
+/* The HTTP threads the server's start line gives. */
+static unsigned threads_said(const struct server *s)
+{
+    const char *p = strstr(s->said, " HTTP thread");
+    unsigned n = 0;
+
+    ck_assert_msg(p, "no thread count in: %s", s->said);
+    while (p > s->said && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    ck_assert_int_eq(sscanf(p, "%u", &n), 1);
+    return n;
+}
+
+/*
+ * With no --threads the server runs one HTTP thread a CPU it may run on
+ * (its affinity mask, inherited here from this test's process), at most 4,
+ * and its start line says how many; --threads (or ECOPT_THREADS) is taken
+ * as given. Each thread serves its own connections, so more of them than
+ * CPUs only lengthen the tail (bench/bench_p99.sh).
+ */
+START_TEST(test_default_threads)
+{
+    static const char *const three[] = {"--threads", "3", NULL};
+    cpu_set_t all, one;
+    struct server s;
+    int first = -1, n;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    n = CPU_COUNT(&all);
+    server_start(&s, 0);
+    ck_assert_uint_eq(threads_said(&s), n < 4 ? (unsigned)n : 4);
+    server_stop(&s, SIGTERM);
+
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &all))
+            first = c;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    server_start(&s, 1);
+    ck_assert_uint_eq(threads_said(&s), 1);
+    ck_assert_msg(strstr(s.said, "1 HTTP thread)"), "%s", s.said);
+    /* One thread still serves. */
+    {
+        struct reply r = req(&s, "GET", "/livez", NULL, NULL, NULL);
+
+        ck_assert_int_eq(r.status, 200);
+        free(r.body);
+    }
+    server_stop(&s, SIGTERM);
+
+    server_start_with(&s, 1, three);
+    ck_assert_uint_eq(threads_said(&s), 3);
+    server_stop(&s, SIGTERM);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+}
+END_TEST
+
 START_TEST(test_openapi_matches_routes)
 {
     FILE *f = fopen("api/openapi.yaml", "r");
@@ -1461,6 +1521,7 @@ int main(void)
     tcase_add_test(tc, test_experiment_econtrol_eta);
     tcase_add_test(tc, test_eclk_end_record);
     tcase_add_test(tc, test_failed_auth_rate_limit);
+    tcase_add_test(tc, test_default_threads);
     suite_add_tcase(s, tc);
     rc = tu_run(s);
     curl_global_cleanup();

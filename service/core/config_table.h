@@ -84,8 +84,8 @@
       100000, "N", "uploads in progress at once (more: 503)")                 \
     X("upload-per-token", "ECOPT_UPLOAD_PER_TOKEN", UINT, upload_per_token,   \
       "2", 1, 100000, "N", "uploads in progress of one token (more: 429)")    \
-    X("threads", "ECOPT_THREADS", UINT, threads, "4", 1, 256, "N",            \
-      "HTTP threads")                                                         \
+    X("threads", "ECOPT_THREADS", UINT, threads, NULL, 1, 256, "N",           \
+      "HTTP threads, default one a CPU the server may run on, at most 4")    \
     X("state-dir", "ECOPT_STATE_DIR", PATH, state_dir, NULL, 0, 0, "DIR",     \
       "job specs and logs, default DB.jobs")                                  \
     X("conn-timeout", "ECOPT_CONN_TIMEOUT", UINT, conn_timeout, "30", 1,      \

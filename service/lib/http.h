@@ -148,6 +148,8 @@ struct http_server *http_start(const struct http_config *cfg,
 
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const struct http_server *srv);
+/* The HTTP threads it runs (--threads, or one a CPU it may use, at most 4). */
+unsigned http_threads(const struct http_server *srv);
 
 /*
  * Answers pending deferred replies with 503 and ends open streams, gives

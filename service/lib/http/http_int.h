@@ -41,7 +41,9 @@
 #include "ecopt/error.h"
 
 #define DEFAULT_HOST "127.0.0.1"
-#define DEFAULT_THREADS 4
+/* HTTP threads when none are asked for: one a CPU the server may run on,
+   at most this many (start.c, default_threads). */
+#define DEFAULT_THREADS_MAX 4
 #define DEFAULT_MAX_CONNECTIONS 1000
 /* Connections accepted beyond max_connections, so that a new one finds a
    slot while the served ones are full: each sheds the stalest connection
@@ -165,6 +167,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     int listen_fd;
     unsigned port;
+    unsigned threads;                       /* MHD's pool, as started */
     size_t max_body;
     int quiet;
     void *app;
