@@ -308,6 +308,9 @@ typedef struct ec_down {
     double *v;
     double *a;
     int has_a;
+    int a_dirty;              /* the coordinator's: a was added to since it
+                                 was last cleared (rounds without extras
+                                 leave it zero, unscaled and uncleared) */
     int init;                 /* this is the init exchange's broadcast */
     int has_stats;            /* the sums of the uplinks' ef_in, ef_out */
     double ef_in, ef_out;
