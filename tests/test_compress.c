@@ -3,6 +3,7 @@
  * contraction and unbiasedness bounds measured empirically, exact bit counts,
  * rand-k's seed, dithering's exact values, and determinism.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -595,6 +596,75 @@ static void fill_order(double *x, uint32_t d, int kind, ec_rng *r)
     (void)r;
 }
 
+/* The magnitude's bits: the order of |x| for numbers, NaNs above. */
+static uint64_t key_of(double v)
+{
+    uint64_t b;
+
+    memcpy(&b, &v, sizeof b);
+    return b & ~(UINT64_C(1) << 63);
+}
+
+/* The message fed with this hint equals want, entry for entry. */
+static void fed_hinted_is(ec_compressor *c, const double *x, const ec_msg *want,
+                          uint64_t *hint, uint64_t given)
+{
+    const uint32_t d = want->d;
+    uint32_t wrong = 0;
+    ec_msg m;
+
+    make_msg(&m, d);
+    ec_compress_feed_begin_hinted(c, hint);
+    for (uint32_t j = 0; j < d; j += 2048)
+        ec_compress_feed(c, x, j, d - j < 2048 ? d : j + 2048);
+    ec_compress_feed_end(c, x, &m);
+    ck_assert_uint_eq(m.nnz, want->nnz);
+    ck_assert_uint_eq(m.paper_bits, want->paper_bits);
+    for (uint32_t i = 0; i < m.nnz; i++)
+        wrong += m.idx[i] != want->idx[i] || !same_bits(m.val[i], want->val[i]);
+    ck_assert_msg(wrong == 0, "top-k fed with the hint %" PRIu64 " (d=%u k=%u) "
+                  "differs from the whole in %u entries", given, d, want->nnz,
+                  wrong);
+    ec_msg_clear(&m);
+}
+
+/*
+ * The same with a hint of the threshold (ec_compress_feed_begin_hinted):
+ * none, far above every key (fewer than k reach it: the second pass),
+ * T's own key, one above and one below it, half of it, a random key, and
+ * the hint each call leaves for the next, twice over. Every one gives the
+ * message of the whole, and the hint left depends on T alone.
+ */
+static void feed_hinted_matches(ec_compressor *c, const double *x,
+                                const ec_msg *want, ec_rng *r)
+{
+    uint64_t t = UINT64_MAX, hint, left, givens[7];
+
+    for (uint32_t i = 0; i < want->nnz; i++)
+        t = key_of(want->val[i]) < t ? key_of(want->val[i]) : t;
+    givens[0] = 0;
+    givens[1] = key_of(INFINITY);
+    givens[2] = t;
+    givens[3] = t + 1;
+    givens[4] = t > 0 ? t - 1 : 0;
+    givens[5] = t / 2;
+    givens[6] = ec_rng_next(r) >> 1;
+    hint = 0;
+    fed_hinted_is(c, x, want, &hint, 0);
+    left = hint;
+    for (size_t gi = 0; gi < sizeof givens / sizeof givens[0]; gi++) {
+        hint = givens[gi];
+        fed_hinted_is(c, x, want, &hint, givens[gi]);
+        ck_assert_uint_eq(hint, left);
+    }
+    for (int again = 0; again < 2; again++) {
+        uint64_t given = hint;
+
+        fed_hinted_is(c, x, want, &hint, given);
+        ck_assert_uint_eq(hint, left);
+    }
+}
+
 /*
  * The message fed in pieces equals the one ec_compress made of the whole
  * (want): pieces of one entry, of three (across every group of four the
@@ -633,6 +703,7 @@ static void feed_matches(ec_compressor *c, const double *x, const ec_msg *want,
                       want->nnz, wrong);
     }
     ec_msg_clear(&m);
+    feed_hinted_matches(c, x, want, r);
 }
 
 START_TEST(test_topk_methods_match_sort)

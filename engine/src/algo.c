@@ -1746,7 +1746,7 @@ static void add_and_compress(ec_worker *w, const double *xw, double *sum,
     if (sum)
         *sum = 0.0;
     if (feed)
-        ec_compress_feed_begin(w->comp);
+        ec_compress_feed_begin_hinted(w->comp, &w->topk_hint);
     for (uint32_t b = 0; b < d; b += FEED_BLOCK) {
         uint32_t end = d - b < FEED_BLOCK ? d : b + FEED_BLOCK;
 

@@ -351,6 +351,7 @@ typedef struct ec_worker {
     ec_rng rng;
     ec_compressor *comp, *shift_comp;
     double *e;                /* error memory */
+    uint64_t topk_hint;       /* top-k's guess for Q(e) (ec_compress_feed_begin_hinted) */
     double *h;                /* DIANA's, ADIANA's and EControl's shift
                                  h_tau; EF21 g_tau; ADEF g~_tau */
     double *w_local, *mu_local;   /* ec-lsvrg, ec-lsvrg-diana: w_tau,

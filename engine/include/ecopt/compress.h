@@ -239,6 +239,15 @@ void ec_compress(ec_compressor *c, const double *x, ec_rng *rng,
  */
 int ec_compress_feeds(const ec_compressor *c);
 void ec_compress_feed_begin(ec_compressor *c);
+/*
+ * ec_compress_feed_begin for a caller that feeds one stream round after
+ * round (a worker's error memory) and keeps *hint for it, 0 at the start:
+ * the filter starts from a bar guessed from the last call's threshold
+ * instead of from the first k entries, and ec_compress_feed_end leaves the
+ * next guess in *hint. The message is the same whatever *hint holds; a
+ * guess too high costs ec_compress_feed_end a second pass over x.
+ */
+void ec_compress_feed_begin_hinted(ec_compressor *c, uint64_t *hint);
 void ec_compress_feed(ec_compressor *c, const double *x, uint32_t begin,
                       uint32_t end);
 void ec_compress_feed_end(ec_compressor *c, const double *x, ec_msg *out);
