@@ -4,6 +4,7 @@
  * Each step allocates nothing.
  */
 #include "ecopt/algo.h"
+#include "ecopt/clones.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1853,29 +1854,10 @@ static void adef_worker(ec_worker *w, const ec_model *m, double *g, ec_up *up)
 
 /*
  * A worker's step is mostly element-wise passes over d (the error memory,
- * the shifts, the gradient). Where the compiler makes clones chosen when
- * the program loads, an AVX2 clone takes those passes four doubles at a
- * time instead of the baseline's two (GCC builds; Clang's get the
- * baseline). Only element-wise operations are
- * vectorised (sums stay in order without -ffast-math, and AVX2 alone
- * enables no FMA), so both clones give the same bits. The test build
- * (ECOPT_TEST_HOOKS) has the baseline alone, and test_proc's
- * test_step_clones_agree compares its rows with the shipped build's.
+ * the shifts, the gradient): the AVX2 clone (ecopt/clones.h) takes them
+ * four doubles at a time, with the same bits.
  */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__has_attribute) && !defined(ECOPT_TEST_HOOKS)
-/* GCC alone: Clang 14 accepts the attribute, but a program linked from
-   the fuzz build's archive (clang, -fsanitize=fuzzer) does not find the
-   dispatched symbol. The test build has the baseline alone. */
-#if __has_attribute(target_clones)
-#define EC_STEP_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef EC_STEP_CLONES
-#define EC_STEP_CLONES
-#endif
-
-EC_STEP_CLONES
+EC_AVX2_CLONES
 void ec_worker_step(ec_worker *w, const ec_model *m, ec_up *up)
 {
     const ec_params *p = w->prm;

@@ -4,6 +4,7 @@
  * counts of the messages they produce.
  */
 #include "ecopt/compress.h"
+#include "ecopt/clones.h"
 
 #include <assert.h>
 #include <float.h>
@@ -707,23 +708,10 @@ static uint64_t topk_feed_guess(uint64_t t)
     return t;
 }
 
-/*
- * The filter's scan, like a worker's step (algo.c), gets an AVX2 clone
- * where GCC makes them: four doubles a compare instead of two. Which
- * entries become candidates is the same either way.
- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define TOPK_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef TOPK_CLONES
-#define TOPK_CLONES
-#endif
-
-/* Entries [j, end) of x, the next ones in index order. */
-TOPK_CLONES
+/* Entries [j, end) of x, the next ones in index order. Its scan gets an
+ * AVX2 clone (ecopt/clones.h), four doubles a compare instead of two;
+ * which entries become candidates is the same either way. */
+EC_AVX2_CLONES
 static void topk_filter_feed(ec_compressor *c, const double *x, uint32_t j,
                              uint32_t end)
 {
