@@ -2134,10 +2134,8 @@ void ec_server_reduce_begin(const ec_model *m, ec_down *down)
     uint32_t d = m->d;
 
     memset(down->v, 0, d * sizeof *down->v);
-    if (down->a_dirty) {
+    if (down->has_a)          /* else a holds zeros already */
         memset(down->a, 0, d * sizeof *down->a);
-        down->a_dirty = 0;
-    }
     down->init = !m->initialised;
     down->has_a = 0;
     down->has_stats = 0;
@@ -2176,7 +2174,6 @@ void ec_server_reduce_add(ec_down *down, const ec_up *up)
     if (up->has_extra) {
         ec_msg_axpy(&up->extra, 1.0, down->a);
         down->has_a = 1;
-        down->a_dirty = 1;
     }
 }
 
@@ -2214,17 +2211,14 @@ void ec_server_reduce_end(const ec_model *m, uint32_t n, ec_down *down)
     uint32_t d = m->d;
     double inv = 1.0 / (down->mean_over_participants ? down->participants : n);
 
+    for (uint32_t j = 0; j < d; j++)
+        down->v[j] *= inv;
     /* Without extras a holds zeros, which scaling would leave as they are:
      * coin-less rounds of ECLK and L-Katyusha skip that pass (and
      * ec_server_reduce_begin the clearing) over d. */
     if (down->has_a)
-        for (uint32_t j = 0; j < d; j++) {
-            down->v[j] *= inv;
-            down->a[j] *= inv;
-        }
-    else
         for (uint32_t j = 0; j < d; j++)
-            down->v[j] *= inv;
+            down->a[j] *= inv;
     down->primal = 0;
     if (!down->init && down->down_comp && m->x_server)
         primal_broadcast(m, down);

@@ -307,10 +307,7 @@ uint64_t ec_up_paper_bits(const ec_up *up);
 typedef struct ec_down {
     double *v;
     double *a;
-    int has_a;
-    int a_dirty;              /* the coordinator's: a was added to since it
-                                 was last cleared (rounds without extras
-                                 leave it zero, unscaled and uncleared) */
+    int has_a;                /* when 0, a holds zeros */
     int init;                 /* this is the init exchange's broadcast */
     int has_stats;            /* the sums of the uplinks' ef_in, ef_out */
     double ef_in, ef_out;
