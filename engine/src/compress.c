@@ -683,6 +683,7 @@ static void topk_filter_begin(ec_compressor *c)
     c->feed_next = 0;
     c->feed_bar = UINT64_MAX;
     c->feed_guessed = 0;
+    c->hint = NULL;
 }
 
 /*
@@ -762,8 +763,7 @@ static void topk_filter_end(ec_compressor *c, const double *x, ec_msg *out)
     const uint32_t k = c->spec.k;
     uint64_t *keys = c->fkeys, *tmp = c->fkeys + topk_filter_span(c->d, k);
     uint32_t *idx = c->fidx;
-
-    uint64_t t = UINT64_MAX;
+    uint64_t *hint = c->hint, t = UINT64_MAX;
 
     assert(c->feed_next == c->d);
     if (c->feed_n < k) {
@@ -784,9 +784,8 @@ static void topk_filter_end(ec_compressor *c, const double *x, ec_msg *out)
         out->val[i] = x[idx[i]];
     }
     out->nnz = k;
-    if (c->hint)
-        *c->hint = topk_feed_guess(t);
-    c->hint = NULL;
+    if (hint)
+        *hint = topk_feed_guess(t);
 }
 
 static void compress_topk_filter(ec_compressor *c, const double *x,
@@ -794,7 +793,6 @@ static void compress_topk_filter(ec_compressor *c, const double *x,
 {
     assert(c->spec.k >= 1 && c->spec.k < c->d);
     topk_filter_begin(c);
-    c->hint = NULL;
     topk_filter_feed(c, x, 0, c->d);
     topk_filter_end(c, x, out);
 }
@@ -1473,7 +1471,6 @@ void ec_compress_feed_begin(ec_compressor *c)
 {
     assert(ec_compress_feeds(c));
     topk_filter_begin(c);
-    c->hint = NULL;
 }
 
 void ec_compress_feed_begin_hinted(ec_compressor *c, uint64_t *hint)
