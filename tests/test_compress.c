@@ -596,13 +596,14 @@ static void fill_order(double *x, uint32_t d, int kind, ec_rng *r)
     (void)r;
 }
 
-/* The magnitude's bits: the order of |x| for numbers, NaNs above. */
-static uint64_t key_of(double v)
+/* The magnitude's bits, the order top-k ranks by: |x| for numbers, NaNs
+ * above Inf. */
+static uint64_t test_key(double v)
 {
-    uint64_t b;
+    uint64_t bits;
 
-    memcpy(&b, &v, sizeof b);
-    return b & ~(UINT64_C(1) << 63);
+    memcpy(&bits, &v, sizeof bits);
+    return bits & ~(UINT64_C(1) << 63);
 }
 
 /* The message fed with this hint equals want, entry for entry. */
@@ -641,9 +642,9 @@ static void feed_hinted_matches(ec_compressor *c, const double *x,
     uint64_t t = UINT64_MAX, hint, left, givens[7];
 
     for (uint32_t i = 0; i < want->nnz; i++)
-        t = key_of(want->val[i]) < t ? key_of(want->val[i]) : t;
+        t = test_key(want->val[i]) < t ? test_key(want->val[i]) : t;
     givens[0] = 0;
-    givens[1] = key_of(INFINITY);
+    givens[1] = test_key(INFINITY);
     givens[2] = t;
     givens[3] = t + 1;
     givens[4] = t > 0 ? t - 1 : 0;
@@ -829,14 +830,6 @@ END_TEST
  * selection the keys give (NaN above Inf above every number, ties to the
  * lower index).
  */
-static uint64_t test_key(double v)
-{
-    uint64_t bits;
-
-    memcpy(&bits, &v, sizeof bits);
-    return bits & ~(UINT64_C(1) << 63);
-}
-
 START_TEST(test_topk_blocked_nan_placements)
 {
     enum { D = 100 };   /* twelve whole blocks of 8 and one of 4 */
